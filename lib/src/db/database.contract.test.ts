@@ -1,0 +1,191 @@
+// One contract for the relational store, run against PGlite (in memory and on disk) and a real PostgreSQL
+// server with pgvector: the same migrations, SQL and transaction behaviour must hold on both.
+import { rmSync } from 'node:fs';
+import { sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeTempDir } from '../../../test/harness/process.js';
+import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
+import { openDatabase, type Database, type DatabaseConfig } from './database.js';
+import { currentVersion, migrate, SchemaTooNewError, type Migration } from './migrate.js';
+
+interface Schema {
+  notes: { id: number; tenant_id: string; body: unknown; created_at: Date };
+  counters: { id: number; value: number };
+  embeddings: { id: number; tenant_id: string; embedding: string };
+}
+
+const migrations: Migration[] = [
+  {
+    version: 1,
+    name: 'notes',
+    statements: [
+      'create extension if not exists vector',
+      `create table notes (id serial primary key, tenant_id uuid not null, body jsonb not null, created_at timestamptz not null default now())`,
+    ],
+  },
+  {
+    version: 2,
+    name: 'counters and embeddings',
+    statements: [
+      'create table counters (id integer primary key, value integer not null)',
+      'insert into counters (id, value) values (1, 0)',
+      'create table embeddings (id serial primary key, tenant_id uuid not null, embedding vector(3) not null)',
+      'create index embeddings_hnsw on embeddings using hnsw (embedding vector_cosine_ops)',
+    ],
+  },
+];
+
+const tenantA = '7d3f8a52-1c7e-4d55-9a0e-2b1f6f3a9c01';
+
+function contract(name: string, open: () => Promise<Database<Schema>>) {
+  describe(`relational store: ${name}`, () => {
+    let database: Database<Schema>;
+    let db: Kysely<Schema>;
+
+    beforeAll(async () => {
+      database = await open();
+      db = database.db;
+    });
+    afterAll(async () => {
+      await database?.close();
+    });
+
+    it('applies every migration once, and a second run applies nothing', async () => {
+      const first = await migrate(db, migrations);
+      expect(first.applied.map((m) => m.version)).toEqual([1, 2]);
+      const second = await migrate(db, migrations);
+      expect(second.applied).toEqual([]);
+      expect(await currentVersion(db)).toBe(2);
+    });
+
+    it('applies only the new migrations of a later release', async () => {
+      const later: Migration[] = [...migrations, { version: 3, name: 'tags', statements: ['alter table notes add column tag text'] }];
+      expect((await migrate(db, later)).applied.map((m) => m.version)).toEqual([3]);
+      await db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ t: 1 }), tag: 'x' } as never).execute();
+    });
+
+    it('refuses to run against a database migrated by newer code, changing nothing', async () => {
+      await expect(migrate(db, migrations)).rejects.toBeInstanceOf(SchemaTooNewError);
+      await expect(migrate(db, migrations)).rejects.toThrow(/version 3, newer than this build knows \(2\)/);
+      expect(await currentVersion(db)).toBe(3);
+    });
+
+    it('rolls back a failed migration whole', async () => {
+      const broken: Migration[] = [
+        ...migrations,
+        { version: 3, name: 'tags', statements: ['alter table notes add column tag text'] },
+        { version: 4, name: 'broken', statements: ['create table half_done (id int)', 'select no_such_function()'] },
+      ];
+      await expect(migrate(db, broken)).rejects.toThrow();
+      expect(await currentVersion(db)).toBe(3);
+      const tables = await sql<{ n: number }>`select count(*)::int as n from information_schema.tables where table_name = 'half_done'`.execute(db);
+      expect(tables.rows[0]?.n).toBe(0);
+    });
+
+    it('round-trips jsonb, timestamps and counts', async () => {
+      await db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ nested: { list: [1, 'two', null] } }) }).execute();
+      const row = await db.selectFrom('notes').selectAll().orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow();
+      expect(row.body).toEqual({ nested: { list: [1, 'two', null] } });
+      expect(row.created_at).toBeInstanceOf(Date);
+      const count = await db.selectFrom('notes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+      expect(count.n).toBe(2);
+      const updated = await db.updateTable('notes').set({ tenant_id: tenantA }).where('tenant_id', '=', tenantA).executeTakeFirst();
+      expect(Number(updated.numUpdatedRows)).toBe(2);
+    });
+
+    it('keeps nothing of a transaction that fails', async () => {
+      await expect(
+        db.transaction().execute(async (trx) => {
+          await trx.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ lost: true }) }).execute();
+          throw new Error('abort');
+        }),
+      ).rejects.toThrow('abort');
+      const lost = await sql<{ n: number }>`select count(*)::int as n from notes where body ? 'lost'`.execute(db);
+      expect(lost.rows[0]?.n).toBe(0);
+    });
+
+    it('serializes concurrent read-modify-write transactions without losing an update', async () => {
+      await Promise.all(
+        Array.from({ length: 25 }, () =>
+          db.transaction().execute(async (trx) => {
+            const current = await trx.selectFrom('counters').select('value').where('id', '=', 1).forUpdate().executeTakeFirstOrThrow();
+            await trx.updateTable('counters').set({ value: current.value + 1 }).where('id', '=', 1).execute();
+          }),
+        ),
+      );
+      const counter = await db.selectFrom('counters').select('value').where('id', '=', 1).executeTakeFirstOrThrow();
+      expect(counter.value).toBe(25);
+    });
+
+    it('answers nearest-neighbour queries with pgvector and its HNSW index', async () => {
+      const vectors = ['[1,0,0]', '[0,1,0]', '[0.9,0.1,0]', '[0,0,1]'];
+      for (const embedding of vectors) await db.insertInto('embeddings').values({ tenant_id: tenantA, embedding }).execute();
+      const nearest = await sql<{ embedding: string; distance: number }>`
+        select embedding::text as embedding, embedding <=> '[1,0.05,0]' as distance
+        from embeddings order by embedding <=> '[1,0.05,0]' limit 2`.execute(db);
+      expect(nearest.rows.map((r) => r.embedding)).toEqual(['[1,0,0]', '[0.9,0.1,0]']);
+      expect(nearest.rows[0]!.distance).toBeLessThan(0.01);
+      await expect(sql`select '[1,2]'::vector(3)`.execute(db)).rejects.toThrow(/dimensions/);
+    });
+
+    it('answers ping', async () => {
+      await expect(database.ping()).resolves.toBeUndefined();
+    });
+  });
+}
+
+contract('PGlite in memory', () => openDatabase<Schema>({ driver: 'pglite' }));
+
+describe('relational store: PGlite on disk', () => {
+  it('keeps its data across a close and reopen', async () => {
+    const dir = makeTempDir('pglite');
+    const config: DatabaseConfig = { driver: 'pglite', dataDir: dir };
+    try {
+      const first = await openDatabase<Schema>(config);
+      await migrate(first.db, migrations);
+      await first.db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ kept: true }) }).execute();
+      await first.close();
+      const second = await openDatabase<Schema>(config);
+      expect((await migrate(second.db, migrations)).applied).toEqual([]);
+      const rows = await second.db.selectFrom('notes').select('body').execute();
+      expect(rows.map((r) => r.body)).toEqual([{ kept: true }]);
+      await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+const havePostgres = postgresBinaries() !== null;
+describe.skipIf(!havePostgres)('relational store: real PostgreSQL with pgvector', () => {
+  let server: PostgresServer;
+  let url: string;
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  contract('PostgreSQL', () => openDatabase<Schema>({ driver: 'postgres', url }));
+
+  it('lets only one of several replicas starting at once apply each migration', async () => {
+    const fresh = await server.createDatabase();
+    const replicas = await Promise.all(Array.from({ length: 4 }, () => openDatabase<Schema>({ driver: 'postgres', url: fresh })));
+    try {
+      const outcomes = await Promise.all(replicas.map((r) => migrate(r.db, migrations)));
+      const applied = outcomes.flatMap((o) => o.applied.map((m) => m.version)).sort();
+      expect(applied).toEqual([1, 2]);
+      expect(await currentVersion(replicas[0]!.db)).toBe(2);
+    } finally {
+      await Promise.all(replicas.map((r) => r.close()));
+    }
+  });
+
+  it('fails ping when the server is unreachable', async () => {
+    const dead = await openDatabase({ driver: 'postgres', url: 'postgres://postgres@127.0.0.1:1/none' });
+    await expect(dead.ping()).rejects.toThrow();
+    await dead.close();
+  });
+});

@@ -1,0 +1,59 @@
+// The relational store: one Kysely query layer over two drivers, PGlite (embedded default, in the data dir,
+// with its bundled pgvector) and a real PostgreSQL server with pgvector (`pg`). Both run the same SQL.
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { mkdirSync } from 'node:fs';
+import { pgliteSerialPool } from './pglite-pool.js';
+
+export type DatabaseConfig =
+  | { driver: 'pglite'; /** Directory holding the database files; omit for an in-memory database. */ dataDir?: string }
+  | { driver: 'postgres'; url: string; poolSize?: number };
+
+export interface Database<Schema> {
+  readonly driver: DatabaseConfig['driver'];
+  readonly db: Kysely<Schema>;
+  /** Resolves when the database answers a query (used by GET /ready). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+// Postgres returns BIGINT (int8) as text by default; counts and sizes in this service fit in a double.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Database<Schema>> {
+  if (config.driver === 'postgres') {
+    const pool = new pg.Pool({
+      connectionString: config.url,
+      max: config.poolSize ?? 10,
+      connectionTimeoutMillis: 5_000,
+    });
+    // An idle client whose server went away emits 'error' on the pool; without a listener that kills the process.
+    pool.on('error', () => {});
+    const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+    return {
+      driver: 'postgres',
+      db,
+      ping: async () => {
+        await sql`select 1`.execute(db);
+      },
+      close: () => db.destroy(),
+    };
+  }
+
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { vector } = await import('@electric-sql/pglite-pgvector');
+  if (config.dataDir) mkdirSync(config.dataDir, { recursive: true });
+  const pglite = await PGlite.create({ ...(config.dataDir ? { dataDir: config.dataDir } : {}), extensions: { vector } });
+  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: pgliteSerialPool(pglite) }) });
+  return {
+    driver: 'pglite',
+    db,
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: async () => {
+      await db.destroy();
+      await pglite.close();
+    },
+  };
+}

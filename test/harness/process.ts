@@ -1,0 +1,124 @@
+// Starts real servers (PostgreSQL, Redis, MinIO, ...) as local child processes on free loopback ports,
+// each in its own temp dir, and stops them after. Binaries come from the cache that hack/test-deps.sh fills.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// Root's home is not readable by the unprivileged user PostgreSQL must run as, so root caches in /var/cache.
+// hack/test-deps.sh makes the same choice.
+export const cacheDir =
+  process.env.AGENTPLANE_CACHE_DIR ??
+  (process.getuid?.() === 0 ? '/var/cache/agentplane' : join(homedir(), '.cache', 'agentplane'));
+export const binDir = join(cacheDir, 'bin');
+
+/** True when `AGENTPLANE_REQUIRE_SERVICES=1`: a missing service fails the run instead of skipping. */
+export const servicesRequired = process.env.AGENTPLANE_REQUIRE_SERVICES === '1';
+
+/** Where a service binary lives in the cache, or null when hack/test-deps.sh has not installed it. */
+export function findBinary(name: string): string | null {
+  const path = join(binDir, name);
+  return existsSync(path) ? path : null;
+}
+
+/**
+ * Decides whether a suite that needs `binary` runs. Returns the path when present. When absent it prints one
+ * line naming the binary and the install command, and returns null (the suite skips); under
+ * AGENTPLANE_REQUIRE_SERVICES=1 it throws instead, so CI fails loudly.
+ */
+export function requireBinary(name: string): string | null {
+  const path = findBinary(name);
+  if (path) return path;
+  const line = `service binary '${name}' not found in ${binDir}: run 'bash hack/test-deps.sh' to install it`;
+  if (servicesRequired) throw new Error(`${line} (AGENTPLANE_REQUIRE_SERVICES=1)`);
+  console.warn(`skipping: ${line}`);
+  return null;
+}
+
+/** A free TCP port on 127.0.0.1, found by binding port 0 and releasing it. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') return reject(new Error('no port'));
+      server.close(() => resolve(address.port));
+    });
+  });
+}
+
+export function makeTempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), `agentplane-${prefix}-`));
+}
+
+export interface RunningProcess {
+  child: ChildProcess;
+  dir: string;
+  /** Last lines of the process's output, for error messages when it does not come up. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  name: string;
+  command: string;
+  args: string[];
+  dir: string;
+  env?: NodeJS.ProcessEnv;
+  /** Resolves once the service answers; called repeatedly until it does or the timeout passes. */
+  ready: () => Promise<boolean>;
+  readyTimeoutMs?: number;
+  /** Signal that stops the service cleanly (SIGINT for PostgreSQL's fast shutdown). */
+  stopSignal?: NodeJS.Signals;
+  /** For example `{ uid, gid }` to run as an unprivileged user. */
+  spawnOptions?: { uid?: number; gid?: number };
+}
+
+/** Spawns a server and waits until `ready()` says it answers. The temp dir is removed on stop. */
+export async function startProcess(options: StartOptions): Promise<RunningProcess> {
+  const child = spawn(options.command, options.args, {
+    cwd: options.dir,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...options.spawnOptions,
+  });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-4000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  let exited = false;
+  child.once('exit', () => {
+    exited = true;
+  });
+
+  const stop = async () => {
+    if (!exited) {
+      const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill(options.stopSignal ?? 'SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await gone;
+      clearTimeout(timer);
+    }
+    rmSync(options.dir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (exited) {
+      await stop();
+      throw new Error(`${options.name} exited before it was ready:\n${tail}`);
+    }
+    if (await options.ready().catch(() => false)) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${options.name} was not ready within ${options.readyTimeoutMs ?? 60_000} ms:\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, dir: options.dir, output: () => tail, stop };
+}
