@@ -1,0 +1,69 @@
+// `npm start`: the control-api and the runtime in one process on embedded defaults (PGlite, local files,
+// in-process events), state kept in AGENTPLANE_DATA_DIR. Both share one lifecycle, so SIGTERM drains both.
+import { createServer, type Server } from 'node:http';
+import { ConfigError } from '../lib/src/config.js';
+import { exitOnSignals, Lifecycle } from '../lib/src/http/lifecycle.js';
+import { createLogger } from '../lib/src/logging.js';
+import { createControlApi } from '../control-api/src/app.js';
+import { loadControlApiConfig } from '../control-api/src/config.js';
+import { createRuntime } from '../runtime/src/app.js';
+import { loadRuntimeConfig } from '../runtime/src/config.js';
+
+function loadConfigs() {
+  try {
+    return { runtime: loadRuntimeConfig(), control: loadControlApiConfig() };
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(error.message);
+    process.exit(2);
+  }
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+}
+
+const configs = loadConfigs();
+const logger = createLogger({
+  level: configs.runtime.logLevel,
+  ...(configs.runtime.logFormat === 'auto' ? {} : { pretty: configs.runtime.logFormat === 'pretty' }),
+});
+const lifecycle = new Lifecycle();
+const runtime = await createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle });
+const control = await createControlApi({
+  config: configs.control,
+  logger: logger.child({ program: 'control-api' }),
+  lifecycle,
+  readiness: { runtime: () => runtime.database.ping() },
+});
+
+if (runtime.generatedAdminKey) {
+  logger.warn(`generated a runtime admin key, shown once (kept in ${configs.runtime.dataDir}/secrets/runtime-admin-key): ${runtime.adminKey}`);
+}
+const dataServer = createServer(runtime.app);
+const controlServer = createServer(control.app);
+try {
+  await listen(dataServer, configs.runtime.port, configs.runtime.host);
+  await listen(controlServer, configs.control.port, configs.control.host);
+} catch (error) {
+  logger.fatal({ err: error }, 'could not listen');
+  await runtime.close();
+  process.exit(1);
+}
+logger.info(
+  { control_url: configs.control.publicUrl, data_url: configs.runtime.publicUrl, data_dir: configs.runtime.dataDir },
+  `agentplane is up: control plane ${configs.control.publicUrl}, data plane ${configs.runtime.publicUrl}`,
+);
+exitOnSignals({
+  lifecycle,
+  servers: [dataServer, controlServer],
+  logger,
+  graceMs: configs.runtime.shutdownGraceSeconds * 1000,
+  close: async () => {
+    await control.close();
+    await runtime.close();
+  },
+});

@@ -1,0 +1,79 @@
+// The HTTP shell every program shares: request ids, in-flight accounting, metrics, a JSON body limit, the four
+// operational routes (/health, /ready, /metrics, /openapi.json + /docs), the program's routes, then 404 and the
+// one error mapping. Programs hand in their routes and readiness checks; nothing here knows their domain.
+import { randomUUID } from 'node:crypto';
+import express, { type Express, type RequestHandler } from 'express';
+import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi';
+import type { Logger } from '../logging.js';
+import { mountDocs } from './docs.js';
+import { errorHandler, unknownRoute } from './errors.js';
+import type { Lifecycle } from './lifecycle.js';
+import { createHttpMetrics } from './metrics.js';
+import { operationalRoutes, type ReadinessCheck } from './operational.js';
+import { mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
+
+export const apiVersion = '0.1.0';
+
+export type OpenApiDocument = ReturnType<typeof createDocument>;
+
+export interface HttpAppOptions {
+  /** `runtime` or `control-api`: the metrics label and the document title. */
+  program: string;
+  title: string;
+  description: string;
+  logger: Logger;
+  lifecycle: Lifecycle;
+  bodyLimitBytes: number;
+  routes: RouteDefinition[];
+  guards: Partial<Record<SecurityScheme, Guard>>;
+  securitySchemes: Partial<Record<SecurityScheme, ZodOpenApiSecuritySchemeObject>>;
+  readiness: Record<string, ReadinessCheck>;
+  /** Routers mounted before the JSON routes (for example signed blob URLs, which take raw bodies). */
+  rawRouters?: { path: string; router: RequestHandler }[];
+}
+
+const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
+
+export function createHttpApp(options: HttpAppOptions): { app: Express; openapi: OpenApiDocument } {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  const metrics = createHttpMetrics(options.program, options.lifecycle);
+
+  app.use((req, res, next) => {
+    const incoming = req.get('x-request-id');
+    const requestId = incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    res.locals.requestId = requestId;
+    res.setHeader('X-Request-Id', requestId);
+    const done = options.lifecycle.beginRequest();
+    res.once('finish', done);
+    res.once('close', done);
+    next();
+  });
+  app.use(metrics.middleware);
+  for (const raw of options.rawRouters ?? []) app.use(raw.path, raw.router);
+  app.use(express.json({ limit: options.bodyLimitBytes, strict: true }));
+
+  let document: OpenApiDocument | undefined;
+  const allRoutes = [
+    ...operationalRoutes({
+      lifecycle: options.lifecycle,
+      registry: metrics.registry,
+      readiness: options.readiness,
+      openapi: () => document!,
+    }),
+    ...options.routes,
+  ];
+  document = createDocument({
+    openapi: '3.1.0',
+    info: { title: options.title, version: apiVersion, description: options.description },
+    paths: openApiPaths(allRoutes),
+    components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
+  });
+
+  mountDocs(app, options.title);
+  app.use(mountRoutes(allRoutes, { guards: options.guards }));
+  app.use(unknownRoute);
+  app.use(errorHandler(options.logger));
+  return { app, openapi: document };
+}

@@ -1,0 +1,59 @@
+// GET /docs: Swagger UI over /openapi.json with every asset served from this process (deployments may have no
+// internet, so no CDN). The page loads no inline script, so a strict Content-Security-Policy holds.
+import express, { type Express } from 'express';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import swaggerUi from 'swagger-ui-dist';
+
+const assetFiles = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js', 'favicon-32x32.png'];
+
+const initializer = `window.addEventListener('load', function () {
+  window.ui = SwaggerUIBundle({
+    url: new URL('../openapi.json', window.location.href).toString(),
+    dom_id: '#swagger-ui',
+    deepLinking: true,
+    persistAuthorization: false,
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    layout: 'StandaloneLayout'
+  });
+});
+`;
+
+function page(title: string): string {
+  const escaped = title.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
+  return `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>${escaped}: API explorer</title>
+  <link rel="stylesheet" href="./docs/swagger-ui.css">
+  <link rel="icon" type="image/png" href="./docs/favicon-32x32.png">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="./docs/swagger-ui-bundle.js"></script>
+  <script src="./docs/swagger-ui-standalone-preset.js"></script>
+  <script src="./docs/initializer.js"></script>
+</body>
+</html>
+`;
+}
+
+export function mountDocs(app: Express, title: string): void {
+  const root = swaggerUi.getAbsoluteFSPath();
+  for (const file of assetFiles) readFileSync(join(root, file)); // fail at start, not at first visit
+  const html = page(title);
+  const csp = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:";
+  app.get('/docs', (_req, res) => {
+    res.setHeader('Content-Security-Policy', csp);
+    res.type('html').send(html);
+  });
+  app.get('/docs/initializer.js', (_req, res) => {
+    res.type('application/javascript').send(initializer);
+  });
+  const assets = express.static(root, { index: false, fallthrough: false, maxAge: '1h' });
+  app.use('/docs', (req, res, next) => {
+    if (!assetFiles.includes(req.path.replace(/^\//, ''))) return next();
+    assets(req, res, next);
+  });
+}

@@ -1,0 +1,89 @@
+// The one place errors become HTTP. Every body carries `detail`: an array of {loc, msg} on 422, a string
+// elsewhere. A 500 never shows internals: it is logged with the request id, which the answer also carries.
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { AppError, ValidationError, type ErrorKind } from '../errors.js';
+import type { Logger } from '../logging.js';
+
+export const statusByKind: Record<ErrorKind, number> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  unprocessable: 422,
+  rate_limited: 429,
+  internal: 500,
+  upstream_failed: 502,
+  unavailable: 503,
+  upstream_timeout: 504,
+};
+
+export interface ErrorBody {
+  detail: string | { loc: (string | number)[]; msg: string }[];
+  code?: string;
+  request_id?: string;
+  [extra: string]: unknown;
+}
+
+/** The status and body an error answers with; also used by the stream writer for `error` frames. */
+export function describeError(error: unknown, requestId?: string): { status: number; body: ErrorBody } {
+  if (error instanceof ValidationError) {
+    return { status: 422, body: { detail: error.problems } };
+  }
+  if (error instanceof AppError) {
+    const status = statusByKind[error.kind];
+    const detail = status >= 500 && error.kind === 'internal' ? 'internal server error' : error.message;
+    return {
+      status,
+      body: {
+        ...error.extra,
+        detail,
+        ...(error.code ? { code: error.code } : {}),
+        ...(status >= 500 && requestId ? { request_id: requestId } : {}),
+      },
+    };
+  }
+  const bodyParser = bodyParserError(error);
+  if (bodyParser) return bodyParser;
+  return { status: 500, body: { detail: 'internal server error', ...(requestId ? { request_id: requestId } : {}) } };
+}
+
+/** Errors raised by express.json() carry a `type`; map them to the statuses SPEC.md names. */
+function bodyParserError(error: unknown): { status: number; body: ErrorBody } | null {
+  if (typeof error !== 'object' || error === null || !('type' in error)) return null;
+  switch ((error as { type: unknown }).type) {
+    case 'entity.parse.failed':
+      return { status: 400, body: { detail: 'request body is not valid JSON' } };
+    case 'entity.too.large': {
+      const limit = (error as { limit?: number }).limit;
+      return { status: 413, body: { detail: `request body is larger than the limit of ${limit ?? 'the configured'} bytes` } };
+    }
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return { status: 415, body: { detail: 'unsupported request body encoding' } };
+    case 'request.aborted':
+      return { status: 400, body: { detail: 'request body was aborted by the client' } };
+    default:
+      return null;
+  }
+}
+
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error, req, res, _next) => {
+    const requestId = res.locals.requestId as string | undefined;
+    const { status, body } = describeError(error, requestId);
+    if (status >= 500) {
+      logger.error({ err: error, request_id: requestId, method: req.method, path: req.path }, 'request failed');
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.status(status).json(body);
+  };
+}
+
+export const unknownRoute: RequestHandler = (req, res) => {
+  res.status(404).json({ detail: `no route for ${req.method} ${req.path}` });
+};

@@ -1,0 +1,178 @@
+// Routes as data: one definition per route carries its path, its schemas, its credential and its handler.
+// The same definition mounts the express handler (validating with the schemas) and feeds /openapi.json,
+// so the document cannot drift from what the server accepts.
+import express, { type Request, type Response, type Router } from 'express';
+import { z } from 'zod';
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
+import { ValidationError, type FieldProblem } from '../errors.js';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/** Names of the security schemes a route may require; each program declares how each is checked. */
+export type SecurityScheme = 'adminKey' | 'bearer' | 'apiKey' | 'session';
+
+export interface ResponseSpec {
+  description: string;
+  /** JSON body schema; omit for responses without a JSON body. */
+  schema?: z.ZodType;
+  /** Non-JSON content (for example `text/plain` metrics or `text/event-stream`). */
+  contentType?: string;
+}
+
+export interface RouteInput<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  req: Request;
+  res: Response;
+}
+
+/** What a handler returns: a JSON body with the route's success status, or `handled` when it wrote itself. */
+export type RouteResult = { status?: number; body?: unknown; headers?: Record<string, string> } | 'handled';
+
+export interface RouteDefinition<
+  P extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  B extends z.ZodType = z.ZodType,
+> {
+  method: HttpMethod;
+  /** OpenAPI style: `/tenants/{tenant_id}`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  /** Credentials that satisfy this route (any one); empty for public routes. */
+  security: SecurityScheme[];
+  params?: P;
+  query?: Q;
+  body?: B;
+  responses: Record<number, ResponseSpec>;
+  handle(input: RouteInput<z.infer<P>, z.infer<Q>, z.infer<B>>): Promise<RouteResult>;
+}
+
+/** Identity helper that keeps the handler's input typed from the route's schemas. */
+export function defineRoute<P extends z.ZodType = z.ZodUndefined, Q extends z.ZodType = z.ZodUndefined, B extends z.ZodType = z.ZodUndefined>(
+  route: RouteDefinition<P, Q, B>,
+): RouteDefinition {
+  return route as unknown as RouteDefinition;
+}
+
+/** A guard checks the caller's credential for one scheme; it throws an `unauthenticated` AppError on failure. */
+export type Guard = (req: Request, res: Response) => Promise<void> | void;
+
+export interface MountOptions {
+  guards: Partial<Record<SecurityScheme, Guard>>;
+}
+
+function problemsOf(error: z.ZodError, where: string): FieldProblem[] {
+  return error.issues.map((issue) => ({ loc: [where, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: issue.message }));
+}
+
+function parsePart(schema: z.ZodType | undefined, value: unknown, where: string): unknown {
+  if (!schema) return undefined;
+  const result = schema.safeParse(value);
+  if (!result.success) throw new ValidationError(problemsOf(result.error, where));
+  return result.data;
+}
+
+const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
+
+export function successStatus(route: RouteDefinition): number {
+  return Number(Object.keys(route.responses).find((status) => Number(status) < 300) ?? 200);
+}
+
+/** Mounts every route on a router: check the credential first (401 before any 422), then validate, then handle. */
+export function mountRoutes(routes: RouteDefinition[], options: MountOptions): Router {
+  const router = express.Router();
+  for (const route of routes) {
+    const guards = route.security.map((scheme) => {
+      const guard = options.guards[scheme];
+      if (!guard) throw new Error(`route ${route.operationId} needs security scheme '${scheme}', which this program does not provide`);
+      return guard;
+    });
+    router[route.method](expressPath(route.path), async (req, res, next) => {
+      try {
+        if (guards.length > 0) await firstPassingGuard(guards, req, res);
+        const input = {
+          params: parsePart(route.params, req.params, 'path'),
+          query: parsePart(route.query, req.query, 'query'),
+          body: parsePart(route.body, req.body ?? {}, 'body'),
+          req,
+          res,
+        };
+        const result = await route.handle(input);
+        if (result === 'handled') return;
+        for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+        const status = result.status ?? successStatus(route);
+        if (result.body === undefined) res.status(status).end();
+        else res.status(status).json(result.body);
+      } catch (error) {
+        next(error);
+      }
+    });
+  }
+  return router;
+}
+
+/** Any one scheme suffices; when none passes, the first guard's refusal is the answer. */
+async function firstPassingGuard(guards: Guard[], req: Request, res: Response): Promise<void> {
+  let firstError: unknown;
+  for (const guard of guards) {
+    try {
+      await guard(req, res);
+      return;
+    } catch (error) {
+      firstError ??= error;
+    }
+  }
+  throw firstError;
+}
+
+const errorSchema = z
+  .object({
+    detail: z.union([
+      z.string(),
+      z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string() })),
+    ]),
+    code: z.string().optional(),
+    request_id: z.string().optional(),
+  })
+  .meta({ id: 'Error', description: '`detail` is an array of {loc, msg} on 422 only, a string elsewhere.' });
+
+/** The OpenAPI `paths` object for a set of routes, from the same schemas the server validates with. */
+export function openApiPaths(routes: RouteDefinition[]): ZodOpenApiPathsObject {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const route of routes) {
+    const responses: Record<string, ZodOpenApiResponseObject> = {};
+    for (const [status, spec] of Object.entries(route.responses)) {
+      const contentType = spec.contentType ?? 'application/json';
+      const schema = spec.schema ?? (Number(status) >= 400 ? errorSchema : undefined);
+      responses[status] = {
+        description: spec.description,
+        ...(schema || spec.contentType ? { content: { [contentType]: { schema: schema ?? z.string() } } } : {}),
+      };
+    }
+    const operation: ZodOpenApiOperationObject = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      security: route.security.map((scheme) => ({ [scheme]: [] })),
+      ...(route.params || route.query
+        ? {
+            requestParams: {
+              ...(route.params ? { path: route.params as never } : {}),
+              ...(route.query ? { query: route.query as never } : {}),
+            },
+          }
+        : {}),
+      ...(route.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } }
+        : {}),
+      responses: responses as ZodOpenApiOperationObject['responses'],
+    };
+    paths[route.path] = { ...paths[route.path], [route.method]: operation };
+  }
+  return paths;
+}

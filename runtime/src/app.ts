@@ -1,0 +1,132 @@
+// The runtime's composition root: wires the configured adapters (relational store, event bus, blob store) to
+// the services and routes of the data plane. Nothing below this file reads the environment.
+import { hkdfSync } from 'node:crypto';
+import { join } from 'node:path';
+import type { Express } from 'express';
+import { generateMasterKey, loadOrCreateSecret, parseMasterKey } from '../../lib/src/crypto/local-secrets.js';
+import { newSecret, SecretBox } from '../../lib/src/crypto/secret-box.js';
+import { openDatabase, type Database } from '../../lib/src/db/database.js';
+import { migrate } from '../../lib/src/db/migrate.js';
+import { createEventBus, type EventBus } from '../../lib/src/events/index.js';
+import { createHttpApp, type OpenApiDocument } from '../../lib/src/http/app.js';
+import { Lifecycle } from '../../lib/src/http/lifecycle.js';
+import type { Logger } from '../../lib/src/logging.js';
+import { adminKeyGuard } from './admin-auth.js';
+import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
+import type { RuntimeConfig } from './config.js';
+import { runtimeMigrations } from './store/migrations.js';
+import type { RuntimeSchema } from './store/schema.js';
+import { TenantEraser } from './tenants/erase.js';
+import { tenantBlobPrefix, tenantEventPrefix } from './tenants/keys.js';
+import { tenantRoutes } from './tenants/routes.js';
+import { TenantService } from './tenants/service.js';
+
+export interface Runtime {
+  app: Express;
+  openapi: OpenApiDocument;
+  lifecycle: Lifecycle;
+  /** The key the tenant routes take in `X-Admin-Key`. */
+  adminKey: string;
+  /** Set when this start generated the admin key: the caller prints it once. */
+  generatedAdminKey: boolean;
+  database: Database<RuntimeSchema>;
+  events: EventBus;
+  blobs: BlobStore;
+  tenants: TenantService;
+  eraser: TenantEraser;
+  close(): Promise<void>;
+}
+
+export interface RuntimeDeps {
+  config: RuntimeConfig;
+  logger: Logger;
+  lifecycle?: Lifecycle;
+}
+
+export async function createRuntime({ config, logger, lifecycle = new Lifecycle() }: RuntimeDeps): Promise<Runtime> {
+  const secretsDir = join(config.dataDir, 'secrets');
+  const adminKey = config.adminKey
+    ? { value: config.adminKey, created: false }
+    : loadOrCreateSecret(join(secretsDir, 'runtime-admin-key'), () => newSecret('ak_'));
+  const masterKey = parseMasterKey(config.masterKey ?? loadOrCreateSecret(join(secretsDir, 'master-key'), generateMasterKey).value);
+  const secretBox = new SecretBox(masterKey);
+
+  const database = await openDatabase<RuntimeSchema>(config.database);
+  const closers: (() => Promise<void>)[] = [() => database.close()];
+  try {
+    const migrated = await migrate(database.db, runtimeMigrations);
+    if (migrated.applied.length > 0) logger.info({ applied: migrated.applied, version: migrated.version }, 'database migrated');
+
+    const events = createEventBus(
+      config.events.kind === 'redis'
+        ? { kind: 'redis', url: config.events.url, keyPrefix: config.events.keyPrefix, logRetentionSeconds: config.eventLogRetentionSeconds }
+        : { kind: 'memory', logRetentionSeconds: config.eventLogRetentionSeconds },
+      { logger },
+    );
+    closers.unshift(() => events.close());
+
+    const blobs = createBlobStore(
+      config.blobs.kind === 's3'
+        ? { ...config.blobs }
+        : {
+            kind: 'fs',
+            root: join(config.dataDir, 'runtime', 'blobs'),
+            publicBaseUrl: config.publicUrl,
+            // Derived, not stored: every replica with the same master key verifies the same URLs.
+            signingSecret: Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'agentplane signed blob urls', 32)).toString('base64url'),
+          },
+    );
+
+    const eraser = new TenantEraser(database.db, logger);
+    const tenants = new TenantService(database.db, secretBox, eraser);
+    eraser.registerStep({
+      name: 'run_logs',
+      phase: 'outside_database',
+      run: async (tenantId) => ({ items: await events.deleteByPrefix(tenantEventPrefix(tenantId)) }),
+    });
+    eraser.registerStep({
+      name: 'stored_bytes',
+      phase: 'outside_database',
+      run: async (tenantId) => ({ items: (await blobs.deleteByPrefix(tenantBlobPrefix(tenantId))).deleted }),
+    });
+
+    const { app, openapi } = createHttpApp({
+      program: 'runtime',
+      title: 'agentplane data plane',
+      description: 'The data plane: chat, documents, tools, tasks and sandboxes for end-users; tenant administration with X-Admin-Key.',
+      logger,
+      lifecycle,
+      bodyLimitBytes: config.bodyLimitBytes,
+      routes: [...tenantRoutes(tenants)],
+      guards: { adminKey: adminKeyGuard(adminKey.value) },
+      securitySchemes: {
+        adminKey: { type: 'apiKey', in: 'header', name: 'X-Admin-Key', description: 'The runtime admin key (tenant routes)' },
+      },
+      readiness: {
+        database: () => database.ping(),
+        events: () => events.ping(),
+        blobs: () => blobs.ping(),
+      },
+      rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
+    });
+
+    return {
+      app,
+      openapi,
+      lifecycle,
+      adminKey: adminKey.value,
+      generatedAdminKey: adminKey.created,
+      database,
+      events,
+      blobs,
+      tenants,
+      eraser,
+      async close() {
+        for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));
+      },
+    };
+  } catch (error) {
+    for (const close of closers) await close().catch(() => {});
+    throw error;
+  }
+}

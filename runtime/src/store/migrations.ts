@@ -1,0 +1,29 @@
+// The runtime's schema, in order. Released migrations are never edited: add a new one.
+import type { Migration } from '../../../lib/src/db/migrate.js';
+
+export const runtimeMigrations: Migration[] = [
+  {
+    version: 1,
+    name: 'tenants',
+    statements: [
+      // pgvector: every later feature that stores embeddings in the database needs it; fail early if missing.
+      'create extension if not exists vector',
+      `create table tenants (
+        tenant_id uuid primary key,
+        name text not null,
+        settings_json jsonb not null default '{}'::jsonb,
+        secret_settings text,
+        webhook_secret text not null,
+        webhook_secret_rotated_at timestamptz not null default now(),
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now()
+      )`,
+      `create table tenant_erasures (
+        tenant_id uuid primary key,
+        erased_at timestamptz not null default now(),
+        complete boolean not null,
+        report jsonb not null
+      )`,
+    ],
+  },
+];

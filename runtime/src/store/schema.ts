@@ -1,0 +1,33 @@
+// The runtime's tables as Kysely sees them. Every table that holds tenant data has `tenant_id`.
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Json<T> = ColumnType<T, string, string>;
+
+export interface TenantsTable {
+  tenant_id: string;
+  name: string;
+  /** Settings that are not secret, as given (merged by PATCH). */
+  settings_json: Json<Record<string, unknown>>;
+  /** Secret settings (for example `litellm_key`), sealed JSON; shown only redacted. */
+  secret_settings: string | null;
+  /** The key that signs deliveries to the customer, sealed. */
+  webhook_secret: string;
+  webhook_secret_rotated_at: Timestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** What an erase did, kept after the tenant's rows are gone so a repeated DELETE can finish the best-effort part. */
+export interface TenantErasuresTable {
+  tenant_id: string;
+  erased_at: Timestamp;
+  complete: boolean;
+  report: Json<unknown>;
+}
+
+export interface RuntimeSchema {
+  tenants: TenantsTable;
+  tenant_erasures: TenantErasuresTable;
+  schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}

@@ -1,0 +1,108 @@
+// HTTP adapter for tenants (X-Admin-Key): parse, call TenantService, answer.
+import type { RouteDefinition } from '../../../lib/src/http/routes.js';
+import { defineRoute } from '../../../lib/src/http/routes.js';
+import { z } from 'zod';
+import type { TenantService } from './service.js';
+import { TenantCreate, TenantCreated, TenantDeleted, TenantIdParams, TenantOut, TenantSettingsUpdate, WebhookSecret } from './schemas.js';
+
+const unauthorized = { description: 'Missing or wrong X-Admin-Key' };
+const notFound = { description: 'No such tenant' };
+const invalid = { description: 'Invalid body or tenant_id (not a UUID)' };
+
+export function tenantRoutes(tenants: TenantService): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/tenants',
+      operationId: 'createTenant',
+      summary: 'Register a tenant',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      body: TenantCreate,
+      responses: { 201: { description: 'Created', schema: TenantCreated }, 401: unauthorized, 409: { description: 'tenant_id taken' }, 422: invalid },
+      async handle({ body }) {
+        return { status: 201, body: await tenants.create(body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants',
+      operationId: 'listTenants',
+      summary: 'List tenants, oldest first',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      responses: { 200: { description: 'Every tenant', schema: z.array(TenantOut) }, 401: unauthorized },
+      async handle() {
+        return { body: await tenants.list() };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}',
+      operationId: 'getTenant',
+      summary: 'Read one tenant',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      responses: { 200: { description: 'The tenant', schema: TenantOut }, 401: unauthorized, 404: notFound, 422: invalid },
+      async handle({ params }) {
+        return { body: await tenants.get(params.tenant_id) };
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/tenants/{tenant_id}',
+      operationId: 'updateTenant',
+      summary: 'Merge keys into settings_json (null removes a key); optionally rename',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      body: TenantSettingsUpdate,
+      responses: { 200: { description: 'The updated tenant', schema: TenantOut }, 401: unauthorized, 404: notFound, 422: invalid },
+      async handle({ params, body }) {
+        return { body: await tenants.update(params.tenant_id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/tenants/{tenant_id}',
+      operationId: 'deleteTenant',
+      summary: 'Erase a tenant: stop its work, delete sandboxes, purge rows (all or nothing), then vectors and stored bytes (best effort, reported)',
+      description:
+        'Calling again for an erased tenant retries the best-effort steps and answers a fresh report, so a finalizer can repeat until `complete` is true.',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      responses: { 200: { description: 'Erased; each step reported', schema: TenantDeleted }, 401: unauthorized, 404: notFound, 422: invalid, 500: { description: 'The row purge failed; nothing was erased' } },
+      async handle({ params }) {
+        return { body: await tenants.erase(params.tenant_id) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/webhook-secret',
+      operationId: 'getTenantWebhookSecret',
+      summary: 'Read the secret that signs deliveries to the customer',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      responses: { 200: { description: 'The live secret', schema: WebhookSecret }, 401: unauthorized, 404: notFound, 422: invalid },
+      async handle({ params }) {
+        return { body: await tenants.webhookSecret(params.tenant_id) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/tenants/{tenant_id}/webhook-secret/rotate',
+      operationId: 'rotateTenantWebhookSecret',
+      summary: 'Replace the webhook secret at once (no dual-signature window)',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      responses: { 200: { description: 'The new secret', schema: WebhookSecret }, 401: unauthorized, 404: notFound, 422: invalid },
+      async handle({ params }) {
+        return { body: await tenants.rotateWebhookSecret(params.tenant_id) };
+      },
+    }),
+  ];
+}

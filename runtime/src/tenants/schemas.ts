@@ -1,0 +1,96 @@
+// Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
+// SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
+import { z } from 'zod';
+
+export const maxSettingsBytes = 64 * 1024;
+
+const settingKey = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'setting names are 1 to 100 letters, digits, `_`, `.` or `-`');
+
+/** Setting names whose values are credentials: sealed at rest and shown redacted. */
+export const secretSettingPattern = /(^|_)(key|secret|token|password)$/i;
+
+const settingsMap = z
+  .record(settingKey, z.json())
+  .superRefine((value, ctx) => {
+    if (JSON.stringify(value).length > maxSettingsBytes) {
+      ctx.addIssue({ code: 'custom', message: `settings_json is larger than ${maxSettingsBytes} bytes` });
+    }
+    for (const name of ['litellm_key', 'default_model'] as const) {
+      const v = value[name];
+      if (v !== undefined && v !== null && (typeof v !== 'string' || v.length === 0 || v.length > 1000)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: `${name} must be a non-empty string of at most 1000 characters, or null to remove it` });
+      }
+    }
+  });
+
+export const TenantIdParams = z.object({
+  tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).meta({ description: 'The tenant, a UUID' }),
+});
+
+export const TenantCreate = z
+  .strictObject({
+    tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).optional().meta({ description: 'Chosen by the caller (the control plane uses the project\'s tenant id); generated when omitted' }),
+    name: z.string().max(200).default('').meta({ description: 'A label for people; not unique' }),
+    settings_json: settingsMap.default({}).meta({
+      description: 'Free-form settings. `litellm_key` and `default_model` route this tenant\'s model calls. Keys ending in `key`, `secret`, `token` or `password` are sealed at rest and shown redacted.',
+    }),
+  })
+  .meta({ id: 'TenantCreate' });
+
+export const TenantOut = z
+  .object({
+    tenant_id: z.uuid(),
+    name: z.string(),
+    settings_json: z.record(z.string(), z.json()).meta({ description: 'Secret values appear redacted, as `****` plus their last four characters' }),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime(),
+  })
+  .meta({ id: 'TenantOut' });
+
+export const TenantCreated = TenantOut.extend({
+  webhook_secret: z.string().meta({ description: 'Signs `turn.stopped` and `scheduled_task.fired` deliveries (header `X-Signature`); also readable later' }),
+}).meta({ id: 'TenantCreated' });
+
+export const TenantSettingsUpdate = z
+  .strictObject({
+    name: z.string().max(200).optional(),
+    settings_json: settingsMap
+      .optional()
+      .meta({ description: 'Merged key by key into the stored settings; a key set to null is removed. Keys not named are kept.' }),
+  })
+  .meta({ id: 'TenantSettingsUpdate' });
+
+export const EraseStepOutcomeSchema = z
+  .object({
+    step: z.string(),
+    phase: z.enum(['stop_work', 'sandboxes', 'rows', 'outside_database']),
+    outcome: z.enum(['done', 'failed', 'already_done']),
+    items: z.number().int().optional(),
+    error: z.string().optional(),
+  })
+  .meta({ id: 'EraseStepOutcome' });
+
+export const TenantDeleted = z
+  .object({
+    tenant_id: z.uuid(),
+    erased: z.literal(true).meta({ description: 'The tenant\'s rows are purged (now or by an earlier call)' }),
+    complete: z.boolean().meta({ description: 'Every best-effort step succeeded; when false, DELETE again retries the failed steps' }),
+    rows_deleted: z.record(z.string(), z.number().int()),
+    steps: z.array(EraseStepOutcomeSchema).meta({ description: 'Each step in the order it ran' }),
+    erased_at: z.iso.datetime(),
+  })
+  .meta({ id: 'TenantDeleted' });
+
+export const WebhookSecret = z
+  .object({
+    tenant_id: z.uuid(),
+    webhook_secret: z.string(),
+    rotated_at: z.iso.datetime().meta({ description: 'When this secret became the live one' }),
+  })
+  .meta({ id: 'WebhookSecret' });
+
+export type TenantCreateInput = z.infer<typeof TenantCreate>;
+export type TenantSettingsUpdateInput = z.infer<typeof TenantSettingsUpdate>;
+export type TenantOutput = z.infer<typeof TenantOut>;

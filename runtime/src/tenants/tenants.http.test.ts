@@ -1,0 +1,253 @@
+// Tenant administration through HTTP, in both setups: embedded (PGlite, files, in-process events) and scale
+// (real PostgreSQL, MinIO, Redis). Bad input gets the documented status and stores nothing.
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
+import { tenantBlobPrefix, tenantEventPrefix } from './keys.js';
+
+const json = (value: unknown) => JSON.stringify(value);
+
+describe.each(availableSetups())('tenants (%s)', (setup) => {
+  let services: ScaleServices | undefined;
+  let rt: TestRuntime;
+
+  beforeAll(async () => {
+    services = setup === 'scale' ? await ScaleServices.start() : undefined;
+    rt = await startTestRuntime({ env: (await services?.env()) ?? {} });
+  });
+  afterAll(async () => {
+    await rt?.stop();
+    await services?.stop();
+  });
+
+  async function createTenant(body: Record<string, unknown> = {}) {
+    const res = await rt.admin('/tenants', { method: 'POST', body: json({ name: 'acme', ...body }) });
+    expect(res.status).toBe(201);
+    return (await res.json()) as { tenant_id: string; name: string; settings_json: Record<string, unknown>; webhook_secret: string };
+  }
+
+  async function tenantCount() {
+    return (await rt.runtime.tenants.list()).length;
+  }
+
+  describe('admin key', () => {
+    it('refuses a missing, wrong or differently sized key with 401, storing nothing', async () => {
+      const before = await tenantCount();
+      for (const adminKey of [null, 'wrong', `${rt.adminKey}x`, rt.adminKey.slice(0, -1)]) {
+        const res = await rt.admin('/tenants', { method: 'POST', adminKey, body: json({ name: 'x' }) });
+        expect(res.status).toBe(401);
+        expect(await res.json()).toEqual({ detail: 'missing or invalid X-Admin-Key' });
+      }
+      expect((await rt.admin('/tenants', { adminKey: null })).status).toBe(401);
+      expect(await tenantCount()).toBe(before);
+    });
+
+    it('checks the key before the body, so a bad body without a key is 401 not 422', async () => {
+      const res = await rt.admin('/tenants', { method: 'POST', adminKey: null, body: json({ tenant_id: 'nope' }) });
+      expect(res.status).toBe(401);
+    });
+  });
+
+  describe('create and read', () => {
+    it('creates a tenant with a generated id, a webhook secret, and secret settings shown redacted', async () => {
+      const created = await createTenant({ settings_json: { litellm_key: 'sk-live-0123456789abcdef', default_model: 'gpt-4o', plan: 'pro' } });
+      expect(created.tenant_id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(created.webhook_secret).toMatch(/^whsec_/);
+      expect(created.settings_json).toEqual({ litellm_key: '****cdef', default_model: 'gpt-4o', plan: 'pro' });
+
+      const listed = (await (await rt.admin('/tenants')).json()) as { tenant_id: string }[];
+      expect(listed.map((t) => t.tenant_id)).toContain(created.tenant_id);
+      const one = await (await rt.admin(`/tenants/${created.tenant_id}`)).json();
+      expect(one).toMatchObject({ tenant_id: created.tenant_id, name: 'acme', settings_json: created.settings_json });
+      expect(one).not.toHaveProperty('webhook_secret');
+
+      // Routing reads the key in clear; the database holds it only sealed.
+      expect(await rt.runtime.tenants.routing(created.tenant_id)).toEqual({ litellmKey: 'sk-live-0123456789abcdef', defaultModel: 'gpt-4o' });
+      const raw = await sql<{ row: string }>`select row_to_json(t)::text as row from tenants t where tenant_id = ${created.tenant_id}`.execute(rt.runtime.database.db);
+      expect(raw.rows[0]!.row).not.toContain('sk-live-0123456789abcdef');
+      expect(raw.rows[0]!.row).not.toContain(created.webhook_secret);
+    });
+
+    it('takes a caller-chosen tenant id, and answers 409 when it is taken', async () => {
+      const tenantId = crypto.randomUUID();
+      await createTenant({ tenant_id: tenantId });
+      const again = await rt.admin('/tenants', { method: 'POST', body: json({ tenant_id: tenantId }) });
+      expect(again.status).toBe(409);
+      expect(await again.json()).toEqual({ detail: `tenant ${tenantId} already exists` });
+    });
+
+    it('answers 422 with {loc, msg} for a tenant_id that is not a UUID or an unknown field, storing nothing', async () => {
+      const before = await tenantCount();
+      const res = await rt.admin('/tenants', { method: 'POST', body: json({ tenant_id: 'not-a-uuid', colour: 'red' }) });
+      expect(res.status).toBe(422);
+      const body = (await res.json()) as { detail: { loc: unknown[]; msg: string }[] };
+      expect(body.detail).toEqual(
+        expect.arrayContaining([
+          { loc: ['body', 'tenant_id'], msg: 'tenant_id must be a UUID' },
+          expect.objectContaining({ loc: ['body'], msg: expect.stringContaining('colour') }),
+        ]),
+      );
+      expect(await tenantCount()).toBe(before);
+    });
+
+    it('answers 400 for malformed JSON and 413 for a body over the limit, storing nothing', async () => {
+      const before = await tenantCount();
+      const malformed = await rt.admin('/tenants', { method: 'POST', body: '{"name": "acme",' });
+      expect(malformed.status).toBe(400);
+      expect(await malformed.json()).toEqual({ detail: 'request body is not valid JSON' });
+      const huge = await rt.admin('/tenants', { method: 'POST', body: json({ name: 'x', settings_json: { blob: 'y'.repeat(70 * 1024) } }) });
+      expect(huge.status).toBe(413);
+      expect(((await huge.json()) as { detail: string }).detail).toMatch(/larger than the limit of 65536 bytes/);
+      expect(await tenantCount()).toBe(before);
+    });
+
+    it('answers 404 for a tenant that does not exist and 422 for a path id that is not a UUID', async () => {
+      const missing = crypto.randomUUID();
+      const res = await rt.admin(`/tenants/${missing}`);
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ detail: `tenant ${missing} not found` });
+      const bad = await rt.admin('/tenants/123', { method: 'PATCH', body: json({ settings_json: {} }) });
+      expect(bad.status).toBe(422);
+      expect(await bad.json()).toEqual({ detail: [{ loc: ['path', 'tenant_id'], msg: 'tenant_id must be a UUID' }] });
+    });
+  });
+
+  describe('settings', () => {
+    it('merges keys into settings_json, removes a key set to null, and keeps the rest', async () => {
+      const { tenant_id } = await createTenant({ settings_json: { litellm_key: 'sk-first-000000000000', default_model: 'a', keep: { nested: true } } });
+      const res = await rt.admin(`/tenants/${tenant_id}`, {
+        method: 'PATCH',
+        body: json({ settings_json: { default_model: 'b', litellm_key: 'sk-second-11111111111', extra: 3 } }),
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { settings_json: unknown }).settings_json).toEqual({
+        default_model: 'b',
+        litellm_key: '****1111',
+        keep: { nested: true },
+        extra: 3,
+      });
+      expect(await rt.runtime.tenants.routing(tenant_id)).toEqual({ litellmKey: 'sk-second-11111111111', defaultModel: 'b' });
+
+      const removed = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ name: 'renamed', settings_json: { litellm_key: null, extra: null } }) });
+      expect(await removed.json()).toMatchObject({ name: 'renamed', settings_json: { default_model: 'b', keep: { nested: true } } });
+      expect(await rt.runtime.tenants.routing(tenant_id)).toEqual({ litellmKey: undefined, defaultModel: 'b' });
+    });
+
+    it('refuses a routing key of the wrong type with 422 and changes nothing', async () => {
+      const { tenant_id } = await createTenant({ settings_json: { default_model: 'a' } });
+      const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { default_model: 42, other: 'x' } }) });
+      expect(res.status).toBe(422);
+      expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual(['body', 'settings_json', 'default_model']);
+      expect((await rt.runtime.tenants.get(tenant_id)).settings_json).toEqual({ default_model: 'a' });
+    });
+
+    it('answers 404 when patching a tenant that does not exist', async () => {
+      const res = await rt.admin(`/tenants/${crypto.randomUUID()}`, { method: 'PATCH', body: json({ settings_json: { a: 1 } }) });
+      expect(res.status).toBe(404);
+    });
+  });
+
+  describe('webhook secret', () => {
+    it('reads the secret given at creation, and rotation replaces it at once', async () => {
+      const created = await createTenant();
+      const read = (await (await rt.admin(`/tenants/${created.tenant_id}/webhook-secret`)).json()) as { webhook_secret: string; rotated_at: string };
+      expect(read.webhook_secret).toBe(created.webhook_secret);
+      const rotated = await rt.admin(`/tenants/${created.tenant_id}/webhook-secret/rotate`, { method: 'POST' });
+      expect(rotated.status).toBe(200);
+      const fresh = (await rotated.json()) as { webhook_secret: string; rotated_at: string };
+      expect(fresh.webhook_secret).toMatch(/^whsec_/);
+      expect(fresh.webhook_secret).not.toBe(created.webhook_secret);
+      const after = (await (await rt.admin(`/tenants/${created.tenant_id}/webhook-secret`)).json()) as { webhook_secret: string };
+      expect(after.webhook_secret).toBe(fresh.webhook_secret);
+      expect((await rt.admin(`/tenants/${crypto.randomUUID()}/webhook-secret/rotate`, { method: 'POST' })).status).toBe(404);
+    });
+  });
+
+  describe('erase', () => {
+    async function seed(tenantId: string) {
+      await rt.runtime.blobs.put(`${tenantBlobPrefix(tenantId)}documents/a.txt`, 'alpha');
+      await rt.runtime.blobs.put(`${tenantBlobPrefix(tenantId)}documents/b.txt`, 'beta');
+      await rt.runtime.events.logs.append(`${tenantEventPrefix(tenantId)}runs/r1`, { type: 'start' });
+    }
+
+    it('purges rows, then stored bytes and run logs, reporting each step in order, and leaves other tenants alone', async () => {
+      const doomed = await createTenant();
+      const kept = await createTenant();
+      await seed(doomed.tenant_id);
+      await seed(kept.tenant_id);
+
+      const res = await rt.admin(`/tenants/${doomed.tenant_id}`, { method: 'DELETE' });
+      expect(res.status).toBe(200);
+      const report = (await res.json()) as Record<string, unknown>;
+      expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true, rows_deleted: { tenants: 1 } });
+      expect(report.steps).toEqual([
+        { step: 'rows', phase: 'rows', outcome: 'done', items: 1 },
+        { step: 'run_logs', phase: 'outside_database', outcome: 'done', items: 1 },
+        { step: 'stored_bytes', phase: 'outside_database', outcome: 'done', items: 2 },
+      ]);
+
+      expect((await rt.admin(`/tenants/${doomed.tenant_id}`)).status).toBe(404);
+      expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(doomed.tenant_id)}documents/a.txt`)).toBe(false);
+      expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(doomed.tenant_id)}runs/r1`, 0)).state).toBe('missing');
+      expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(kept.tenant_id)}documents/a.txt`)).toBe(true);
+      expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(kept.tenant_id)}runs/r1`, 0)).state).not.toBe('missing');
+      expect((await rt.admin(`/tenants/${kept.tenant_id}`)).status).toBe(200);
+    });
+
+    it('answers a repeated DELETE with a fresh report that retries the best-effort steps, and 404 for an unknown id', async () => {
+      const { tenant_id } = await createTenant();
+      expect((await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' })).status).toBe(200);
+      // Something written under the tenant's prefix after the erase (a late upload) goes on the retry.
+      await rt.runtime.blobs.put(`${tenantBlobPrefix(tenant_id)}late.bin`, 'late');
+      const again = await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' });
+      expect(again.status).toBe(200);
+      const report = (await again.json()) as { steps: { step: string; outcome: string; items?: number }[]; rows_deleted: object };
+      expect(report.rows_deleted).toEqual({});
+      expect(report.steps[0]).toEqual({ step: 'rows', phase: 'rows', outcome: 'already_done' });
+      expect(report.steps.find((s) => s.step === 'stored_bytes')).toMatchObject({ outcome: 'done', items: 1 });
+      expect((await rt.admin(`/tenants/${crypto.randomUUID()}`, { method: 'DELETE' })).status).toBe(404);
+    });
+
+    it('reports a failed best-effort step without failing the erase, and a retry completes it', async () => {
+      const { tenant_id } = await createTenant();
+      let failing = true;
+      rt.runtime.eraser.registerStep({
+        name: 'flaky_vectors',
+        phase: 'outside_database',
+        run: async () => {
+          if (failing) throw new Error('vector index unreachable');
+          return { items: 0 };
+        },
+      });
+      const first = (await (await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' })).json()) as { complete: boolean; steps: object[] };
+      expect(first.complete).toBe(false);
+      expect(first.steps).toContainEqual({ step: 'flaky_vectors', phase: 'outside_database', outcome: 'failed', error: 'vector index unreachable' });
+      failing = false;
+      const second = (await (await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' })).json()) as { complete: boolean };
+      expect(second.complete).toBe(true);
+    });
+
+    it('keeps every row and byte when the row purge fails, answering 500 without internals', async () => {
+      const { tenant_id } = await createTenant({ settings_json: { default_model: 'm' } });
+      await seed(tenant_id);
+      rt.runtime.eraser.registerRows({
+        table: 'broken_feature',
+        purge: async (trx, id) => {
+          if (id !== tenant_id) return 0;
+          await sql`select no_such_function_for_internal_detail()`.execute(trx);
+          return 0;
+        },
+      });
+      const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' });
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { detail: string; request_id: string };
+      expect(body.detail).toBe('internal server error');
+      expect(JSON.stringify(body)).not.toContain('no_such_function');
+      expect(body.request_id).toBe(res.headers.get('x-request-id'));
+
+      expect((await rt.admin(`/tenants/${tenant_id}`)).status).toBe(200);
+      expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(tenant_id)}documents/a.txt`)).toBe(true);
+      expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(tenant_id)}runs/r1`, 0)).state).not.toBe('missing');
+    });
+  });
+});

@@ -1,0 +1,101 @@
+// Starts a runtime in this process on a free loopback port, in one of two setups: `embedded` (PGlite, local
+// files, in-process events: what `npm start` uses) or `scale` (real PostgreSQL, MinIO and Redis started here).
+import { createServer, type Server } from 'node:http';
+import { rmSync } from 'node:fs';
+import { silentLogger } from '../../lib/src/logging.js';
+import { createRuntime, type Runtime } from '../../runtime/src/app.js';
+import { loadRuntimeConfig, type RuntimeConfig } from '../../runtime/src/config.js';
+import { startMinio, type MinioServer } from './minio.js';
+import { postgresBinaries, startPostgres, type PostgresServer } from './postgres.js';
+import { freePort, makeTempDir, requireBinary } from './process.js';
+import { redisServerBinary, startRedis, type RedisServer } from './redis.js';
+
+export type Setup = 'embedded' | 'scale';
+
+/** The setups whose binaries are present (scale needs PostgreSQL, Redis and MinIO). */
+export function availableSetups(): Setup[] {
+  const scale = postgresBinaries() !== null && redisServerBinary() !== null && requireBinary('minio') !== null;
+  return scale ? ['embedded', 'scale'] : ['embedded'];
+}
+
+/** The outside services a scale setup uses; started once per suite and shared by its runtimes. */
+export class ScaleServices {
+  private constructor(
+    readonly postgres: PostgresServer,
+    readonly redis: RedisServer,
+    readonly minio: MinioServer,
+  ) {}
+
+  static async start(): Promise<ScaleServices> {
+    const [postgres, redis, minio] = await Promise.all([startPostgres(), startRedis(redisServerBinary()!), startMinio(requireBinary('minio')!)]);
+    return new ScaleServices(postgres, redis, minio);
+  }
+
+  async env(): Promise<Record<string, string>> {
+    return {
+      DATABASE_URL: await this.postgres.createDatabase(),
+      REDIS_URL: this.redis.url,
+      REDIS_KEY_PREFIX: `test-${Math.random().toString(36).slice(2)}:`,
+      BLOB_STORE: 's3',
+      S3_ENDPOINT: this.minio.endpoint,
+      S3_BUCKET: this.minio.bucket,
+      S3_REGION: this.minio.region,
+      S3_ACCESS_KEY_ID: this.minio.accessKeyId,
+      S3_SECRET_ACCESS_KEY: this.minio.secretAccessKey,
+      S3_FORCE_PATH_STYLE: 'true',
+      S3_KEY_PREFIX: `test-${Math.random().toString(36).slice(2)}`,
+    };
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.postgres.stop(), this.redis.stop(), this.minio.stop()]);
+  }
+}
+
+export interface TestRuntime {
+  url: string;
+  adminKey: string;
+  runtime: Runtime;
+  config: RuntimeConfig;
+  server: Server;
+  /** fetch against this runtime with the admin key set (pass `adminKey: null` to omit it). */
+  admin(path: string, init?: RequestInit & { adminKey?: string | null }): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+export async function startTestRuntime(options: { env?: Record<string, string>; adminKey?: string } = {}): Promise<TestRuntime> {
+  const dataDir = makeTempDir('runtime');
+  const port = await freePort();
+  const adminKey = options.adminKey ?? `test-admin-key-${Math.random().toString(36).slice(2)}-padding`;
+  const config = loadRuntimeConfig({
+    AGENTPLANE_DATA_DIR: dataDir,
+    DATA_PORT: String(port),
+    AGENTPLANE_ADMIN_KEY: adminKey,
+    REQUEST_BODY_LIMIT_BYTES: String(64 * 1024),
+    ...options.env,
+  });
+  const runtime = await createRuntime({ config, logger: silentLogger() });
+  const server = createServer(runtime.app);
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    adminKey,
+    runtime,
+    config,
+    server,
+    admin(path, init = {}) {
+      const headers = new Headers(init.headers);
+      const key = init.adminKey === undefined ? adminKey : init.adminKey;
+      if (key !== null) headers.set('x-admin-key', key);
+      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      return fetch(`${url}${path}`, { ...init, headers });
+    },
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await runtime.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
