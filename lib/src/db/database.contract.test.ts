@@ -1,7 +1,7 @@
 // One contract for the relational store, run against PGlite (in memory and on disk) and a real PostgreSQL
 // server with pgvector: the same migrations, SQL and transaction behaviour must hold on both.
 import { rmSync } from 'node:fs';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Generated, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../../../test/harness/process.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
@@ -9,9 +9,9 @@ import { openDatabase, type Database, type DatabaseConfig } from './database.js'
 import { currentVersion, migrate, SchemaTooNewError, type Migration } from './migrate.js';
 
 interface Schema {
-  notes: { id: number; tenant_id: string; body: unknown; created_at: Date };
+  notes: { id: Generated<number>; tenant_id: string; body: unknown; created_at: Generated<Date> };
   counters: { id: number; value: number };
-  embeddings: { id: number; tenant_id: string; embedding: string };
+  embeddings: { id: Generated<number>; tenant_id: string; embedding: string };
 }
 
 const migrations: Migration[] = [

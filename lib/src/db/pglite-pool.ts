@@ -27,6 +27,7 @@ export function pgliteSerialPool(pglite: PGlite): PostgresPool {
   } as Omit<PostgresPoolClient, 'release'>;
 
   return {
+    options: {},
     async connect(): Promise<PostgresPoolClient> {
       let release!: () => void;
       const held = new Promise<void>((resolve) => {
