@@ -1,0 +1,398 @@
+// One contract for every blob store adapter: the filesystem store behind a real HTTP server for its signed URLs,
+// and the S3 store against a real MinIO.
+import express from 'express';
+import { once } from 'node:events';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readdirSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMinio, type MinioServer } from '../../../test/harness/minio.js';
+import { freePort, makeTempDir, requireBinary } from '../../../test/harness/process.js';
+import {
+  BLOB_ROUTE_PATH,
+  FsBlobStore,
+  MIN_PART_SIZE,
+  createBlobStore,
+  createSignedBlobRouter,
+  type BlobStore,
+  type BlobStoreConfig,
+} from './index.js';
+
+interface ContractTarget {
+  store: BlobStore;
+  /** A store of the same kind whose backend is gone. */
+  unreachable: BlobStore;
+}
+
+const MiB = 1024 * 1024;
+
+/** A fresh namespace per test, so tests sharing one store never see each other's keys. */
+const namespace = () => `t-${randomUUID()}/`;
+
+async function read(store: BlobStore, key: string): Promise<string> {
+  return (await buffer((await store.get(key)).body)).toString();
+}
+
+/** A stream that sends some bytes, then fails the way a client that disconnects mid-upload does. */
+function failingStream(): Readable {
+  let sent = false;
+  return new Readable({
+    read() {
+      if (!sent) {
+        sent = true;
+        this.push(Buffer.alloc(64 * 1024, 'x'));
+      } else {
+        this.destroy(new Error('client went away'));
+      }
+    },
+  });
+}
+
+async function putThrough(url: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, { method: 'PUT', body, headers });
+}
+
+function blobStoreContract(name: string, target: () => ContractTarget) {
+  describe(`blob store contract: ${name}`, () => {
+    const store = () => target().store;
+
+    it('stores a Buffer, a string and a stream, keeping content type and size', async () => {
+      const ns = namespace();
+      const bytes = randomBytes(1000);
+      expect(await store().put(`${ns}buffer.bin`, bytes, { contentType: 'application/octet-stream' })).toEqual({
+        key: `${ns}buffer.bin`,
+        size: 1000,
+      });
+      expect(await store().put(`${ns}text.txt`, 'héllo', { contentType: 'text/plain; charset=utf-8' })).toEqual({
+        key: `${ns}text.txt`,
+        size: 6,
+      });
+      const streamed = await store().put(`${ns}stream.json`, Readable.from(['{"a":', Buffer.from('1}')]), {
+        contentType: 'application/json',
+      });
+      expect(streamed.size).toBe(7);
+
+      const buffered = await store().get(`${ns}buffer.bin`);
+      expect(buffered).toMatchObject({ size: 1000, contentType: 'application/octet-stream' });
+      expect((await buffer(buffered.body)).equals(bytes)).toBe(true);
+      const text = await store().get(`${ns}text.txt`);
+      expect(text).toMatchObject({ size: 6, contentType: 'text/plain; charset=utf-8' });
+      expect((await buffer(text.body)).toString()).toBe('héllo');
+      const streamedBack = await store().get(`${ns}stream.json`);
+      expect(streamedBack).toMatchObject({ size: 7, contentType: 'application/json' });
+      expect((await buffer(streamedBack.body)).toString()).toBe('{"a":1}');
+    });
+
+    it('stores a stream longer than one upload part whole', async () => {
+      const key = `${namespace()}big.bin`;
+      const chunk = randomBytes(MiB);
+      const chunks = [...Array.from({ length: 8 }, () => chunk), Buffer.from('tail')];
+      expect((await store().put(key, Readable.from(chunks))).size).toBe(8 * MiB + 4);
+      const stored = await buffer((await store().get(key)).body);
+      expect(stored.equals(Buffer.concat(chunks))).toBe(true);
+    });
+
+    it('keeps the previous object when an upload fails midway', async () => {
+      const ns = namespace();
+      await store().put(`${ns}kept`, 'v1');
+      await expect(store().put(`${ns}kept`, failingStream())).rejects.toThrow('client went away');
+      await expect(store().put(`${ns}new`, failingStream())).rejects.toThrow('client went away');
+      expect(await read(store(), `${ns}kept`)).toBe('v1');
+      expect(await store().exists(`${ns}new`)).toBe(false);
+    });
+
+    it('answers not_found for a missing key, and exists says whether a key is there', async () => {
+      const key = `${namespace()}missing`;
+      await expect(store().get(key)).rejects.toMatchObject({ kind: 'not_found' });
+      expect(await store().exists(key)).toBe(false);
+      await store().put(key, 'now here');
+      expect(await store().exists(key)).toBe(true);
+    });
+
+    it('deletes idempotently', async () => {
+      const key = `${namespace()}doomed`;
+      await store().put(key, 'x');
+      await store().delete(key);
+      await store().delete(key);
+      expect(await store().exists(key)).toBe(false);
+      // A key may later take the name of a directory that deleting emptied.
+      await store().put(`${key}/child`, 'y');
+      await store().delete(`${key}/child`);
+      await store().put(key, 'back');
+      expect(await read(store(), key)).toBe('back');
+    });
+
+    it('deletes by prefix exactly the keys that start with it, and counts them', async () => {
+      const ns = namespace();
+      for (const key of ['a/b/1', 'a/b/deep/2', 'a/bc', 'other/x']) await store().put(ns + key, key);
+
+      expect(await store().deleteByPrefix(`${ns}a/b/`)).toEqual({ deleted: 2 });
+      expect(await store().exists(`${ns}a/b/1`)).toBe(false);
+      expect(await store().exists(`${ns}a/b/deep/2`)).toBe(false);
+      expect(await store().exists(`${ns}a/bc`)).toBe(true);
+
+      // Without a trailing slash the prefix is a plain string prefix, as in S3.
+      expect(await store().deleteByPrefix(`${ns}a/b`)).toEqual({ deleted: 1 });
+      expect(await store().exists(`${ns}a/bc`)).toBe(false);
+      expect(await store().deleteByPrefix(`${ns}a/`)).toEqual({ deleted: 0 });
+      expect(await read(store(), `${ns}other/x`)).toBe('other/x');
+      expect(await store().deleteByPrefix(ns)).toEqual({ deleted: 1 });
+    });
+
+    it('takes keys with spaces, unicode and URL-special characters, also through presigned URLs', async () => {
+      const key = `${namespace()}my files/résumé ✓ 文件 a+b%20c?d#e&f=g.txt`;
+      await store().put(key, 'unicode', { contentType: 'text/plain' });
+      expect(await read(store(), key)).toBe('unicode');
+      const response = await fetch(await store().presignGet(key, { expiresInSeconds: 60 }));
+      expect(response.status).toBe(200);
+      expect(await response.text()).toBe('unicode');
+      const upload = await putThrough(await store().presignPut(key, { expiresInSeconds: 60 }), 'replaced');
+      expect(upload.status).toBe(200);
+      expect(await read(store(), key)).toBe('replaced');
+    });
+
+    it('refuses keys that are not relative paths of plain segments', async () => {
+      for (const key of ['', '../x', 'a/../../x', '/etc/passwd', './x', 'a//b', 'a/', 'a\0b', 'x'.repeat(1025)]) {
+        await expect(store().put(key, 'x'), JSON.stringify(key)).rejects.toMatchObject({ kind: 'invalid_argument' });
+        await expect(store().get(key)).rejects.toMatchObject({ kind: 'invalid_argument' });
+        await expect(store().delete(key)).rejects.toMatchObject({ kind: 'invalid_argument' });
+        await expect(store().presignGet(key, { expiresInSeconds: 60 })).rejects.toMatchObject({ kind: 'invalid_argument' });
+      }
+      await expect(store().deleteByPrefix('../')).rejects.toMatchObject({ kind: 'invalid_argument' });
+    });
+
+    it('serves a presigned GET with content type and length, and refuses it once expired', async () => {
+      const key = `${namespace()}report.csv`;
+      await store().put(key, 'a,b\n1,2\n', { contentType: 'text/csv' });
+      const response = await fetch(await store().presignGet(key, { expiresInSeconds: 60 }));
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('text/csv');
+      expect(response.headers.get('content-length')).toBe('8');
+      expect(await response.text()).toBe('a,b\n1,2\n');
+
+      const expiring = await store().presignGet(key, { expiresInSeconds: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      expect((await fetch(expiring)).status).toBe(403);
+    });
+
+    it('takes an upload through a presigned PUT only with the signed content type', async () => {
+      const key = `${namespace()}upload.json`;
+      const url = await store().presignPut(key, { expiresInSeconds: 60, contentType: 'application/json' });
+      expect((await putThrough(url, '<html>', { 'content-type': 'text/html' })).status).toBe(403);
+      expect((await putThrough(url, '{"ok":false}')).status).toBe(403);
+      expect(await store().exists(key)).toBe(false);
+      const response = await putThrough(url, '{"ok":true}', { 'content-type': 'application/json' });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('etag')).toMatch(/^"[0-9a-f]{32}"$/);
+      const stored = await store().get(key);
+      expect(stored).toMatchObject({ size: 11, contentType: 'application/json' });
+      expect((await buffer(stored.body)).toString()).toBe('{"ok":true}');
+    });
+
+    it('joins the parts of a multipart upload sent through presigned URLs', async () => {
+      const key = `${namespace()}video.mp4`;
+      const parts = [randomBytes(MIN_PART_SIZE), randomBytes(1234)];
+      const { uploadId } = await store().createMultipartUpload(key, { contentType: 'video/mp4' });
+      const uploaded = [];
+      for (const [index, part] of parts.entries()) {
+        const url = await store().presignPart(key, uploadId, index + 1, { expiresInSeconds: 60 });
+        const response = await putThrough(url, part);
+        expect(response.status).toBe(200);
+        uploaded.push({ partNumber: index + 1, etag: response.headers.get('etag') ?? '' });
+      }
+      expect(await store().exists(key)).toBe(false);
+
+      expect(await store().completeMultipartUpload(key, uploadId, uploaded)).toEqual({ size: MIN_PART_SIZE + 1234 });
+      const stored = await store().get(key);
+      expect(stored).toMatchObject({ size: MIN_PART_SIZE + 1234, contentType: 'video/mp4' });
+      expect((await buffer(stored.body)).equals(Buffer.concat(parts))).toBe(true);
+    });
+
+    it('refuses to complete with parts S3 would refuse', async () => {
+      const key = `${namespace()}parts`;
+      const { uploadId } = await store().createMultipartUpload(key);
+      const etags: string[] = [];
+      for (const partNumber of [1, 2]) {
+        const url = await store().presignPart(key, uploadId, partNumber, { expiresInSeconds: 60 });
+        etags.push((await putThrough(url, `part ${partNumber}`)).headers.get('etag') ?? '');
+      }
+      const wrongEtag = [{ partNumber: 1, etag: `"${'0'.repeat(32)}"` }];
+      await expect(store().completeMultipartUpload(key, uploadId, wrongEtag)).rejects.toMatchObject({
+        kind: 'invalid_argument',
+      });
+      const tooSmall = etags.map((etag, index) => ({ partNumber: index + 1, etag }));
+      await expect(store().completeMultipartUpload(key, uploadId, tooSmall)).rejects.toMatchObject({
+        kind: 'invalid_argument',
+      });
+      expect(await store().exists(key)).toBe(false);
+      await store().abortMultipartUpload(key, uploadId);
+    });
+
+    it('forgets an aborted multipart upload', async () => {
+      const key = `${namespace()}abandoned`;
+      const { uploadId } = await store().createMultipartUpload(key);
+      const url = await store().presignPart(key, uploadId, 1, { expiresInSeconds: 60 });
+      const etag = (await putThrough(url, 'part')).headers.get('etag') ?? '';
+
+      await store().abortMultipartUpload(key, uploadId);
+      await store().abortMultipartUpload(key, uploadId);
+      await expect(store().completeMultipartUpload(key, uploadId, [{ partNumber: 1, etag }])).rejects.toMatchObject({
+        kind: 'not_found',
+      });
+      expect((await putThrough(url, 'late part')).status).toBe(404);
+      expect(await store().exists(key)).toBe(false);
+    });
+
+    it('answers ping while the store is up, and fails it when the store is gone', async () => {
+      await expect(store().ping()).resolves.toBeUndefined();
+      await expect(target().unreachable.ping()).rejects.toMatchObject({ kind: 'unavailable' });
+    });
+  });
+}
+
+// --- the filesystem store, with its signed URLs served over real HTTP ------------------------------------------
+
+async function listen(app: express.Express, port: number): Promise<Server> {
+  const server = app.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  return server;
+}
+
+function fsConfig(root: string, port: number): BlobStoreConfig {
+  return { kind: 'fs', root, publicBaseUrl: `http://127.0.0.1:${port}`, signingSecret: randomBytes(32).toString('hex') };
+}
+
+let fsTarget: ContractTarget & { root: string };
+let fsServer: Server;
+
+describe('fs blob store', () => {
+  beforeAll(async () => {
+    const root = makeTempDir('blobs');
+    const port = await freePort();
+    const store = createBlobStore(fsConfig(root, port));
+    if (!(store instanceof FsBlobStore)) throw new Error('expected the filesystem store');
+    const app = express();
+    app.use(BLOB_ROUTE_PATH, createSignedBlobRouter({ store }));
+    fsServer = await listen(app, port);
+    const goneRoot = makeTempDir('blobs-gone');
+    const unreachable = createBlobStore(fsConfig(goneRoot, port));
+    rmSync(goneRoot, { recursive: true, force: true });
+    fsTarget = { store, unreachable, root };
+  });
+
+  afterAll(async () => {
+    fsServer?.closeAllConnections();
+    await new Promise((resolve) => fsServer?.close(resolve));
+    rmSync(fsTarget.root, { recursive: true, force: true });
+  });
+
+  blobStoreContract('fs', () => fsTarget);
+
+  it('refuses a presigned URL whose signature, method or key was changed', async () => {
+    const { store } = fsTarget;
+    const key = `${namespace()}secret.txt`;
+    await store.put(key, 'secret');
+    const url = new URL(await store.presignGet(key, { expiresInSeconds: 60 }));
+
+    const tampered = new URL(url);
+    const sig = tampered.searchParams.get('sig') ?? '';
+    tampered.searchParams.set('sig', `${sig.slice(0, -1)}${sig.endsWith('A') ? 'B' : 'A'}`);
+    const refused = await fetch(tampered);
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toEqual({ detail: expect.any(String) });
+
+    const otherKey = new URL(url);
+    otherKey.pathname = otherKey.pathname.replace('secret.txt', 'other.txt');
+    expect((await fetch(otherKey)).status).toBe(403);
+
+    const unsigned = new URL(url);
+    unsigned.search = '';
+    expect((await fetch(unsigned)).status).toBe(403);
+
+    expect((await putThrough(url.toString(), 'overwritten')).status).toBe(403);
+    expect(await read(store, key)).toBe('secret');
+  });
+
+  it('answers 404 with a detail for a signed URL to a missing key', async () => {
+    const url = await fsTarget.store.presignGet(`${namespace()}never-written`, { expiresInSeconds: 60 });
+    const response = await fetch(url);
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({ detail: expect.any(String) });
+  });
+
+  it('leaves no partial file behind when an upload fails', async () => {
+    await expect(fsTarget.store.put(`${namespace()}partial`, failingStream())).rejects.toThrow('client went away');
+    expect(readdirSync(join(fsTarget.root, 'tmp'))).toEqual([]);
+  });
+
+  it('removes the staged parts once an upload completes or is aborted', async () => {
+    const { store } = fsTarget;
+    const ns = namespace();
+    for (const ending of ['complete', 'abort'] as const) {
+      const key = `${ns}${ending}`;
+      const { uploadId } = await store.createMultipartUpload(key);
+      const etag = (await putThrough(await store.presignPart(key, uploadId, 1, { expiresInSeconds: 60 }), ending)).headers.get('etag');
+      if (ending === 'complete') await store.completeMultipartUpload(key, uploadId, [{ partNumber: 1, etag: etag ?? '' }]);
+      else await store.abortMultipartUpload(key, uploadId);
+      expect(readdirSync(join(fsTarget.root, 'uploads'))).not.toContain(uploadId);
+    }
+    expect(await read(store, `${ns}complete`)).toBe('complete');
+  });
+});
+
+// --- the S3 store against a real MinIO ----------------------------------------------------------------------------
+
+const minioBinary = requireBinary('minio');
+
+describe.skipIf(minioBinary === null)('s3 blob store', () => {
+  let minio: MinioServer;
+  let s3Target: ContractTarget;
+
+  const s3Config = (prefix?: string, endpoint = minio.endpoint): BlobStoreConfig => ({
+    kind: 's3',
+    endpoint,
+    bucket: minio.bucket,
+    region: minio.region,
+    accessKeyId: minio.accessKeyId,
+    secretAccessKey: minio.secretAccessKey,
+    forcePathStyle: true,
+    prefix,
+  });
+
+  beforeAll(async () => {
+    minio = await startMinio(minioBinary ?? 'minio');
+    const deadEndpoint = `http://127.0.0.1:${await freePort()}`;
+    s3Target = {
+      store: createBlobStore(s3Config('contract')),
+      unreachable: createBlobStore(s3Config('contract', deadEndpoint)),
+    };
+  });
+
+  afterAll(async () => {
+    await minio?.stop();
+  });
+
+  blobStoreContract('s3', () => s3Target);
+
+  it('keeps stores with different key prefixes apart on one bucket', async () => {
+    const tenantA = createBlobStore(s3Config('tenant-a'));
+    const tenantB = createBlobStore(s3Config('tenant-b/'));
+    const whole = createBlobStore(s3Config());
+
+    await tenantA.put('shared/name.txt', 'from a');
+    await tenantB.put('shared/name.txt', 'from b');
+    expect(await read(tenantA, 'shared/name.txt')).toBe('from a');
+    expect(await read(tenantB, 'shared/name.txt')).toBe('from b');
+    expect(await read(whole, 'tenant-a/shared/name.txt')).toBe('from a');
+    await tenantB.put('only-b.txt', 'b');
+    expect(await tenantA.exists('only-b.txt')).toBe(false);
+
+    expect(await tenantA.deleteByPrefix('')).toEqual({ deleted: 1 });
+    expect(await tenantA.exists('shared/name.txt')).toBe(false);
+    expect(await read(tenantB, 'shared/name.txt')).toBe('from b');
+    expect(await tenantB.exists('only-b.txt')).toBe(true);
+  });
+});

@@ -1,0 +1,133 @@
+// The runtime's operational surface: health, readiness, metrics, the OpenAPI document and the explorer,
+// unknown routes. The same shell serves the control-api (control-api/src/service.http.test.ts).
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestRuntime, type TestRuntime } from '../../test/harness/runtime.js';
+
+describe('runtime service routes', () => {
+  let rt: TestRuntime;
+  beforeAll(async () => {
+    rt = await startTestRuntime();
+  });
+  afterAll(async () => {
+    await rt?.stop();
+  });
+
+  it('GET /health reports liveness, work in flight and draining', async () => {
+    const res = await fetch(`${rt.url}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: 'ok', draining: false, in_flight: 0, runs_in_flight: 0 });
+
+    const finishRun = rt.runtime.lifecycle.beginWork();
+    expect(await (await fetch(`${rt.url}/health`)).json()).toMatchObject({ in_flight: 1, runs_in_flight: 1 });
+    finishRun();
+    expect(await (await fetch(`${rt.url}/health`)).json()).toMatchObject({ in_flight: 0 });
+  });
+
+  it('GET /ready answers 200 with a report for each dependency', async () => {
+    const res = await fetch(`${rt.url}/ready`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { ready: boolean; dependencies: Record<string, { ok: boolean; latency_ms: number }> };
+    expect(body.ready).toBe(true);
+    expect(Object.keys(body.dependencies).sort()).toEqual(['blobs', 'database', 'events']);
+    for (const report of Object.values(body.dependencies)) expect(report.ok).toBe(true);
+  });
+
+  it('GET /metrics counts requests by route template (not raw id) and status, with process metrics', async () => {
+    const id = crypto.randomUUID();
+    await rt.admin(`/tenants/${id}`);
+    await rt.admin(`/tenants/${id}`);
+    const text = await (await fetch(`${rt.url}/metrics`)).text();
+    expect(text).toMatch(/http_requests_total\{method="GET",route="\/tenants\/:tenant_id",status="404",program="runtime"\} 2/);
+    expect(text).toMatch(/http_request_duration_seconds_count\{[^}]*route="\/tenants\/:tenant_id",status="404"\} 2/);
+    expect(text).not.toContain(id);
+    expect(text).toContain('http_requests_in_flight');
+    expect(text).toContain('process_resident_memory_bytes');
+  });
+
+  it('GET /openapi.json is a valid OpenAPI 3.1 document listing every route with its schemas and security', async () => {
+    const doc = (await (await fetch(`${rt.url}/openapi.json`)).json()) as {
+      openapi: string;
+      info: { version: string };
+      paths: Record<string, Record<string, { security: object[]; requestBody?: unknown; responses: Record<string, unknown> }>>;
+      components: { securitySchemes: Record<string, unknown>; schemas: Record<string, unknown> };
+    };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.version).toBe('0.1.0');
+    const result = await new Validator().validate(doc as never);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+
+    const operations = Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`));
+    expect(operations.sort()).toEqual(
+      [
+        'GET /health',
+        'GET /ready',
+        'GET /metrics',
+        'GET /openapi.json',
+        'POST /tenants',
+        'GET /tenants',
+        'GET /tenants/{tenant_id}',
+        'PATCH /tenants/{tenant_id}',
+        'DELETE /tenants/{tenant_id}',
+        'GET /tenants/{tenant_id}/webhook-secret',
+        'POST /tenants/{tenant_id}/webhook-secret/rotate',
+      ].sort(),
+    );
+    expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);
+    expect(doc.paths['/tenants']!.post!.requestBody).toBeDefined();
+    expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
+    for (const name of ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error']) {
+      expect(doc.components.schemas).toHaveProperty(name);
+    }
+  });
+
+  it('GET /docs serves an explorer whose every asset comes from this server', async () => {
+    const res = await fetch(`${rt.url}/docs`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/text\/html/);
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await res.text();
+    expect(html).not.toMatch(/https?:\/\//);
+    const assets = [...html.matchAll(/(?:src|href)="\.\/([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets).toEqual(expect.arrayContaining(['docs/swagger-ui-bundle.js', 'docs/swagger-ui.css', 'docs/initializer.js']));
+    for (const asset of assets) {
+      const asset_res = await fetch(`${rt.url}/${asset}`);
+      expect(asset_res.status, asset).toBe(200);
+      expect((await asset_res.arrayBuffer()).byteLength, asset).toBeGreaterThan(0);
+    }
+    expect(await (await fetch(`${rt.url}/docs/initializer.js`)).text()).toContain('openapi.json');
+  });
+
+  it('answers an unknown route with 404 and a detail', async () => {
+    const res = await fetch(`${rt.url}/no/such/route`, { method: 'POST' });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ detail: 'no route for POST /no/such/route' });
+  });
+
+  it('echoes a caller request id, and makes one otherwise', async () => {
+    const given = await fetch(`${rt.url}/health`, { headers: { 'x-request-id': 'trace-abc.123' } });
+    expect(given.headers.get('x-request-id')).toBe('trace-abc.123');
+    const made = await fetch(`${rt.url}/health`, { headers: { 'x-request-id': 'bad id with spaces' } });
+    expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('runtime readiness with a dependency down', () => {
+  it('answers 503 naming the dependency that does not answer', async () => {
+    const rt = await startTestRuntime({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
+    try {
+      const res = await fetch(`${rt.url}/ready`);
+      expect(res.status).toBe(503);
+      const body = (await res.json()) as { ready: boolean; dependencies: Record<string, { ok: boolean; error?: string }> };
+      expect(body.ready).toBe(false);
+      expect(body.dependencies.events!.ok).toBe(false);
+      expect(body.dependencies.events!.error).toBeTruthy();
+      expect(body.dependencies.database!.ok).toBe(true);
+      // Liveness does not depend on dependencies.
+      expect((await fetch(`${rt.url}/health`)).status).toBe(200);
+    } finally {
+      await rt.stop();
+    }
+  });
+});
