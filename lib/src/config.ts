@@ -103,7 +103,8 @@ export class EnvReader {
 export function redactUrl(value: string): string {
   try {
     const url = new URL(value);
-    if (url.password) url.password = '***';
+    if (!url.password) return value;
+    url.password = '***';
     return url.toString();
   } catch {
     return value.replace(/\/\/[^@/]*@/, '//***@');

@@ -1,0 +1,403 @@
+// The event port's contract: what run streams (replay + live, resume on any process), steer/cancel and rate
+// limits rely on. One suite, run against the in-process adapter and against a real redis-server.
+import { createClient } from 'redis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../../test/harness/process.js';
+import { redisServerBinary, startRedis, type RedisServer } from '../../../test/harness/redis.js';
+import { createEventBus, createMemoryEventBus, type EventBus, type EventLogs, type RetentionOptions } from './index.js';
+
+interface Backend {
+  /** A bus on a key space of its own, as one tenant has. */
+  open(retention?: RetentionOptions): EventBus;
+  /** Another handle on the same key space as `bus`, as a second runtime process has. */
+  peer(bus: EventBus): EventBus;
+  closeAll(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** Follows a log in the background; `ids` grows as frames arrive, `done` settles when the tail ends. */
+function follow(logs: EventLogs, key: string, afterId: number, signal = new AbortController().signal) {
+  const ids: number[] = [];
+  const done = (async () => {
+    for await (const event of logs.tail(key, afterId, signal)) ids.push(event.id);
+    return ids;
+  })();
+  done.catch(() => undefined); // observed by the test that cares
+  return { ids, done };
+}
+
+/** Fails unless `promise` settles within `ms`: "promptly", not "eventually". */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not happen within ${ms} ms`)))]);
+}
+
+let keys = 0;
+const newKey = (name = 'run') => `${name}-${++keys}`;
+
+function eventBusContract(backend: () => Backend): void {
+  afterEach(async () => {
+    await backend().closeAll();
+  });
+
+  it('numbers frames 1..n in order and reads them back', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    const ids = [];
+    for (const n of range(1, 5)) ids.push(await bus.logs.append(key, { type: 'delta', n }));
+    expect(ids).toEqual([1, 2, 3, 4, 5]);
+    expect(await bus.logs.read(key, 0)).toEqual({
+      state: 'live',
+      lastId: 5,
+      events: range(1, 5).map((n) => ({ id: n, data: { type: 'delta', n } })),
+    });
+  });
+
+  it('reads the frames after an id, at most limit of them', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    for (const n of range(1, 5)) await bus.logs.append(key, n);
+    const ids = async (afterId: number, limit?: number) => {
+      const page = await bus.logs.read<number>(key, afterId, limit);
+      return page.state === 'live' ? page.events.map((e) => e.id) : page.state;
+    };
+    expect(await ids(2)).toEqual([3, 4, 5]);
+    expect(await ids(1, 2)).toEqual([2, 3]);
+    expect(await ids(5)).toEqual([]);
+    expect(await ids(9)).toEqual([]);
+    await expect(bus.logs.read(key, -1)).rejects.toMatchObject({ kind: 'invalid_argument' });
+    await expect(bus.logs.read(key, 0, 0)).rejects.toMatchObject({ kind: 'invalid_argument' });
+  });
+
+  it('closes a log once, refuses frames after it, and closes an empty log too', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    await bus.logs.append(key, 'done');
+    await bus.logs.close(key);
+    await bus.logs.close(key);
+    expect(await bus.logs.read(key, 0)).toEqual({ state: 'closed', lastId: 1, events: [{ id: 1, data: 'done' }] });
+    await expect(bus.logs.append(key, 'late')).rejects.toMatchObject({ kind: 'conflict', code: 'log_closed' });
+
+    const empty = newKey();
+    await bus.logs.close(empty);
+    expect(await bus.logs.read(empty, 0)).toEqual({ state: 'closed', lastId: 0, events: [] });
+  });
+
+  it('gives unique increasing ids to two processes appending at once', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const key = newKey();
+    const appendMany = async (bus: EventBus, who: string) => {
+      const ids: number[] = [];
+      for (const n of range(1, 100)) ids.push(await bus.logs.append(key, { who, n }));
+      return ids;
+    };
+    const [fromA, fromB] = await Promise.all([appendMany(a, 'a'), appendMany(b, 'b')]);
+    for (const ids of [fromA, fromB]) expect(ids).toEqual([...ids].sort((x, y) => x - y));
+    expect([...fromA, ...fromB].sort((x, y) => x - y)).toEqual(range(1, 200));
+    const page = await b.logs.read<{ who: string; n: number }>(key, 0);
+    if (page.state !== 'live') throw new Error(page.state);
+    for (const event of page.events) {
+      const ids = event.data.who === 'a' ? fromA : fromB;
+      expect(ids[event.data.n - 1]).toBe(event.id);
+    }
+  });
+
+  it('tails: replays after the id, follows live frames, ends after close', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    for (const n of range(1, 3)) await bus.logs.append(key, n);
+    const tail = follow(bus.logs, key, 1);
+    await waitFor(() => tail.ids.length === 2, 'the replay');
+    await bus.logs.append(key, 4);
+    await waitFor(() => tail.ids.length === 3, 'a live frame');
+    await bus.logs.append(key, 5);
+    await bus.logs.close(key);
+    expect(await tail.done).toEqual([2, 3, 4, 5]);
+    // A client resuming after the end gets nothing and is not left waiting.
+    expect(await follow(bus.logs, key, 5).done).toEqual([]);
+  });
+
+  it('lets a tail on one process follow a log written by another, even before its first frame', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const key = newKey();
+    const tail = follow(b.logs, key, 0);
+    await sleep(50);
+    for (const n of range(1, 3)) await a.logs.append(key, n);
+    await a.logs.close(key);
+    expect(await tail.done).toEqual([1, 2, 3]);
+  });
+
+  it('loses and repeats nothing when appends race the switch from replay to live', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const key = newKey();
+    const tails: ReturnType<typeof follow>[] = [];
+    for (const n of range(1, 300)) {
+      await a.logs.append(key, n);
+      if (n === 100) tails.push(follow(b.logs, key, 0));
+      if (n === 150) tails.push(follow(b.logs, key, 50));
+      if (n === 200) tails.push(follow(a.logs, key, 199));
+    }
+    // Every tail reaches the last frame while the log is still live, not only once close wakes it.
+    await waitFor(() => tails.every((t) => t.ids.at(-1) === 300), 'the tails to catch up');
+    await a.logs.close(key);
+    const [fromStart, fromFifty, fromLate] = await Promise.all(tails.map((t) => t.done));
+    expect(fromStart).toEqual(range(1, 300));
+    expect(fromFifty).toEqual(range(51, 300));
+    expect(fromLate).toEqual(range(200, 300));
+  });
+
+  it('ends a tail promptly when its signal aborts or its bus closes', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    await bus.logs.append(key, 1);
+    const abort = new AbortController();
+    const tail = follow(bus.logs, key, 0, abort.signal);
+    await waitFor(() => tail.ids.length === 1, 'the replay');
+    await sleep(50);
+    abort.abort();
+    expect(await within(tail.done, 2000, 'the abort')).toEqual([1]);
+    expect(await follow(bus.logs, key, 0, AbortSignal.abort()).done).toEqual([]);
+
+    const other = backend().open();
+    await other.logs.append(key, 1);
+    const orphan = follow(other.logs, key, 1);
+    await sleep(50);
+    await other.close();
+    expect(await within(orphan.done, 2000, 'the end on close')).toEqual([]);
+  });
+
+  it('tells expired from missing, keeping frames for the retention after the last write', async () => {
+    const bus = backend().open({ logRetentionSeconds: 2, markerRetentionSeconds: 4 });
+    const key = newKey();
+    await bus.logs.append(key, 1);
+    await sleep(1200);
+    await bus.logs.append(key, 2);
+    await sleep(1200);
+    // 2.4 s after the first write, 1.2 s after the last: still kept.
+    expect(await bus.logs.read(key, 0)).toMatchObject({ state: 'live', lastId: 2 });
+    await waitFor(async () => (await bus.logs.read(key, 0)).state === 'expired', 'expiry');
+    expect(await bus.logs.read(newKey('never-written'), 0)).toEqual({ state: 'missing' });
+    await expect(follow(bus.logs, key, 0).done).rejects.toMatchObject({ kind: 'not_found', code: 'log_expired' });
+    await waitFor(async () => (await bus.logs.read(key, 0)).state === 'missing', 'the marker to expire', 8000);
+  });
+
+  it('continues ids when an expired log is written again', async () => {
+    const bus = backend().open({ logRetentionSeconds: 1, markerRetentionSeconds: 60 });
+    const key = newKey();
+    await bus.logs.append(key, 1);
+    await bus.logs.append(key, 2);
+    await waitFor(async () => (await bus.logs.read(key, 0)).state === 'expired', 'expiry');
+    expect(await bus.logs.append(key, 3)).toBe(3);
+    expect(await bus.logs.read(key, 0)).toEqual({ state: 'live', lastId: 3, events: [{ id: 3, data: 3 }] });
+  });
+
+  it('delivers pub/sub messages across processes until unsubscribed', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const first: unknown[] = [];
+    const second: unknown[] = [];
+    const stopFirst = await a.pubsub.subscribe('steer:run-1', (m) => first.push(m));
+    const stopSecond = await a.pubsub.subscribe('steer:run-1', (m) => second.push(m));
+    await b.pubsub.publish('steer:run-1', { action: 'steer', text: 'shorter, please' });
+    await waitFor(() => first.length === 1 && second.length === 1, 'delivery');
+    expect(first).toEqual([{ action: 'steer', text: 'shorter, please' }]);
+
+    await stopFirst();
+    await b.pubsub.publish('steer:run-1', { action: 'cancel' });
+    await waitFor(() => second.length === 2, 'the second delivery');
+    expect(first).toHaveLength(1);
+    await stopSecond();
+  });
+
+  it('counts every one of many concurrent increments', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const before = Date.now();
+    const results = await Promise.all(range(1, 200).map((n) => (n % 2 ? a : b).counters.increment('rpm', 1, 60)));
+    expect(results.map((r) => r.value).sort((x, y) => x - y)).toEqual(range(1, 200));
+    const now = await a.counters.get('rpm');
+    expect(now.value).toBe(200);
+    expect(now.resetAt!.getTime()).toBeGreaterThan(before + 50_000);
+    expect(now.resetAt!.getTime()).toBeLessThanOrEqual(Date.now() + 60_000);
+    expect((await b.counters.increment('rpm', 150, 60)).value).toBe(350);
+  });
+
+  it('keeps a fixed window from the first increment, then starts a new one', async () => {
+    const bus = backend().open();
+    expect(await bus.counters.get('tpm')).toEqual({ value: 0, resetAt: null });
+    const first = await bus.counters.increment('tpm', 10, 1);
+    await sleep(300);
+    const second = await bus.counters.increment('tpm', 5, 1);
+    expect(second.value).toBe(15);
+    // Later increments do not push the window's end out.
+    expect(Math.abs(second.resetAt.getTime() - first.resetAt.getTime())).toBeLessThan(250);
+    await waitFor(async () => (await bus.counters.get('tpm')).value === 0, 'the window to end');
+    const next = await bus.counters.increment('tpm', 1, 1);
+    expect(next.value).toBe(1);
+    expect(next.resetAt.getTime()).toBeGreaterThan(first.resetAt.getTime());
+  });
+
+  it('keeps two tenants apart: logs, counters and channels', async () => {
+    const x = backend().open();
+    const y = backend().open();
+    await x.logs.append('run-shared', 'x');
+    await x.counters.increment('rpm', 7, 60);
+    expect(await y.logs.read('run-shared', 0)).toEqual({ state: 'missing' });
+    expect((await y.counters.get('rpm')).value).toBe(0);
+
+    const seenByY: unknown[] = [];
+    const seenByX: unknown[] = [];
+    await y.pubsub.subscribe('cancel', (m) => seenByY.push(m));
+    await x.pubsub.subscribe('cancel', (m) => seenByX.push(m));
+    await x.pubsub.publish('cancel', 'from x');
+    await waitFor(() => seenByX.length === 1, 'x to hear itself');
+    await y.pubsub.publish('cancel', 'from y');
+    await waitFor(() => seenByY.length === 1, 'y to hear itself');
+    expect(seenByY).toEqual(['from y']);
+  });
+
+  it('erases one prefix only, whatever characters it holds', async () => {
+    const x = backend().open();
+    const y = backend().open();
+    for (const key of ['t1:run-a', 't1:run-b', 't2:run-a', 't*:run', 'tz:run']) await x.logs.append(key, key);
+    await x.counters.increment('t1:rpm', 1, 60);
+    await x.counters.increment('t2:rpm', 1, 60);
+    await y.logs.append('t1:run-a', 'other tenant');
+    const followed = follow(x.logs, 't1:run-a', 1);
+    await sleep(50);
+
+    expect(await x.deleteByPrefix('t1:')).toBe(3);
+    expect(await x.logs.read('t1:run-a', 0)).toEqual({ state: 'missing' });
+    expect(await x.logs.read('t1:run-b', 0)).toEqual({ state: 'missing' });
+    expect(await x.counters.get('t1:rpm')).toEqual({ value: 0, resetAt: null });
+    expect((await x.logs.read('t2:run-a', 0)).state).toBe('live');
+    expect((await x.counters.get('t2:rpm')).value).toBe(1);
+    expect((await y.logs.read('t1:run-a', 0)).state).toBe('live');
+    await expect(within(followed.done, 2000, 'the erased tail to end')).rejects.toMatchObject({ code: 'log_erased' });
+
+    expect(await x.deleteByPrefix('t*')).toBe(1);
+    expect((await x.logs.read('tz:run', 0)).state).toBe('live');
+  });
+
+  it('answers ping and refuses data that is not JSON', async () => {
+    const bus = backend().open();
+    await expect(bus.ping()).resolves.toBeUndefined();
+    await expect(bus.logs.append(newKey(), undefined)).rejects.toMatchObject({ kind: 'invalid_argument' });
+  });
+}
+
+describe('event bus: in-process', () => {
+  const opened: EventBus[] = [];
+  const backend: Backend = {
+    open: (retention) => {
+      const bus = createEventBus({ kind: 'memory', ...retention });
+      opened.push(bus);
+      return bus;
+    },
+    // One process holds the only copy, so the "other process" is the same bus.
+    peer: (bus) => bus,
+    closeAll: async () => {
+      await Promise.all(opened.splice(0).map((bus) => bus.close()));
+    },
+  };
+  eventBusContract(() => backend);
+});
+
+const redisServer = redisServerBinary();
+
+describe.skipIf(!redisServer)('event bus: redis', () => {
+  let server: RedisServer;
+  let tenants = 0;
+  const opened = new Map<EventBus, { keyPrefix: string; retention: RetentionOptions }>();
+  const connect = (keyPrefix: string, retention: RetentionOptions) => {
+    const bus = createEventBus({ kind: 'redis', url: server.url, keyPrefix, ...retention });
+    opened.set(bus, { keyPrefix, retention });
+    return bus;
+  };
+  const backend: Backend = {
+    open: (retention = {}) => connect(`agentplane:tenant-${++tenants}:`, retention),
+    peer: (bus) => {
+      const { keyPrefix, retention } = opened.get(bus)!;
+      return connect(keyPrefix, retention);
+    },
+    closeAll: async () => {
+      const buses = [...opened.keys()];
+      opened.clear();
+      await Promise.all(buses.map((bus) => bus.close()));
+    },
+  };
+
+  beforeAll(async () => {
+    server = await startRedis(redisServer!);
+  });
+  afterAll(async () => {
+    await backend.closeAll();
+    await server?.stop();
+  });
+
+  eventBusContract(() => backend);
+
+  it('leaves no subscription behind when tails end', async () => {
+    const bus = backend.open();
+    const probe = createClient({ url: server.url });
+    await probe.connect();
+    try {
+      const channel = `agentplane:tenant-${tenants}:log:run-probe`;
+      const abort = new AbortController();
+      const tail = follow(bus.logs, 'run-probe', 0, abort.signal);
+      await waitFor(async () => (await probe.pubSubNumSub(channel))[channel] === 1, 'the tail to subscribe');
+      abort.abort();
+      await tail.done;
+      await waitFor(async () => (await probe.pubSubNumSub(channel))[channel] === 0, 'the tail to unsubscribe');
+    } finally {
+      probe.destroy();
+      await backend.closeAll();
+    }
+  });
+
+  it('rejects ping within a couple of seconds when redis is down, without crashing', async () => {
+    const bus = createEventBus({ kind: 'redis', url: `redis://127.0.0.1:${await freePort()}`, keyPrefix: 'dead:' });
+    try {
+      await expect(within(bus.ping(), 4000, 'the ping to fail')).rejects.toMatchObject({ kind: 'unavailable' });
+    } finally {
+      await within(bus.close(), 2000, 'close');
+    }
+  });
+});
+
+describe('event bus: in-process retention on an injected clock', () => {
+  it('expires frames, then the marker, without waiting', async () => {
+    let now = 1_000_000;
+    const clocked = createMemoryEventBus({ logRetentionSeconds: 60, markerRetentionSeconds: 600, now: () => now });
+    await clocked.logs.append('run', 1);
+    now += 59_000;
+    expect((await clocked.logs.read('run', 0)).state).toBe('live');
+    now += 1_000;
+    expect(await clocked.logs.read('run', 0)).toEqual({ state: 'expired' });
+    now += 540_000;
+    expect(await clocked.logs.read('run', 0)).toEqual({ state: 'missing' });
+    const window = await clocked.counters.increment('rpm', 1, 60);
+    expect(window.resetAt.getTime()).toBe(now + 60_000);
+    now += 60_000;
+    expect(await clocked.counters.get('rpm')).toEqual({ value: 0, resetAt: null });
+    await clocked.close();
+  });
+
+  it('refuses a marker that would not outlive the frames', () => {
+    expect(() => createEventBus({ kind: 'memory', logRetentionSeconds: 60, markerRetentionSeconds: 30 })).toThrow(
+      expect.objectContaining({ kind: 'invalid_argument' }),
+    );
+  });
+});

@@ -1,0 +1,269 @@
+// In-process adapter of the event port: the embedded default (`npm start`, one process). It keeps the Redis
+// adapter's semantics, retention included: expiry is checked lazily against an injectable clock, and a sweep
+// frees expired state and wakes tails that follow it.
+import { unavailable } from '../errors.js';
+import { silentLogger, type Logger } from '../logging.js';
+import {
+  checkIncrement,
+  checkKey,
+  checkRead,
+  followLog,
+  logClosed,
+  resolveRetention,
+  toJson,
+  type CounterWindow,
+  type Counters,
+  type EventBus,
+  type EventLogs,
+  type LogRead,
+  type PubSub,
+  type Retention,
+  type RetentionOptions,
+  type RunLogEvent,
+} from './port.js';
+
+export interface MemoryEventBusOptions extends RetentionOptions {
+  /** Milliseconds since the epoch; injectable so retention can be tested without waiting. */
+  now?: () => number;
+  logger?: Logger;
+}
+
+export function createMemoryEventBus(options: MemoryEventBusOptions = {}): EventBus {
+  return new MemoryEventBus(options);
+}
+
+interface StoredLog {
+  /** Contiguous frames ending at `lastId`; null once retention passed while the marker still stands. */
+  frames: { id: number; json: string }[] | null;
+  lastId: number;
+  closed: boolean;
+  framesUntil: number;
+  markerUntil: number;
+}
+
+class MemoryLogs implements EventLogs {
+  private readonly stored = new Map<string, StoredLog>();
+  private readonly watchers = new Map<string, Set<() => void>>();
+
+  constructor(
+    private readonly retention: Retention,
+    private readonly now: () => number,
+    private readonly closing: AbortSignal,
+  ) {}
+
+  async append<T>(key: string, data: T): Promise<number> {
+    checkKey(key);
+    const json = toJson(data);
+    const log = this.current(key) ?? this.create(key);
+    if (log.closed) throw logClosed(key);
+    // After expiry the marker still holds lastId, so ids keep increasing rather than restarting at 1.
+    log.frames ??= [];
+    const id = ++log.lastId;
+    log.frames.push({ id, json });
+    this.touch(key, log);
+    return id;
+  }
+
+  async close(key: string): Promise<void> {
+    checkKey(key);
+    const log = this.current(key) ?? this.create(key);
+    if (log.closed) return;
+    log.closed = true;
+    log.frames ??= [];
+    this.touch(key, log);
+  }
+
+  async read<T>(key: string, afterId: number, limit?: number): Promise<LogRead<T>> {
+    checkKey(key);
+    checkRead(afterId, limit);
+    const log = this.current(key);
+    if (!log) return { state: 'missing' };
+    if (!log.frames) return { state: 'expired' };
+    const first = log.frames[0]?.id ?? log.lastId + 1;
+    const start = Math.max(0, afterId + 1 - first);
+    const page = log.frames.slice(start, limit === undefined ? undefined : start + limit);
+    const events = page.map((frame): RunLogEvent<T> => ({ id: frame.id, data: JSON.parse(frame.json) as T }));
+    return { state: log.closed ? 'closed' : 'live', events, lastId: log.lastId };
+  }
+
+  tail<T>(key: string, afterId: number, signal: AbortSignal): AsyncIterable<RunLogEvent<T>> {
+    return followLog<T>(this.read.bind(this), this.watch, key, afterId, AbortSignal.any([signal, this.closing]));
+  }
+
+  /** Drops state whose retention passed and wakes tails of logs that just expired or vanished. */
+  sweep(): void {
+    for (const [key, log] of this.stored) {
+      const hadFrames = log.frames !== null;
+      const after = this.current(key);
+      if (hadFrames && !after?.frames) this.notify(key);
+    }
+  }
+
+  deleteByPrefix(prefix: string): number {
+    let erased = 0;
+    for (const key of [...this.stored.keys()]) {
+      if (!key.startsWith(prefix) || !this.current(key)) continue;
+      this.stored.delete(key);
+      this.notify(key);
+      erased++;
+    }
+    return erased;
+  }
+
+  private readonly watch = async (key: string, onChange: () => void) => {
+    const set = this.watchers.get(key) ?? new Set();
+    this.watchers.set(key, set);
+    set.add(onChange);
+    return async () => {
+      set.delete(onChange);
+      if (set.size === 0 && this.watchers.get(key) === set) this.watchers.delete(key);
+    };
+  };
+
+  /** The log as retention leaves it now, or undefined when even its marker is gone. */
+  private current(key: string): StoredLog | undefined {
+    const log = this.stored.get(key);
+    if (!log) return undefined;
+    const now = this.now();
+    if (now >= log.markerUntil) {
+      this.stored.delete(key);
+      return undefined;
+    }
+    if (now >= log.framesUntil) log.frames = null;
+    return log;
+  }
+
+  private create(key: string): StoredLog {
+    const log: StoredLog = { frames: [], lastId: 0, closed: false, framesUntil: 0, markerUntil: 0 };
+    this.stored.set(key, log);
+    return log;
+  }
+
+  private touch(key: string, log: StoredLog): void {
+    const now = this.now();
+    log.framesUntil = now + this.retention.logMs;
+    log.markerUntil = now + this.retention.markerMs;
+    this.notify(key);
+  }
+
+  private notify(key: string): void {
+    for (const onChange of this.watchers.get(key) ?? []) onChange();
+  }
+}
+
+class MemoryPubSub implements PubSub {
+  private readonly subscriptions = new Map<string, Set<{ handler: (message: unknown) => void }>>();
+
+  constructor(private readonly logger: Logger) {}
+
+  async publish(channel: string, message: unknown): Promise<void> {
+    checkKey(channel);
+    const json = toJson(message);
+    const subscribers = this.subscriptions.get(channel);
+    if (!subscribers) return;
+    for (const subscription of [...subscribers]) {
+      // Delivered later, as over a network: a handler never runs inside its publisher's call.
+      queueMicrotask(() => {
+        if (!subscribers.has(subscription)) return;
+        try {
+          subscription.handler(JSON.parse(json));
+        } catch (err) {
+          this.logger.error({ err, channel }, 'pub/sub handler failed');
+        }
+      });
+    }
+  }
+
+  async subscribe(channel: string, handler: (message: unknown) => void): Promise<() => Promise<void>> {
+    checkKey(channel);
+    const subscribers = this.subscriptions.get(channel) ?? new Set();
+    this.subscriptions.set(channel, subscribers);
+    const subscription = { handler };
+    subscribers.add(subscription);
+    return async () => {
+      subscribers.delete(subscription);
+      if (subscribers.size === 0 && this.subscriptions.get(channel) === subscribers) this.subscriptions.delete(channel);
+    };
+  }
+}
+
+class MemoryCounters implements Counters {
+  private readonly windows = new Map<string, { value: number; resetAt: number }>();
+
+  constructor(private readonly now: () => number) {}
+
+  async increment(key: string, by: number, windowSeconds: number): Promise<CounterWindow> {
+    checkKey(key);
+    checkIncrement(by, windowSeconds);
+    let window = this.current(key);
+    if (!window) {
+      window = { value: 0, resetAt: this.now() + Math.round(windowSeconds * 1000) };
+      this.windows.set(key, window);
+    }
+    window.value += by;
+    return { value: window.value, resetAt: new Date(window.resetAt) };
+  }
+
+  async get(key: string): Promise<{ value: number; resetAt: Date | null }> {
+    checkKey(key);
+    const window = this.current(key);
+    return window ? { value: window.value, resetAt: new Date(window.resetAt) } : { value: 0, resetAt: null };
+  }
+
+  sweep(): void {
+    for (const key of [...this.windows.keys()]) this.current(key);
+  }
+
+  deleteByPrefix(prefix: string): number {
+    let erased = 0;
+    for (const key of [...this.windows.keys()]) {
+      if (key.startsWith(prefix) && this.current(key) && this.windows.delete(key)) erased++;
+    }
+    return erased;
+  }
+
+  private current(key: string) {
+    const window = this.windows.get(key);
+    if (window && this.now() >= window.resetAt) {
+      this.windows.delete(key);
+      return undefined;
+    }
+    return window;
+  }
+}
+
+class MemoryEventBus implements EventBus {
+  readonly logs: MemoryLogs;
+  readonly pubsub: MemoryPubSub;
+  readonly counters: MemoryCounters;
+  private readonly closing = new AbortController();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(options: MemoryEventBusOptions) {
+    const retention = resolveRetention(options);
+    const now = options.now ?? Date.now;
+    this.logs = new MemoryLogs(retention, now, this.closing.signal);
+    this.pubsub = new MemoryPubSub(options.logger ?? silentLogger());
+    this.counters = new MemoryCounters(now);
+    // Often enough that a followed log ending by expiry is noticed soon after; never keeps the process alive.
+    const every = Math.min(retention.logMs, 60_000);
+    this.sweeper = setInterval(() => {
+      this.logs.sweep();
+      this.counters.sweep();
+    }, every);
+    this.sweeper.unref();
+  }
+
+  async ping(): Promise<void> {
+    if (this.closing.signal.aborted) throw unavailable('event bus is closed');
+  }
+
+  async deleteByPrefix(prefix: string): Promise<number> {
+    return this.logs.deleteByPrefix(prefix) + this.counters.deleteByPrefix(prefix);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    this.closing.abort();
+  }
+}

@@ -1,0 +1,361 @@
+// Redis adapter of the event port, shared by every runtime process of a project (node-redis).
+//
+// Key layout under the project's prefix P:
+//   P log:<key>      Stream of frames; entry id `<n>-0` is frame n. Closing adds a `<last>-1` entry, so a log
+//                    closed before any frame still exists. TTL: log retention, renewed by every append/close.
+//   P logmark:<key>  Hash {last, closed}: assigns ids and outlives the stream (marker retention) to tell
+//                    `expired` from `missing`; ids continue from it if an expired log is written again.
+//   P count:<key>    Fixed-window counter; the first increment of a window sets its TTL.
+// Channels: P log:<key> carries append/close notices that wake tails; P pubsub:<channel> carries messages.
+// Appends and closes are Lua scripts: id assignment, append, TTLs and the notice are one atomic step.
+import { createHash } from 'node:crypto';
+import { createClient } from 'redis';
+import { AppError, unavailable } from '../errors.js';
+import { silentLogger, type Logger } from '../logging.js';
+import {
+  checkIncrement,
+  checkKey,
+  checkRead,
+  followLog,
+  logClosed,
+  resolveRetention,
+  toJson,
+  type CounterWindow,
+  type Counters,
+  type EventBus,
+  type EventLogs,
+  type LogRead,
+  type PubSub,
+  type Retention,
+  type RetentionOptions,
+  type RunLogEvent,
+} from './port.js';
+
+export interface RedisEventBusOptions extends RetentionOptions {
+  url: string;
+  /** Prepended to every key and channel; each project has its own on a shared Redis. */
+  keyPrefix: string;
+  /** Per connection attempt. Default 2000. */
+  connectTimeoutMs?: number;
+  /** How long a command may wait for a connection before it fails instead of hanging. Default 5000. */
+  commandTimeoutMs?: number;
+  /** Default 2000. */
+  pingTimeoutMs?: number;
+  logger?: Logger;
+}
+
+type Client = ReturnType<typeof createClient>;
+
+/** A Lua script run by its SHA1, loaded on first use on each server (EVALSHA, then EVAL on NOSCRIPT). */
+class Script {
+  private readonly sha: string;
+
+  constructor(private readonly source: string) {
+    this.sha = createHash('sha1').update(source).digest('hex');
+  }
+
+  async run(client: Client, keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await client.evalSha(this.sha, { keys, arguments: args });
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return client.eval(this.source, { keys, arguments: args });
+    }
+  }
+}
+
+// KEYS: stream, marker. ARGV: frame json, log ms, marker ms, notice channel. Returns the id, or 0 when closed.
+const appendFrame = new Script(`
+if redis.call('HGET', KEYS[2], 'closed') == '1' then return 0 end
+local id = redis.call('HINCRBY', KEYS[2], 'last', 1)
+redis.call('XADD', KEYS[1], id .. '-0', 'd', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], id)
+return id`);
+
+// KEYS: stream, marker. ARGV: log ms, marker ms, notice channel.
+const closeLog = new Script(`
+if redis.call('HGET', KEYS[2], 'closed') == '1' then return 0 end
+local last = redis.call('HGET', KEYS[2], 'last') or '0'
+redis.call('HSET', KEYS[2], 'last', last, 'closed', '1')
+redis.call('XADD', KEYS[1], last .. '-1', 'closed', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PUBLISH', ARGV[3], 'closed')
+return 1`);
+
+// KEYS: stream, marker. ARGV: first stream id wanted, max entries ('0': all).
+// Returns {'expired'} | {'missing'} | {state, lastId, entries}.
+const readFrames = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return {'expired'} end
+  return {'missing'}
+end
+local marker = redis.call('HMGET', KEYS[2], 'last', 'closed')
+local entries
+if ARGV[2] == '0' then entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+')
+else entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2]) end
+local state = 'live'
+if marker[2] == '1' then state = 'closed' end
+return {state, marker[1] or '0', entries}`);
+
+// KEYS: counter. ARGV: increment, window ms. Returns {value, ms left in the window}.
+const incrementCounter = new Script(`
+local value = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  ttl = tonumber(ARGV[2])
+end
+return {value, ttl}`);
+
+// KEYS: counter. Returns {value, ms left} or {0, -2} when no window is open.
+const readCounter = new Script(`
+local value = redis.call('GET', KEYS[1])
+if not value then return {0, -2} end
+return {tonumber(value), redis.call('PTTL', KEYS[1])}`);
+
+export function createRedisEventBus(options: RedisEventBusOptions): EventBus {
+  return new RedisEventBus(options);
+}
+
+class RedisEventBus implements EventBus {
+  readonly logs: EventLogs;
+  readonly pubsub: PubSub;
+  readonly counters: Counters;
+  private readonly client: Client;
+  /** Subscriber mode takes a connection over, so pub/sub and tail notices share a second one. */
+  private readonly subscriber: Client;
+  private readonly closing = new AbortController();
+  private readonly logger: Logger;
+  private readonly pingTimeoutMs: number;
+  private readonly prefix: string;
+
+  constructor(options: RedisEventBusOptions) {
+    const retention = resolveRetention(options);
+    this.logger = options.logger ?? silentLogger();
+    this.pingTimeoutMs = options.pingTimeoutMs ?? 2000;
+    this.prefix = options.keyPrefix;
+    this.client = createClient({
+      url: options.url,
+      socket: {
+        connectTimeout: options.connectTimeoutMs ?? 2000,
+        // Keep retrying while Redis is away (readiness reports it); back off to 2 s with jitter.
+        reconnectStrategy: (retries) => Math.min(50 * 2 ** retries, 2000) + Math.floor(Math.random() * 100),
+      },
+      commandOptions: { timeout: options.commandTimeoutMs ?? 5000 },
+    });
+    this.subscriber = this.client.duplicate();
+    for (const [role, client] of [['commands', this.client], ['subscriber', this.subscriber]] as const) {
+      this.watchHealth(role, client);
+      // Connecting goes on in the background: a Redis that is down must not stop the process from starting.
+      client.connect().catch((err: unknown) => {
+        if (!this.closing.signal.aborted) this.logger.error({ err, role }, 'event bus: redis connect gave up');
+      });
+    }
+    this.logs = new RedisLogs(this.client, this.subscriber, this.prefix, retention, this.closing.signal);
+    this.pubsub = new RedisPubSub(this.client, this.subscriber, this.prefix, this.logger);
+    this.counters = new RedisCounters(this.client, this.prefix);
+  }
+
+  async ping(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(unavailable('event bus: redis did not answer in time')), this.pingTimeoutMs);
+    });
+    try {
+      await Promise.race([this.client.ping(), timeout]);
+    } catch (err) {
+      throw err instanceof AppError ? err : unavailable('event bus: redis is unavailable', { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async deleteByPrefix(prefix: string): Promise<number> {
+    const logs = new Set<string>();
+    let counters = 0;
+    for (const kind of ['log:', 'logmark:', 'count:']) {
+      const base = `${this.prefix}${kind}`;
+      for await (const batch of this.client.scanIterator({ MATCH: `${globEscape(base + prefix)}*`, COUNT: 500 })) {
+        // MATCH is a glob; startsWith keeps the erase exact whatever characters the prefix holds.
+        const keys = batch.filter((key) => key.startsWith(base + prefix));
+        if (keys.length === 0) continue;
+        await this.client.unlink(keys);
+        for (const key of keys) {
+          if (kind === 'count:') counters++;
+          else logs.add(key.slice(base.length));
+        }
+      }
+    }
+    // Wake tails following an erased log, so they end instead of waiting for a frame that never comes.
+    for (const key of logs) await this.client.publish(`${this.prefix}log:${key}`, 'erased');
+    return logs.size + counters;
+  }
+
+  async close(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    this.closing.abort();
+    await Promise.all([this.client, this.subscriber].map(shutDown));
+  }
+
+  /** Logs a connection going down once (not every retry) and coming back; without a listener, 'error' would crash. */
+  private watchHealth(role: string, client: Client): void {
+    let healthy = true;
+    client.on('error', (err: unknown) => {
+      if (healthy && !this.closing.signal.aborted) this.logger.warn({ err, role }, 'event bus: redis connection lost');
+      healthy = false;
+    });
+    client.on('ready', () => {
+      if (!healthy) this.logger.info({ role }, 'event bus: redis connection back');
+      healthy = true;
+    });
+  }
+}
+
+class RedisLogs implements EventLogs {
+  /** Every active tail's wake-up, fired when the subscriber reconnects: notices sent meanwhile were lost. */
+  private readonly wakeOnReconnect = new Set<() => void>();
+
+  constructor(
+    private readonly client: Client,
+    private readonly subscriber: Client,
+    private readonly prefix: string,
+    private readonly retention: Retention,
+    private readonly closing: AbortSignal,
+  ) {
+    subscriber.on('ready', () => {
+      for (const wake of this.wakeOnReconnect) wake();
+    });
+  }
+
+  async append<T>(key: string, data: T): Promise<number> {
+    checkKey(key);
+    const { logMs, markerMs } = this.retention;
+    const id = Number(
+      await appendFrame.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]),
+    );
+    if (id === 0) throw logClosed(key);
+    return id;
+  }
+
+  async close(key: string): Promise<void> {
+    checkKey(key);
+    const { logMs, markerMs } = this.retention;
+    await closeLog.run(this.client, this.keys(key), [`${logMs}`, `${markerMs}`, this.channel(key)]);
+  }
+
+  async read<T>(key: string, afterId: number, limit?: number): Promise<LogRead<T>> {
+    checkKey(key);
+    checkRead(afterId, limit);
+    const reply = (await readFrames.run(this.client, this.keys(key), [`${afterId + 1}-0`, `${limit ?? 0}`])) as
+      | ['expired' | 'missing']
+      | ['live' | 'closed', string | number, [string, string[]][]];
+    if (reply[0] === 'expired' || reply[0] === 'missing') return { state: reply[0] };
+    const [state, lastId, entries] = reply as ['live' | 'closed', string | number, [string, string[]][]];
+    const events: RunLogEvent<T>[] = [];
+    for (const [streamId, fields] of entries) {
+      // Skip the close entry (`<n>-1`); frames are `<n>-0` with one field, d.
+      if (!streamId.endsWith('-0')) continue;
+      events.push({ id: Number(streamId.slice(0, -2)), data: JSON.parse(fields[1] ?? 'null') as T });
+    }
+    return { state, events, lastId: Number(lastId) };
+  }
+
+  tail<T>(key: string, afterId: number, signal: AbortSignal): AsyncIterable<RunLogEvent<T>> {
+    return followLog<T>(this.read.bind(this), this.watch, key, afterId, AbortSignal.any([signal, this.closing]));
+  }
+
+  private readonly watch = async (key: string, onChange: () => void) => {
+    const listener = () => onChange();
+    this.wakeOnReconnect.add(onChange);
+    try {
+      await this.subscriber.subscribe(this.channel(key), listener);
+    } catch (err) {
+      this.wakeOnReconnect.delete(onChange);
+      throw err;
+    }
+    return async () => {
+      this.wakeOnReconnect.delete(onChange);
+      if (this.subscriber.isOpen) await this.subscriber.unsubscribe(this.channel(key), listener);
+    };
+  };
+
+  private keys(key: string): string[] {
+    return [`${this.prefix}log:${key}`, `${this.prefix}logmark:${key}`];
+  }
+
+  private channel(key: string): string {
+    return `${this.prefix}log:${key}`;
+  }
+}
+
+class RedisPubSub implements PubSub {
+  constructor(
+    private readonly client: Client,
+    private readonly subscriber: Client,
+    private readonly prefix: string,
+    private readonly logger: Logger,
+  ) {}
+
+  async publish(channel: string, message: unknown): Promise<void> {
+    checkKey(channel);
+    await this.client.publish(`${this.prefix}pubsub:${channel}`, toJson(message));
+  }
+
+  async subscribe(channel: string, handler: (message: unknown) => void): Promise<() => Promise<void>> {
+    checkKey(channel);
+    const name = `${this.prefix}pubsub:${channel}`;
+    const listener = (json: string) => {
+      try {
+        handler(JSON.parse(json));
+      } catch (err) {
+        this.logger.error({ err, channel }, 'pub/sub handler failed');
+      }
+    };
+    await this.subscriber.subscribe(name, listener);
+    return async () => {
+      if (this.subscriber.isOpen) await this.subscriber.unsubscribe(name, listener);
+    };
+  }
+}
+
+class RedisCounters implements Counters {
+  constructor(
+    private readonly client: Client,
+    private readonly prefix: string,
+  ) {}
+
+  async increment(key: string, by: number, windowSeconds: number): Promise<CounterWindow> {
+    checkKey(key);
+    checkIncrement(by, windowSeconds);
+    const windowMs = Math.round(windowSeconds * 1000);
+    const [value, ttl] = (await incrementCounter.run(this.client, [this.counterKey(key)], [`${by}`, `${windowMs}`])) as [
+      number,
+      number,
+    ];
+    return { value: Number(value), resetAt: new Date(Date.now() + Number(ttl)) };
+  }
+
+  async get(key: string): Promise<{ value: number; resetAt: Date | null }> {
+    checkKey(key);
+    const [value, ttl] = (await readCounter.run(this.client, [this.counterKey(key)], [])) as [number, number];
+    return { value: Number(value), resetAt: Number(ttl) < 0 ? null : new Date(Date.now() + Number(ttl)) };
+  }
+
+  private counterKey(key: string): string {
+    return `${this.prefix}count:${key}`;
+  }
+}
+
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** Graceful when connected (pending replies drain), immediate otherwise (a reconnecting client would wait). */
+async function shutDown(client: Client): Promise<void> {
+  if (!client.isOpen) return;
+  if (client.isReady) await client.close();
+  else client.destroy();
+}

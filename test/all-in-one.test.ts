@@ -1,0 +1,137 @@
+// `npm start` as a user runs it: one process, no configuration but a data dir and ports, both URLs logged; a
+// restart keeps everything; SIGTERM drains accepted work before exiting, and a second SIGTERM exits at once.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, makeTempDir } from './harness/process.js';
+
+const root = join(import.meta.dirname, '..');
+const tsx = join(root, 'node_modules', '.bin', 'tsx');
+
+interface Started {
+  child: ChildProcess;
+  lines: string[];
+  exited: Promise<number | null>;
+}
+
+async function startAllInOne(env: Record<string, string>): Promise<Started> {
+  const child = spawn(tsx, [join(root, 'all-in-one', 'main.ts')], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_FORMAT: 'json', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  let buffer = '';
+  const collect = (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const parts = buffer.split('\n');
+    buffer = parts.pop() ?? '';
+    lines.push(...parts);
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, lines, exited };
+}
+
+async function waitForLine(started: Started, pattern: RegExp, timeoutMs = 60_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = started.lines.find((l) => pattern.test(l));
+    if (line) return line;
+    if (started.child.exitCode !== null) throw new Error(`process exited ${started.child.exitCode}:\n${started.lines.join('\n')}`);
+    if (Date.now() > deadline) throw new Error(`no line matching ${pattern}:\n${started.lines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Opens a POST whose body is only partly sent: an accepted request the server is still working on. */
+function halfSentRequest(port: number, path: string, headers: Record<string, string>, body: string) {
+  const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } });
+  const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+  });
+  const half = Math.floor(body.length / 2);
+  req.write(body.slice(0, half));
+  return { answered, finish: () => req.end(body.slice(half)) };
+}
+
+describe('npm start (all-in-one)', () => {
+  const dataDir = makeTempDir('all-in-one');
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('serves both planes on embedded defaults, logs both URLs, and keeps everything across a restart', async () => {
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const env = { AGENTPLANE_DATA_DIR: dataDir, CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort) };
+
+    const first = await startAllInOne(env);
+    const up = JSON.parse(await waitForLine(first, /agentplane is up/)) as { control_url: string; data_url: string };
+    expect(up.control_url).toBe(`http://127.0.0.1:${controlPort}`);
+    expect(up.data_url).toBe(`http://127.0.0.1:${dataPort}`);
+    const keyLine = await waitForLine(first, /generated a runtime admin key/);
+    const adminKey = /: (ak_[A-Za-z0-9_-]+)/.exec(keyLine)![1]!;
+
+    expect((await fetch(`${up.control_url}/health`)).status).toBe(200);
+    expect((await fetch(`${up.control_url}/ready`)).status).toBe(200);
+    expect((await fetch(`${up.data_url}/ready`)).status).toBe(200);
+    const created = await fetch(`${up.data_url}/tenants`, {
+      method: 'POST',
+      headers: { 'x-admin-key': adminKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'kept', settings_json: { litellm_key: 'sk-kept-across-restarts' } }),
+    });
+    expect(created.status).toBe(201);
+    const tenant = (await created.json()) as { tenant_id: string; webhook_secret: string };
+
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+
+    const second = await startAllInOne(env);
+    await waitForLine(second, /agentplane is up/);
+    expect(second.lines.some((l) => l.includes('generated a runtime admin key'))).toBe(false);
+    expect(second.lines.join('\n')).not.toContain(adminKey);
+    const secret = await fetch(`${up.data_url}/tenants/${tenant.tenant_id}/webhook-secret`, { headers: { 'x-admin-key': adminKey } });
+    expect(secret.status).toBe(200);
+    expect(((await secret.json()) as { webhook_secret: string }).webhook_secret).toBe(tenant.webhook_secret);
+
+    // Drain: an accepted request finishes after SIGTERM; new connections are refused meanwhile.
+    const pending = halfSentRequest(dataPort, '/tenants', { 'x-admin-key': adminKey }, JSON.stringify({ name: 'accepted before the drain' }));
+    await new Promise((r) => setTimeout(r, 300));
+    second.child.kill('SIGTERM');
+    await waitForLine(second, /draining/);
+    await expect(fetch(`${up.data_url}/health`)).rejects.toThrow();
+    expect(second.child.exitCode).toBeNull();
+    pending.finish();
+    expect((await pending.answered).status).toBe(201);
+    expect(await second.exited).toBe(0);
+  });
+
+  it('exits at once on a second SIGTERM while work is still in flight', async () => {
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const started = await startAllInOne({ AGENTPLANE_DATA_DIR: dataDir, CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort) });
+    await waitForLine(started, /agentplane is up/);
+    const pending = halfSentRequest(dataPort, '/tenants', { 'x-admin-key': 'any' }, JSON.stringify({ name: 'never finished' }));
+    pending.answered.catch(() => {});
+    await new Promise((r) => setTimeout(r, 300));
+    started.child.kill('SIGTERM');
+    await waitForLine(started, /draining/);
+    expect(started.child.exitCode).toBeNull();
+    started.child.kill('SIGTERM');
+    expect(await started.exited).toBe(1);
+  });
+
+  it('refuses bad configuration with exit code 2, naming each variable, what was wrong and what is allowed', async () => {
+    const started = await startAllInOne({ AGENTPLANE_DATA_DIR: dataDir, DATA_PORT: '99999', REDIS_URL: 'http://nope', LOG_LEVEL: 'loud' });
+    expect(await started.exited).toBe(2);
+    const output = started.lines.join('\n');
+    expect(output).toContain('DATA_PORT="99999" is not valid: expected an integer from 0 to 65535');
+    expect(output).toContain('REDIS_URL="http://nope" is not valid: expected a URL with scheme redis:// or rediss://');
+    expect(output).toContain('LOG_LEVEL="loud" is not valid: expected one of trace, debug, info, warn, error, fatal, silent');
+  });
+});
