@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../lib/src/config.js';
+import { loadRuntimeConfig } from './config.js';
+
+describe('runtime configuration', () => {
+  it('runs on embedded defaults with nothing set', () => {
+    const config = loadRuntimeConfig({});
+    expect(config).toMatchObject({
+      host: '127.0.0.1',
+      port: 8081,
+      publicUrl: 'http://127.0.0.1:8081',
+      events: { kind: 'memory' },
+      blobs: { kind: 'fs' },
+      adminKey: undefined,
+      bodyLimitBytes: 1048576,
+    });
+    expect(config.database.driver).toBe('pglite');
+    expect(config.dataDir).toMatch(/\.agentplane$/);
+  });
+
+  it('switches each port to its scale adapter from its variable', () => {
+    const config = loadRuntimeConfig({
+      DATABASE_URL: 'postgres://u:p@db:5432/agentplane',
+      REDIS_URL: 'redis://redis:6379',
+      BLOB_STORE: 's3',
+      S3_BUCKET: 'blobs',
+      S3_ENDPOINT: 'http://minio:9000',
+      S3_FORCE_PATH_STYLE: 'true',
+    });
+    expect(config.database).toEqual({ driver: 'postgres', url: 'postgres://u:p@db:5432/agentplane', poolSize: 10 });
+    expect(config.events).toEqual({ kind: 'redis', url: 'redis://redis:6379', keyPrefix: 'agentplane:' });
+    expect(config.blobs).toMatchObject({ kind: 's3', bucket: 'blobs', endpoint: 'http://minio:9000', forcePathStyle: true, region: 'us-east-1' });
+  });
+
+  it('reports every bad variable at once, naming what is allowed, and never echoes a password', () => {
+    let error: unknown;
+    try {
+      loadRuntimeConfig({
+        DATA_PORT: 'eighty',
+        DATABASE_URL: 'mysql://root:hunter2@db/x',
+        BLOB_STORE: 's3',
+        S3_FORCE_PATH_STYLE: 'maybe',
+        AGENTPLANE_ADMIN_KEY: 'short',
+        AGENTPLANE_MASTER_KEY: 'bm90IDMyIGJ5dGVz',
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems;
+    expect(problems).toEqual([
+      'DATA_PORT="eighty" is not valid: expected an integer from 0 to 65535',
+      'DATABASE_URL="mysql://root:***@db/x" is not valid: expected a URL with scheme postgres:// or postgresql://',
+      'AGENTPLANE_ADMIN_KEY is too short: use at least 24 characters (for example `openssl rand -hex 32`)',
+      'AGENTPLANE_MASTER_KEY is not valid: expected 32 bytes of base64, got 12 bytes (for example `openssl rand -base64 32`)',
+      'S3_BUCKET is required when BLOB_STORE=s3',
+      'S3_FORCE_PATH_STYLE="maybe" is not valid: expected one of true, false, 1, 0, yes, no, on, off',
+    ]);
+    expect((error as Error).message).not.toContain('hunter2');
+  });
+});
