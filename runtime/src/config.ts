@@ -8,6 +8,8 @@ export type BlobConfig =
   | {
       kind: 's3';
       endpoint: string | undefined;
+      /** Host that outside clients reach the store by, when it differs from `endpoint` (presigned URLs). */
+      publicEndpoint: string | undefined;
       bucket: string;
       region: string;
       accessKeyId: string | undefined;
@@ -65,6 +67,7 @@ export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
     blobs = {
       kind: 's3',
       endpoint: read.url('S3_ENDPOINT', ['http', 'https']),
+      publicEndpoint: read.url('S3_PUBLIC_ENDPOINT', ['http', 'https']),
       bucket: bucket ?? '',
       region: read.string('S3_REGION', 'us-east-1'),
       accessKeyId: read.string('S3_ACCESS_KEY_ID'),
