@@ -299,10 +299,19 @@ describe('fs blob store', () => {
 
     const tampered = new URL(url);
     const sig = tampered.searchParams.get('sig') ?? '';
-    tampered.searchParams.set('sig', `${sig.slice(0, -1)}${sig.endsWith('A') ? 'B' : 'A'}`);
+    const middle = Math.floor(sig.length / 2);
+    tampered.searchParams.set('sig', `${sig.slice(0, middle)}${sig[middle] === 'A' ? 'B' : 'A'}${sig.slice(middle + 1)}`);
     const refused = await fetch(tampered);
     expect(refused.status).toBe(403);
     expect(await refused.json()).toEqual({ detail: expect.any(String) });
+
+    // The last character of a base64url HMAC carries padding bits: another spelling of it must not verify.
+    const respelled = new URL(url);
+    const last = sig.at(-1)!;
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const sameBits = alphabet[(alphabet.indexOf(last) & ~3) + ((alphabet.indexOf(last) + 1) & 3)]!;
+    respelled.searchParams.set('sig', `${sig.slice(0, -1)}${sameBits}`);
+    expect((await fetch(respelled)).status).toBe(403);
 
     const otherKey = new URL(url);
     otherKey.pathname = otherKey.pathname.replace('secret.txt', 'other.txt');

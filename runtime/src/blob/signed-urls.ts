@@ -1,10 +1,11 @@
 // Presigned URLs for the filesystem blob store: the runtime signs them with HMAC-SHA256 and serves them itself,
 // answering the way S3 does (an ETag on every upload) so a client handles both stores alike.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Router, type ErrorRequestHandler, type Request } from 'express';
 import { z } from 'zod';
 import { AppError, permissionDenied, type ErrorKind } from '../../../lib/src/errors.js';
+import { secretsEqual } from '../../../lib/src/crypto/secret-box.js';
 import type { FsBlobStore } from './fs.js';
 
 /** Where the app mounts `createSignedBlobRouter`; signed URLs point below `${publicBaseUrl}${BLOB_ROUTE_PATH}`. */
@@ -61,9 +62,9 @@ export class BlobUrlSigner {
     if (!parsed.success) throw permissionDenied('the blob URL is not signed');
     const { expires, sig, uploadId, partNumber, contentType: signedType } = parsed.data;
     const grant: BlobGrant = { method: method === 'PUT' ? 'PUT' : 'GET', key, uploadId, partNumber, contentType: signedType };
-    const expected = Buffer.from(this.signature(grant, expires), 'base64url');
-    const given = Buffer.from(sig, 'base64url');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    // Compared as text, not decoded bytes: base64url ignores the last character's low bits, so decoding would
+    // accept several spellings of one signature.
+    if (!secretsEqual(sig, this.signature(grant, expires))) {
       throw permissionDenied('the blob URL signature does not match');
     }
     if (expires < Date.now() / 1000) throw permissionDenied('the blob URL has expired');
