@@ -1,48 +1,27 @@
 // `npm start`: the control-api and the runtime in one process on embedded defaults (PGlite, local files,
 // in-process events), state kept in AGENTPLANE_DATA_DIR. Both share one lifecycle, so SIGTERM drains both.
-import { createServer, type Server } from 'node:http';
-import { ConfigError } from '../lib/src/config.js';
+import { createServer } from 'node:http';
 import { exitOnSignals, Lifecycle } from '../lib/src/http/lifecycle.js';
-import { createLogger } from '../lib/src/logging.js';
+import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '../lib/src/program.js';
 import { createControlApi } from '../control-api/src/app.js';
 import { loadControlApiConfig } from '../control-api/src/config.js';
 import { createRuntime } from '../runtime/src/app.js';
 import { loadRuntimeConfig } from '../runtime/src/config.js';
 
-function loadConfigs() {
-  try {
-    return { runtime: loadRuntimeConfig(), control: loadControlApiConfig() };
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(error.message);
-    process.exit(2);
-  }
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-}
-
-const configs = loadConfigs();
-const logger = createLogger({
-  level: configs.runtime.logLevel,
-  ...(configs.runtime.logFormat === 'auto' ? {} : { pretty: configs.runtime.logFormat === 'pretty' }),
-});
+const configs = loadConfigOrExit(() => ({ runtime: loadRuntimeConfig(), control: loadControlApiConfig() }));
+const logger = loggerFor(configs.runtime);
 const lifecycle = new Lifecycle();
-const runtime = await createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle });
+const runtime = await startOrExit(logger, 'the runtime', () =>
+  createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle }),
+);
 const control = await createControlApi({
   config: configs.control,
   logger: logger.child({ program: 'control-api' }),
   lifecycle,
   readiness: { runtime: () => runtime.database.ping() },
 });
+if (runtime.generatedAdminKey) announceGeneratedSecret(logger, 'a runtime admin key', runtime.adminKeyFile, runtime.adminKey);
 
-if (runtime.generatedAdminKey) {
-  logger.warn(`generated a runtime admin key, shown once (kept in ${configs.runtime.dataDir}/secrets/runtime-admin-key): ${runtime.adminKey}`);
-}
 const dataServer = createServer(runtime.app);
 const controlServer = createServer(control.app);
 try {
@@ -50,6 +29,7 @@ try {
   await listen(controlServer, configs.control.port, configs.control.host);
 } catch (error) {
   logger.fatal({ err: error }, 'could not listen');
+  await control.close();
   await runtime.close();
   process.exit(1);
 }

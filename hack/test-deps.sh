@@ -58,7 +58,9 @@ fi
 MINIO_BIN="$CACHE/minio-$MINIO_VERSION"
 if [ ! -x "$MINIO_BIN" ]; then
   log "building minio $MINIO_VERSION (first run only; takes a few minutes)"
-  tmp="$(mktemp -d)"
+  # Built into the cache itself, then renamed: an interrupted build never leaves a binary that looks complete.
+  tmp="$CACHE/minio-build.partial"
+  rm -rf "$tmp" && mkdir -p "$tmp"
   GOTOOLCHAIN=local GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
     go install "github.com/minio/minio@$MINIO_VERSION"
   mv "$tmp/minio" "$MINIO_BIN"

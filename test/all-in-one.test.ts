@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { freePort, makeTempDir } from './harness/process.js';
 
 const root = join(import.meta.dirname, '..');
@@ -15,6 +15,8 @@ interface Started {
   lines: string[];
   exited: Promise<number | null>;
 }
+
+const running = new Set<ChildProcess>();
 
 async function startAllInOne(env: Record<string, string>): Promise<Started> {
   const child = spawn(tsx, [join(root, 'all-in-one', 'main.ts')], {
@@ -32,7 +34,13 @@ async function startAllInOne(env: Record<string, string>): Promise<Started> {
   };
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  running.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      running.delete(child);
+      resolve(code);
+    }),
+  );
   return { child, lines, exited };
 }
 
@@ -45,6 +53,16 @@ async function waitForLine(started: Started, pattern: RegExp, timeoutMs = 60_000
     if (Date.now() > deadline) throw new Error(`no line matching ${pattern}:\n${started.lines.join('\n')}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Waits until the process reports at least one request in flight (its control plane shares the lifecycle). */
+async function waitForInFlight(controlPort: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const health = (await (await fetch(`http://127.0.0.1:${controlPort}/health`)).json()) as { in_flight: number };
+    if (health.in_flight >= 1) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the request never showed as in flight');
 }
 
 /** Opens a POST whose body is only partly sent: an accepted request the server is still working on. */
@@ -65,6 +83,10 @@ function halfSentRequest(port: number, path: string, headers: Record<string, str
 
 describe('npm start (all-in-one)', () => {
   const dataDir = makeTempDir('all-in-one');
+  // A failed assertion must not leave a server running (it would hold the data dir for the next test).
+  afterEach(async () => {
+    await Promise.all([...running].map((child) => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGKILL'); })));
+  });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('serves both planes on embedded defaults, logs both URLs, and keeps everything across a restart', async () => {
@@ -75,8 +97,10 @@ describe('npm start (all-in-one)', () => {
     const up = JSON.parse(await waitForLine(first, /agentplane is up/)) as { control_url: string; data_url: string };
     expect(up.control_url).toBe(`http://127.0.0.1:${controlPort}`);
     expect(up.data_url).toBe(`http://127.0.0.1:${dataPort}`);
-    const keyLine = await waitForLine(first, /generated a runtime admin key/);
-    const adminKey = /: (ak_[A-Za-z0-9_-]+)/.exec(keyLine)![1]!;
+    await waitForLine(first, /generated a runtime admin key/);
+    // Shown once, as a plain line of its own rather than inside a JSON log line.
+    const adminKey = (await waitForLine(first, /^\s+ak_[A-Za-z0-9_-]{43}$/)).trim();
+    expect(first.lines.filter((l) => l.startsWith('{')).join('\n')).not.toContain(adminKey);
 
     expect((await fetch(`${up.control_url}/health`)).status).toBe(200);
     expect((await fetch(`${up.control_url}/ready`)).status).toBe(200);
@@ -102,7 +126,7 @@ describe('npm start (all-in-one)', () => {
 
     // Drain: an accepted request finishes after SIGTERM; new connections are refused meanwhile.
     const pending = halfSentRequest(dataPort, '/tenants', { 'x-admin-key': adminKey }, JSON.stringify({ name: 'accepted before the drain' }));
-    await new Promise((r) => setTimeout(r, 300));
+    await waitForInFlight(controlPort);
     second.child.kill('SIGTERM');
     await waitForLine(second, /draining/);
     await expect(fetch(`${up.data_url}/health`)).rejects.toThrow();
@@ -118,12 +142,24 @@ describe('npm start (all-in-one)', () => {
     await waitForLine(started, /agentplane is up/);
     const pending = halfSentRequest(dataPort, '/tenants', { 'x-admin-key': 'any' }, JSON.stringify({ name: 'never finished' }));
     pending.answered.catch(() => {});
-    await new Promise((r) => setTimeout(r, 300));
+    await waitForInFlight(controlPort);
     started.child.kill('SIGTERM');
     await waitForLine(started, /draining/);
     expect(started.child.exitCode).toBeNull();
     started.child.kill('SIGTERM');
     expect(await started.exited).toBe(1);
+  });
+
+  it('refuses a second process on the same data dir, naming the one that holds it', async () => {
+    const ports = () => ({ CONTROL_PORT: '0', DATA_PORT: '0' });
+    const first = await startAllInOne({ AGENTPLANE_DATA_DIR: dataDir, ...ports() });
+    await waitForLine(first, /agentplane is up/);
+    const second = await startAllInOne({ AGENTPLANE_DATA_DIR: dataDir, ...ports() });
+    expect(await second.exited).not.toBe(0);
+    // (The pid named is the node process under the tsx launcher, so only the sentence is compared.)
+    expect(second.lines.join('\n')).toMatch(/the runtime failed to start: the database in .* is in use by process \d+: stop it first/);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
   });
 
   it('refuses bad configuration with exit code 2, naming each variable, what was wrong and what is allowed', async () => {

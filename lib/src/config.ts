@@ -1,6 +1,7 @@
 // Reading configuration from the environment, once, at start. Each program has its own typed config module
 // built from these readers; nothing deeper in the code reads process.env. Every failure names the variable,
 // what was wrong and what is allowed, and all failures are reported together.
+import { resolve } from 'node:path';
 
 export type Env = Record<string, string | undefined>;
 
@@ -109,4 +110,33 @@ export function redactUrl(value: string): string {
   } catch {
     return value.replace(/\/\/[^@/]*@/, '//***@');
   }
+}
+
+/** What every program's HTTP service reads the same way. */
+export interface ServiceBasics {
+  host: string;
+  port: number;
+  /** Where clients reach this program; derived from host and port unless set. */
+  publicUrl: string;
+  dataDir: string;
+  bodyLimitBytes: number;
+  shutdownGraceSeconds: number;
+  logLevel: string;
+  logFormat: 'json' | 'pretty' | 'auto';
+}
+
+export function readServiceBasics(read: EnvReader, names: { port: string; defaultPort: number; publicUrl: string }): ServiceBasics {
+  const host = read.string('HOST', '127.0.0.1');
+  const port = read.port(names.port, names.defaultPort);
+  const derived = `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
+  return {
+    host,
+    port,
+    publicUrl: (read.url(names.publicUrl, ['http', 'https']) ?? derived).replace(/\/$/, ''),
+    dataDir: resolve(read.string('AGENTPLANE_DATA_DIR', './.agentplane')),
+    bodyLimitBytes: read.integer('REQUEST_BODY_LIMIT_BYTES', 1024 * 1024, { min: 1024, max: 100 * 1024 * 1024 }),
+    shutdownGraceSeconds: read.integer('SHUTDOWN_GRACE_SECONDS', 30, { min: 0, max: 3600 }),
+    logLevel: read.oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], 'info'),
+    logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty', 'auto'], 'auto'),
+  };
 }

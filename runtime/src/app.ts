@@ -13,7 +13,7 @@ import { Lifecycle } from '../../lib/src/http/lifecycle.js';
 import type { Logger } from '../../lib/src/logging.js';
 import { adminKeyGuard } from './admin-auth.js';
 import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
-import type { RuntimeConfig } from './config.js';
+import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
 import { TenantEraser } from './tenants/erase.js';
@@ -29,6 +29,8 @@ export interface Runtime {
   adminKey: string;
   /** Set when this start generated the admin key: the caller prints it once. */
   generatedAdminKey: boolean;
+  /** Where a generated admin key is kept. */
+  adminKeyFile: string;
   database: Database<RuntimeSchema>;
   events: EventBus;
   blobs: BlobStore;
@@ -45,10 +47,20 @@ export interface RuntimeDeps {
 
 export async function createRuntime({ config, logger, lifecycle = new Lifecycle() }: RuntimeDeps): Promise<Runtime> {
   const secretsDir = join(config.dataDir, 'secrets');
-  const adminKey = config.adminKey
-    ? { value: config.adminKey, created: false }
-    : loadOrCreateSecret(join(secretsDir, 'runtime-admin-key'), () => newSecret('ak_'));
-  const masterKey = parseMasterKey(config.masterKey ?? loadOrCreateSecret(join(secretsDir, 'master-key'), generateMasterKey).value);
+  const adminKeyFile = join(secretsDir, 'runtime-admin-key');
+  const adminKey = config.adminKey ? { value: config.adminKey, created: false } : loadOrCreateSecret(adminKeyFile, () => newSecret('ak_'));
+  // A truncated or hand-edited key file must not turn into a short (or empty) key that a guess satisfies.
+  if (adminKey.value.length < minAdminKeyLength) {
+    throw new Error(`the admin key in ${adminKeyFile} is shorter than ${minAdminKeyLength} characters: delete the file to generate a new one`);
+  }
+  const masterKeyFile = join(secretsDir, 'master-key');
+  const masterKeyText = config.masterKey ?? loadOrCreateSecret(masterKeyFile, generateMasterKey).value;
+  let masterKey: Buffer;
+  try {
+    masterKey = parseMasterKey(masterKeyText);
+  } catch (error) {
+    throw new Error(`the master key in ${masterKeyFile} is not valid: ${(error as Error).message}`);
+  }
   const secretBox = new SecretBox(masterKey);
 
   const database = await openDatabase<RuntimeSchema>(config.database);
@@ -116,6 +128,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       lifecycle,
       adminKey: adminKey.value,
       generatedAdminKey: adminKey.created,
+      adminKeyFile,
       database,
       events,
       blobs,

@@ -21,6 +21,8 @@ describe('runtime configuration', () => {
   it('switches each port to its scale adapter from its variable', () => {
     const config = loadRuntimeConfig({
       DATABASE_URL: 'postgres://u:p@db:5432/agentplane',
+      AGENTPLANE_ADMIN_KEY: 'a-shared-admin-key-of-enough-length',
+      AGENTPLANE_MASTER_KEY: Buffer.alloc(32, 7).toString('base64'),
       REDIS_URL: 'redis://redis:6379',
       BLOB_STORE: 's3',
       S3_BUCKET: 'blobs',
@@ -37,7 +39,8 @@ describe('runtime configuration', () => {
     try {
       loadRuntimeConfig({
         DATA_PORT: 'eighty',
-        DATABASE_URL: 'mysql://root:hunter2@db/x',
+        DATABASE_URL: 'postgres://root:hunter2@db/x',
+        REDIS_URL: 'mysql://root:hunter2@db/x',
         BLOB_STORE: 's3',
         S3_FORCE_PATH_STYLE: 'maybe',
         AGENTPLANE_ADMIN_KEY: 'short',
@@ -50,12 +53,18 @@ describe('runtime configuration', () => {
     const problems = (error as ConfigError).problems;
     expect(problems).toEqual([
       'DATA_PORT="eighty" is not valid: expected an integer from 0 to 65535',
-      'DATABASE_URL="mysql://root:***@db/x" is not valid: expected a URL with scheme postgres:// or postgresql://',
+      'REDIS_URL="mysql://root:***@db/x" is not valid: expected a URL with scheme redis:// or rediss://',
       'AGENTPLANE_ADMIN_KEY is too short: use at least 24 characters (for example `openssl rand -hex 32`)',
       'AGENTPLANE_MASTER_KEY is not valid: expected 32 bytes of base64, got 12 bytes (for example `openssl rand -base64 32`)',
       'S3_BUCKET is required when BLOB_STORE=s3',
       'S3_FORCE_PATH_STYLE="maybe" is not valid: expected one of true, false, 1, 0, yes, no, on, off',
     ]);
     expect((error as Error).message).not.toContain('hunter2');
+  });
+
+  it('requires shared admin and master keys when replicas share a database', () => {
+    expect(() => loadRuntimeConfig({ DATABASE_URL: 'postgres://db/agentplane' })).toThrow(
+      /AGENTPLANE_ADMIN_KEY is required when DATABASE_URL is set[\s\S]*AGENTPLANE_MASTER_KEY is required when DATABASE_URL is set/,
+    );
   });
 });

@@ -1,6 +1,6 @@
 // The runtime's configuration, parsed from the environment once at start. README's table lists every variable.
 import { resolve } from 'node:path';
-import { EnvReader, type Env } from '../../lib/src/config.js';
+import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '../../lib/src/config.js';
 import { parseMasterKey } from '../../lib/src/crypto/local-secrets.js';
 
 export type BlobConfig =
@@ -18,12 +18,7 @@ export type BlobConfig =
       prefix: string | undefined;
     };
 
-export interface RuntimeConfig {
-  host: string;
-  port: number;
-  /** The data plane's public base URL (signed blob URLs point here). */
-  publicUrl: string;
-  dataDir: string;
+export interface RuntimeConfig extends ServiceBasics {
   database: { driver: 'pglite'; dataDir: string } | { driver: 'postgres'; url: string; poolSize: number };
   events: { kind: 'memory' } | { kind: 'redis'; url: string; keyPrefix: string };
   eventLogRetentionSeconds: number;
@@ -32,23 +27,21 @@ export interface RuntimeConfig {
   adminKey: string | undefined;
   /** Configured base64 master key; when absent the runtime generates one in the data dir. */
   masterKey: string | undefined;
-  bodyLimitBytes: number;
-  shutdownGraceSeconds: number;
-  logLevel: string;
-  logFormat: 'json' | 'pretty' | 'auto';
 }
+
+/** Shorter admin keys are refused, configured or read from the data dir. */
+export const minAdminKeyLength = 24;
 
 export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
   const read = new EnvReader(env);
-  const host = read.string('HOST', '127.0.0.1');
-  const port = read.port('DATA_PORT', 8081);
-  const dataDir = resolve(read.string('AGENTPLANE_DATA_DIR', './.agentplane'));
+  // PUBLIC_URL: where clients reach the data plane (signed blob URLs point here).
+  const basics = readServiceBasics(read, { port: 'DATA_PORT', defaultPort: 8081, publicUrl: 'PUBLIC_URL' });
   const databaseUrl = read.url('DATABASE_URL', ['postgres', 'postgresql']);
   const redisUrl = read.url('REDIS_URL', ['redis', 'rediss']);
   const blobKind = read.oneOf('BLOB_STORE', ['fs', 's3'], 'fs');
   const adminKey = read.string('AGENTPLANE_ADMIN_KEY');
-  if (adminKey !== undefined && adminKey.length < 24) {
-    read.problem('AGENTPLANE_ADMIN_KEY is too short: use at least 24 characters (for example `openssl rand -hex 32`)');
+  if (adminKey !== undefined && adminKey.length < minAdminKeyLength) {
+    read.problem(`AGENTPLANE_ADMIN_KEY is too short: use at least ${minAdminKeyLength} characters (for example \`openssl rand -hex 32\`)`);
   }
 
   const masterKey = read.string('AGENTPLANE_MASTER_KEY');
@@ -77,23 +70,23 @@ export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
     };
   }
 
+  // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
+  // sealed secrets depend on which replica answers.
+  if (databaseUrl !== undefined) {
+    if (adminKey === undefined) read.problem('AGENTPLANE_ADMIN_KEY is required when DATABASE_URL is set (replicas must share it)');
+    if (masterKey === undefined) read.problem('AGENTPLANE_MASTER_KEY is required when DATABASE_URL is set (replicas must share it)');
+  }
+
   const config: RuntimeConfig = {
-    host,
-    port,
-    publicUrl: (read.url('PUBLIC_URL', ['http', 'https']) ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(/\/$/, ''),
-    dataDir,
+    ...basics,
     database: databaseUrl
       ? { driver: 'postgres', url: databaseUrl, poolSize: read.integer('DATABASE_POOL_SIZE', 10, { min: 1, max: 200 }) }
-      : { driver: 'pglite', dataDir: resolve(dataDir, 'runtime', 'pglite') },
+      : { driver: 'pglite', dataDir: resolve(basics.dataDir, 'runtime', 'pglite') },
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') } : { kind: 'memory' },
     eventLogRetentionSeconds: read.integer('EVENT_LOG_RETENTION_SECONDS', 3600, { min: 10, max: 30 * 24 * 3600 }),
     blobs,
     adminKey,
     masterKey,
-    bodyLimitBytes: read.integer('REQUEST_BODY_LIMIT_BYTES', 1024 * 1024, { min: 1024, max: 100 * 1024 * 1024 }),
-    shutdownGraceSeconds: read.integer('SHUTDOWN_GRACE_SECONDS', 30, { min: 0, max: 3600 }),
-    logLevel: read.oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], 'info'),
-    logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty', 'auto'], 'auto'),
   };
   read.done();
   return config;

@@ -65,6 +65,7 @@ describe('runtime service routes', () => {
         'GET /ready',
         'GET /metrics',
         'GET /openapi.json',
+        'GET /docs',
         'POST /tenants',
         'GET /tenants',
         'GET /tenants/{tenant_id}',
@@ -77,9 +78,15 @@ describe('runtime service routes', () => {
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);
     expect(doc.paths['/tenants']!.post!.requestBody).toBeDefined();
     expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
-    for (const name of ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error']) {
+    for (const name of ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue']) {
       expect(doc.components.schemas).toHaveProperty(name);
     }
+    expect(Object.keys(doc.components.schemas).filter((name) => name.startsWith('__'))).toEqual([]);
+    // Every route lists the answers it can give besides its own: a body route its body errors, a guarded one 401.
+    const create = doc.paths['/tenants']!.post!.responses as Record<string, { content?: Record<string, { schema: { $ref?: string } }> }>;
+    expect(Object.keys(create).sort()).toEqual(['201', '400', '401', '409', '413', '415', '422', '500']);
+    expect(create['422']!.content!['application/json']!.schema.$ref).toBe('#/components/schemas/ValidationError');
+    expect(create['409']!.content!['application/json']!.schema.$ref).toBe('#/components/schemas/Error');
   });
 
   it('GET /docs serves an explorer whose every asset comes from this server', async () => {
@@ -96,7 +103,12 @@ describe('runtime service routes', () => {
       expect(asset_res.status, asset).toBe(200);
       expect((await asset_res.arrayBuffer()).byteLength, asset).toBeGreaterThan(0);
     }
-    expect(await (await fetch(`${rt.url}/docs/initializer.js`)).text()).toContain('openapi.json');
+    const initializer = await (await fetch(`${rt.url}/docs/initializer.js`)).text();
+    expect(initializer).toContain('openapi.json');
+    expect(initializer).toContain('validatorUrl: null');
+    const slash = await fetch(`${rt.url}/docs/`, { redirect: 'manual' });
+    expect(slash.status).toBe(301);
+    expect(new URL(slash.headers.get('location')!, `${rt.url}/docs/`).pathname).toBe('/docs');
   });
 
   it('answers an unknown route with 404 and a detail', async () => {
@@ -110,6 +122,37 @@ describe('runtime service routes', () => {
     expect(given.headers.get('x-request-id')).toBe('trace-abc.123');
     const made = await fetch(`${rt.url}/health`, { headers: { 'x-request-id': 'bad id with spaces' } });
     expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('runtime while draining', () => {
+  it('keeps answering accepted connections but closes each after its answer, and reports not ready', async () => {
+    const rt = await startTestRuntime();
+    try {
+      const run = rt.runtime.lifecycle.beginWork();
+      const drained = rt.runtime.lifecycle.drain([], 10_000);
+      const health = await fetch(`${rt.url}/health`);
+      expect(health.headers.get('connection')).toBe('close');
+      expect(await health.json()).toMatchObject({ draining: true, runs_in_flight: 1 });
+      const ready = await fetch(`${rt.url}/ready`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ ready: false, draining: true });
+      run();
+      expect(await drained).toBe('idle');
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('reports a drain cut off by the grace period as a timeout', async () => {
+    const rt = await startTestRuntime();
+    try {
+      const run = rt.runtime.lifecycle.beginWork();
+      expect(await rt.runtime.lifecycle.drain([], 50)).toBe('timeout');
+      run();
+    } finally {
+      await rt.stop();
+    }
   });
 });
 

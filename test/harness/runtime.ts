@@ -1,5 +1,6 @@
 // Starts a runtime in this process on a free loopback port, in one of two setups: `embedded` (PGlite, local
 // files, in-process events: what `npm start` uses) or `scale` (real PostgreSQL, MinIO and Redis started here).
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
 import { silentLogger } from '../../lib/src/logging.js';
@@ -27,13 +28,20 @@ export class ScaleServices {
   ) {}
 
   static async start(): Promise<ScaleServices> {
-    const [postgres, redis, minio] = await Promise.all([startPostgres(), startRedis(redisServerBinary()!), startMinio(requireBinary('minio')!)]);
-    return new ScaleServices(postgres, redis, minio);
+    const started = await Promise.allSettled([startPostgres(), startRedis(redisServerBinary()!), startMinio(requireBinary('minio')!)]);
+    const [postgres, redis, minio] = started;
+    if (postgres.status === 'fulfilled' && redis.status === 'fulfilled' && minio.status === 'fulfilled') {
+      return new ScaleServices(postgres.value, redis.value, minio.value);
+    }
+    // Leave nothing running when one of them fails to start.
+    await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.stop() : undefined)));
+    throw started.map((s) => (s.status === 'rejected' ? s.reason : null)).find(Boolean);
   }
 
   async env(): Promise<Record<string, string>> {
     return {
       DATABASE_URL: await this.postgres.createDatabase(),
+      AGENTPLANE_MASTER_KEY: randomBytes(32).toString('base64'),
       REDIS_URL: this.redis.url,
       REDIS_KEY_PREFIX: `test-${Math.random().toString(36).slice(2)}:`,
       BLOB_STORE: 's3',

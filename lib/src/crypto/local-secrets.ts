@@ -1,7 +1,7 @@
 // Secrets the all-in-one and a bare runtime keep in their data dir when none is configured: generated once on
 // first start, written with mode 0600, read back on every later start so a restart keeps them.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export interface StoredSecret {
@@ -14,14 +14,18 @@ export function loadOrCreateSecret(path: string, generate: () => string): Stored
   if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const value = generate();
-  // 'wx' fails if another process created it meanwhile; then read theirs.
+  // Written whole to a temp file, then linked into place: a process starting at the same moment either sees
+  // no file or the complete one, never an empty file, and a second writer loses the race cleanly (EEXIST).
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(temp, `${value}\n`, { mode: 0o600, flag: 'wx' });
   try {
-    writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'wx' });
+    linkSync(temp, path);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return { value: readFileSync(path, 'utf8').trim(), created: false };
     throw error;
+  } finally {
+    unlinkSync(temp);
   }
-  chmodSync(path, 0o600);
   return { value, created: true };
 }
 

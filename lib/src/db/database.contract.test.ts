@@ -1,10 +1,11 @@
 // One contract for the relational store, run against PGlite (in memory and on disk) and a real PostgreSQL
 // server with pgvector: the same migrations, SQL and transaction behaviour must hold on both.
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { sql, type Generated, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../../../test/harness/process.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
+import { DataDirLockedError } from './data-dir-lock.js';
 import { openDatabase, type Database, type DatabaseConfig } from './database.js';
 import { currentVersion, migrate, SchemaTooNewError, type Migration } from './migrate.js';
 
@@ -152,6 +153,34 @@ describe('relational store: PGlite on disk', () => {
       await second.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('relational store: PGlite data dir lock', () => {
+  it('refuses a second opener while the first holds the directory, and admits one after close', async () => {
+    const dir = makeTempDir('pglite-lock');
+    try {
+      const first = await openDatabase({ driver: 'pglite', dataDir: dir });
+      await expect(openDatabase({ driver: 'pglite', dataDir: dir })).rejects.toBeInstanceOf(DataDirLockedError);
+      await expect(openDatabase({ driver: 'pglite', dataDir: dir })).rejects.toThrow(`is in use by process ${process.pid}`);
+      await first.close();
+      const second = await openDatabase({ driver: 'pglite', dataDir: dir });
+      await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes over a lock left by a process that no longer runs', async () => {
+    const dir = makeTempDir('pglite-stale');
+    try {
+      writeFileSync(`${dir}.lock`, '2147483646');
+      const database = await openDatabase({ driver: 'pglite', dataDir: dir });
+      await database.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(`${dir}.lock`, { force: true });
     }
   });
 });

@@ -3,6 +3,8 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { mkdirSync } from 'node:fs';
+import { unavailable } from '../errors.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { pgliteSerialPool } from './pglite-pool.js';
 
 export type DatabaseConfig =
@@ -34,7 +36,13 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
       driver: 'postgres',
       db,
       ping: async () => {
-        await sql`select 1`.execute(db);
+        try {
+          await sql`select 1`.execute(db);
+        } catch (error) {
+          // Readiness is public: name the failure by its code, never the server's address or user.
+          const code = (error as { code?: unknown }).code;
+          throw unavailable(`database did not answer${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
+        }
       },
       close: () => db.destroy(),
     };
@@ -42,8 +50,18 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
 
   const { PGlite } = await import('@electric-sql/pglite');
   const { vector } = await import('@electric-sql/pglite-pgvector');
-  if (config.dataDir) mkdirSync(config.dataDir, { recursive: true });
-  const pglite = await PGlite.create({ ...(config.dataDir ? { dataDir: config.dataDir } : {}), extensions: { vector } });
+  let release = () => {};
+  if (config.dataDir) {
+    mkdirSync(config.dataDir, { recursive: true });
+    release = lockDataDir(config.dataDir);
+  }
+  let pglite: Awaited<ReturnType<typeof PGlite.create>>;
+  try {
+    pglite = await PGlite.create({ ...(config.dataDir ? { dataDir: config.dataDir } : {}), extensions: { vector } });
+  } catch (error) {
+    release();
+    throw error;
+  }
   const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: pgliteSerialPool(pglite) }) });
   return {
     driver: 'pglite',
@@ -54,6 +72,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     close: async () => {
       await db.destroy();
       await pglite.close();
+      release();
     },
   };
 }

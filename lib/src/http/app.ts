@@ -5,8 +5,8 @@ import { randomUUID } from 'node:crypto';
 import express, { type Express, type RequestHandler } from 'express';
 import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi';
 import type { Logger } from '../logging.js';
-import { mountDocs } from './docs.js';
-import { errorHandler, unknownRoute } from './errors.js';
+import { docsRoute, mountDocAssets } from './docs.js';
+import { errorHandler, refuseProtoKeys, unknownRoute } from './errors.js';
 import type { Lifecycle } from './lifecycle.js';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
@@ -45,6 +45,8 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     const requestId = incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
+    // A draining process serves what it accepted but takes no more: keep-alive sockets close after this answer.
+    if (options.lifecycle.draining) res.setHeader('Connection', 'close');
     const done = options.lifecycle.beginRequest();
     res.once('finish', done);
     res.once('close', done);
@@ -52,7 +54,7 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   });
   app.use(metrics.middleware);
   for (const raw of options.rawRouters ?? []) app.use(raw.path, raw.router);
-  app.use(express.json({ limit: options.bodyLimitBytes, strict: true }));
+  app.use(express.json({ limit: options.bodyLimitBytes, strict: true, reviver: refuseProtoKeys }));
 
   let document: OpenApiDocument | undefined;
   const allRoutes = [
@@ -62,6 +64,7 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
       readiness: options.readiness,
       openapi: () => document!,
     }),
+    docsRoute(options.title),
     ...options.routes,
   ];
   document = createDocument({
@@ -71,7 +74,7 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
   });
 
-  mountDocs(app, options.title);
+  mountDocAssets(app);
   app.use(mountRoutes(allRoutes, { guards: options.guards }));
   app.use(unknownRoute);
   app.use(errorHandler(options.logger));

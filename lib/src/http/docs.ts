@@ -4,6 +4,7 @@ import express, { type Express } from 'express';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import swaggerUi from 'swagger-ui-dist';
+import { defineRoute, type RouteDefinition } from './routes.js';
 
 const assetFiles = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js', 'favicon-32x32.png'];
 
@@ -12,6 +13,7 @@ const initializer = `window.addEventListener('load', function () {
     url: new URL('../openapi.json', window.location.href).toString(),
     dom_id: '#swagger-ui',
     deepLinking: true,
+    validatorUrl: null,
     persistAuthorization: false,
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
     layout: 'StandaloneLayout'
@@ -39,15 +41,36 @@ function page(title: string): string {
 `;
 }
 
-export function mountDocs(app: Express, title: string): void {
+const csp = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:";
+
+/** GET /docs as a route definition, so the page is in the OpenAPI document like every other route. */
+export function docsRoute(title: string): RouteDefinition {
+  const html = page(title);
+  return defineRoute({
+    method: 'get',
+    path: '/docs',
+    operationId: 'docs',
+    summary: 'Interactive explorer over /openapi.json (every asset served locally)',
+    tags: ['service'],
+    security: [],
+    responses: { 200: { description: 'HTML page', contentType: 'text/html' }, 301: { description: 'From `/docs/` to `/docs`' } },
+    async handle({ req, res }) {
+      // The page's links are relative to `/docs`; from `/docs/` they would miss.
+      if (req.path.endsWith('/')) {
+        res.redirect(301, '../docs');
+        return 'handled';
+      }
+      res.setHeader('Content-Security-Policy', csp);
+      res.type('html').send(html);
+      return 'handled';
+    },
+  });
+}
+
+/** Serves Swagger UI's assets and our initializer under /docs/. */
+export function mountDocAssets(app: Express): void {
   const root = swaggerUi.getAbsoluteFSPath();
   for (const file of assetFiles) readFileSync(join(root, file)); // fail at start, not at first visit
-  const html = page(title);
-  const csp = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self' data:";
-  app.get('/docs', (_req, res) => {
-    res.setHeader('Content-Security-Policy', csp);
-    res.type('html').send(html);
-  });
   app.get('/docs/initializer.js', (_req, res) => {
     res.type('application/javascript').send(initializer);
   });

@@ -11,6 +11,7 @@ export const statusByKind: Record<ErrorKind, number> = {
   not_found: 404,
   conflict: 409,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   unprocessable: 422,
   rate_limited: 429,
   internal: 500,
@@ -31,6 +32,10 @@ export function describeError(error: unknown, requestId?: string): { status: num
   if (error instanceof ValidationError) {
     return { status: 422, body: { detail: error.problems } };
   }
+  if (error instanceof AppError && error.kind === 'unprocessable') {
+    // SPEC.md: a 422's detail is always a list of {loc, msg}, even when the problem has no single field.
+    return { status: 422, body: { ...error.extra, detail: [{ loc: [], msg: error.message }] } };
+  }
   if (error instanceof AppError) {
     const status = statusByKind[error.kind];
     const detail = status >= 500 && error.kind === 'internal' ? 'internal server error' : error.message;
@@ -49,9 +54,26 @@ export function describeError(error: unknown, requestId?: string): { status: num
   return { status: 500, body: { detail: 'internal server error', ...(requestId ? { request_id: requestId } : {}) } };
 }
 
+/**
+ * JSON.parse reviver that refuses `__proto__` keys anywhere in a body (as fastify does by default): copied into
+ * a plain object they would replace its prototype, and validators silently drop them.
+ */
+export function refuseProtoKeys(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new ProtoKeyError();
+  return value;
+}
+
+class ProtoKeyError extends Error {
+  constructor() {
+    super('request body may not contain the key __proto__');
+    this.name = 'ProtoKeyError';
+  }
+}
+
 /** Errors raised by express.json() carry a `type`; map them to the statuses SPEC.md names. */
 function bodyParserError(error: unknown): { status: number; body: ErrorBody } | null {
   if (typeof error !== 'object' || error === null || !('type' in error)) return null;
+  if (error instanceof ProtoKeyError) return { status: 400, body: { detail: error.message } };
   switch ((error as { type: unknown }).type) {
     case 'entity.parse.failed':
       return { status: 400, body: { detail: 'request body is not valid JSON' } };
@@ -64,8 +86,14 @@ function bodyParserError(error: unknown): { status: number; body: ErrorBody } | 
       return { status: 415, body: { detail: 'unsupported request body encoding' } };
     case 'request.aborted':
       return { status: 400, body: { detail: 'request body was aborted by the client' } };
-    default:
+    default: {
+      // Other body-parser refusals (size header mismatch, bad encoding) are the client's, and say so safely.
+      const { status, expose, message } = error as { status?: unknown; expose?: unknown; message?: unknown };
+      if (typeof status === 'number' && status >= 400 && status < 500 && expose === true && typeof message === 'string') {
+        return { status, body: { detail: message } };
+      }
       return null;
+    }
   }
 }
 

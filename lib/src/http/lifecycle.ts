@@ -92,10 +92,11 @@ export function exitOnSignals(options: ShutdownOptions): void {
     options.logger.info({ signal, in_flight: options.lifecycle.inFlight.total }, 'draining');
     void (async () => {
       const outcome = await options.lifecycle.drain(options.servers, options.graceMs);
-      if (outcome === 'timeout') options.logger.warn({ in_flight: options.lifecycle.inFlight }, 'drain timed out');
+      if (outcome === 'timeout') options.logger.warn({ in_flight: options.lifecycle.inFlight }, 'drain timed out: work was cut off');
       await options.close().catch((err: unknown) => options.logger.error({ err }, 'error while closing'));
       options.logger.info('stopped');
-      exit(0);
+      // Work cut off by the grace period is a failed stop, and says so to whoever supervises the process.
+      exit(outcome === 'idle' ? 0 : 1);
     })();
   };
   process.on('SIGTERM', onSignal);

@@ -27,13 +27,11 @@ export function createHttpMetrics(program: string, lifecycle: Lifecycle): HttpMe
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
-  new Gauge({
+  // Counted per program (not from the lifecycle, which the all-in-one shares between both programs).
+  const inFlight = new Gauge({
     name: 'http_requests_in_flight',
     help: 'HTTP requests accepted and not yet answered',
     registers: [registry],
-    collect() {
-      this.set(lifecycle.inFlight.requests);
-    },
   });
   new Gauge({
     name: 'agentplane_runs_in_flight',
@@ -46,13 +44,22 @@ export function createHttpMetrics(program: string, lifecycle: Lifecycle): HttpMe
 
   const middleware: RequestHandler = (req, res, next) => {
     const stop = duration.startTimer();
-    res.once('finish', () => {
+    inFlight.inc();
+    let recorded = false;
+    const record = () => {
+      if (recorded) return;
+      recorded = true;
+      inFlight.dec();
       // The template, not the raw path, keeps label cardinality bounded (ids stay out of the labels).
       const route = req.route?.path ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched';
-      const labels = { method: req.method, route, status: String(res.statusCode) };
+      // A client that went away before the answer was complete is counted too, as `aborted`.
+      const status = res.writableFinished ? String(res.statusCode) : 'aborted';
+      const labels = { method: req.method, route, status };
       requests.inc(labels);
       stop(labels);
-    });
+    };
+    res.once('finish', record);
+    res.once('close', record);
     next();
   };
   return { registry, middleware };

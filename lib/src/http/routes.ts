@@ -4,7 +4,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
-import { ValidationError, type FieldProblem } from '../errors.js';
+import { AppError, ValidationError, type FieldProblem } from '../errors.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -66,7 +66,13 @@ export interface MountOptions {
 }
 
 function problemsOf(error: z.ZodError, where: string): FieldProblem[] {
-  return error.issues.map((issue) => ({ loc: [where, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: issue.message }));
+  return error.issues.map((issue) => ({ loc: [where, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: messageOf(issue) }));
+}
+
+/** A record key's own problem ("setting names are ...") says more than zod's generic "Invalid key in record". */
+function messageOf(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_key' && issue.issues.length > 0) return `invalid name: ${issue.issues.map((inner) => inner.message).join('; ')}`;
+  return issue.message;
 }
 
 function parsePart(schema: z.ZodType | undefined, value: unknown, where: string): unknown {
@@ -75,6 +81,9 @@ function parsePart(schema: z.ZodType | undefined, value: unknown, where: string)
   if (!result.success) throw new ValidationError(problemsOf(result.error, where));
   return result.data;
 }
+
+/** Whether the request carries a body at all (the same test body parsers use). */
+const hasBody = (req: Request) => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 
 const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 
@@ -94,6 +103,10 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
     router[route.method](expressPath(route.path), async (req, res, next) => {
       try {
         if (guards.length > 0) await firstPassingGuard(guards, req, res);
+        // express.json() leaves other media types unparsed; without this check their body would pass as `{}`.
+        if (route.body && hasBody(req) && !req.is('application/json')) {
+          throw new AppError('unsupported_media_type', 'request body must be JSON, sent with Content-Type: application/json');
+        }
         const input = {
           params: parsePart(route.params, req.params, 'path'),
           query: parsePart(route.query, req.query, 'query'),
@@ -130,24 +143,41 @@ async function firstPassingGuard(guards: Guard[], req: Request, res: Response): 
 }
 
 const errorSchema = z
-  .object({
-    detail: z.union([
-      z.string(),
-      z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string() })),
-    ]),
-    code: z.string().optional(),
-    request_id: z.string().optional(),
+  .looseObject({
+    detail: z.string(),
+    code: z.string().optional().meta({ description: 'A stable machine-readable reason, where one applies' }),
+    request_id: z.string().optional().meta({ description: 'On 5xx: the id of the log line that records the cause' }),
   })
-  .meta({ id: 'Error', description: '`detail` is an array of {loc, msg} on 422 only, a string elsewhere.' });
+  .meta({ id: 'Error', description: 'Every error except 422. More fields may be present (for example `run_id`, `session_id`).' });
+
+const validationErrorSchema = z
+  .object({
+    detail: z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string() })),
+  })
+  .meta({ id: 'ValidationError', description: 'A 422: each problem with where it is (`body`, `query` or `path`, then the field path) and what is wrong' });
+
+/** Answers every route may give besides its own, so the document lists them without each route repeating them. */
+function standardResponses(route: RouteDefinition): Record<number, ResponseSpec> {
+  const standard: Record<number, ResponseSpec> = { 500: { description: 'A service bug or a failed dependency; carries request_id' } };
+  if (route.security.length > 0) standard[401] = { description: 'Missing or invalid credential' };
+  if (route.body || route.params || route.query) standard[422] = { description: 'Invalid body, path or query' };
+  if (route.body) {
+    standard[400] = { description: 'Body is not valid JSON' };
+    standard[413] = { description: 'Body larger than the configured limit' };
+    standard[415] = { description: 'Body sent with a Content-Type other than application/json' };
+  }
+  return standard;
+}
 
 /** The OpenAPI `paths` object for a set of routes, from the same schemas the server validates with. */
 export function openApiPaths(routes: RouteDefinition[]): ZodOpenApiPathsObject {
   const paths: ZodOpenApiPathsObject = {};
   for (const route of routes) {
     const responses: Record<string, ZodOpenApiResponseObject> = {};
-    for (const [status, spec] of Object.entries(route.responses)) {
+    for (const [status, spec] of Object.entries({ ...standardResponses(route), ...route.responses })) {
       const contentType = spec.contentType ?? 'application/json';
-      const schema = spec.schema ?? (Number(status) >= 400 ? errorSchema : undefined);
+      const errorBody = status === '422' ? validationErrorSchema : errorSchema;
+      const schema = spec.schema ?? (Number(status) >= 400 ? errorBody : undefined);
       responses[status] = {
         description: spec.description,
         ...(schema || spec.contentType ? { content: { [contentType]: { schema: schema ?? z.string() } } } : {}),

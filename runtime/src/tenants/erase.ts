@@ -1,18 +1,20 @@
 // The ordered tenant erase (DESIGN.md flow 5), one procedure in both modes. Features register their part:
 // work to stop (schedules, runs), sandboxes to delete, rows to purge, and things outside the database (vectors,
-// stored bytes, run logs). Rows go in one transaction, all or nothing; everything else is best effort, reported.
+// stored bytes, run logs). Rows go in one transaction, all or nothing, and only once work is stopped and
+// sandboxes are gone; what lies outside the database is best effort, each outcome reported.
 import type { Kysely, Transaction } from 'kysely';
+import { AppError } from '../../../lib/src/errors.js';
 import type { Logger } from '../../../lib/src/logging.js';
 import type { RuntimeSchema } from '../store/schema.js';
 
-/** The phases, in the order they run. Rows are purged only after work is stopped and sandboxes are gone. */
+/** The phases, in the order they run. */
 export const erasePhases = ['stop_work', 'sandboxes', 'rows', 'outside_database'] as const;
 export type ErasePhase = (typeof erasePhases)[number];
 
 export interface EraseStepOutcome {
   step: string;
   phase: ErasePhase;
-  outcome: 'done' | 'failed' | 'already_done';
+  outcome: 'done' | 'failed' | 'already_done' | 'not_run';
   /** How many things the step removed (rows, objects, logs), where it can tell. */
   items?: number;
   error?: string;
@@ -29,7 +31,10 @@ export interface EraseReport {
   erased_at: string;
 }
 
-/** A best-effort step outside the row purge. Must be idempotent: a repeated DELETE runs it again. */
+/**
+ * A step outside the row purge. Must be idempotent, and must find what it removes without the tenant's rows
+ * (by tenant id or key prefix): a repeated DELETE runs it again after the rows are gone.
+ */
 export interface EraseStep {
   name: string;
   phase: Exclude<ErasePhase, 'rows'>;
@@ -41,6 +46,9 @@ export interface RowPurge {
   table: string;
   purge(trx: Transaction<RuntimeSchema>, tenantId: string): Promise<number>;
 }
+
+/** Phases that must succeed before any row goes: rows are how a retry would find what they missed. */
+const gatingPhases: ErasePhase[] = ['stop_work', 'sandboxes'];
 
 export class TenantEraser {
   private readonly steps: EraseStep[] = [];
@@ -55,14 +63,15 @@ export class TenantEraser {
     this.steps.push(step);
   }
 
-  /** Purges run in reverse registration order, so the tenants row (registered first) goes last. */
+  /** Purges run in registration order; the `tenants` row itself always goes last, in the same transaction. */
   registerRows(purge: RowPurge): void {
     this.purges.push(purge);
   }
 
   /**
-   * Runs the whole erase. `rowsPresent` false means an earlier erase already purged the rows: only the best-effort
-   * steps run again. A failing row purge throws and leaves every row in place.
+   * Runs the whole erase. `rowsPresent` false means an earlier erase already purged the rows: only the other
+   * steps run again. A failing row purge throws and leaves every row in place; a failing step before the rows
+   * stops the erase (503, report attached) with every row in place, so a retry can still find its work.
    */
   async erase(tenantId: string, rowsPresent: boolean): Promise<EraseReport> {
     const outcomes: EraseStepOutcome[] = [];
@@ -74,28 +83,29 @@ export class TenantEraser {
           outcomes.push({ step: 'rows', phase, outcome: 'already_done' });
           continue;
         }
-        await this.db.transaction().execute(async (trx) => {
-          for (const purge of [...this.purges].reverse()) {
-            rowsDeleted[purge.table] = (rowsDeleted[purge.table] ?? 0) + (await purge.purge(trx, tenantId));
-          }
-          // The tombstone commits with the purge: a later DELETE knows the rows are gone and retries the rest.
-          await trx
-            .insertInto('tenant_erasures')
-            .values({ tenant_id: tenantId, complete: false, report: JSON.stringify({}) })
-            .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ erased_at: new Date(), complete: false }))
-            .execute();
-        });
+        await this.purgeRows(tenantId, rowsDeleted);
         outcomes.push({ step: 'rows', phase, outcome: 'done', items: Object.values(rowsDeleted).reduce((a, b) => a + b, 0) });
         continue;
       }
-      for (const step of this.steps.filter((s) => s.phase === phase)) {
-        try {
-          const { items } = await step.run(tenantId);
-          outcomes.push({ step: step.name, phase, outcome: 'done', ...(items === undefined ? {} : { items }) });
-        } catch (error) {
-          this.logger.warn({ err: error, tenant_id: tenantId, step: step.name }, 'tenant erase step failed');
-          outcomes.push({ step: step.name, phase, outcome: 'failed', error: errorText(error) });
-        }
+      for (const step of this.steps.filter((s) => s.phase === phase)) outcomes.push(await this.runStep(tenantId, step));
+      const failed = outcomes.find((o) => o.phase === phase && o.outcome === 'failed');
+      if (rowsPresent && gatingPhases.includes(phase) && failed) {
+        const rest = this.steps.filter((s) => erasePhases.indexOf(s.phase) > erasePhases.indexOf(phase));
+        const report = {
+          tenant_id: tenantId,
+          erased: false,
+          complete: false,
+          rows_deleted: {},
+          steps: [
+            ...outcomes,
+            { step: 'rows', phase: 'rows' as const, outcome: 'not_run' as const },
+            ...rest.map((s) => ({ step: s.name, phase: s.phase, outcome: 'not_run' as const })),
+          ],
+        };
+        throw new AppError('unavailable', `tenant erase stopped before purging rows: step '${failed.step}' failed (${failed.error}); nothing was purged, retry the DELETE`, {
+          code: 'erase_incomplete',
+          extra: { report },
+        });
       }
     }
 
@@ -114,8 +124,30 @@ export class TenantEraser {
       .execute();
     return report;
   }
-}
 
-function errorText(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).slice(0, 500);
+  private async purgeRows(tenantId: string, rowsDeleted: Record<string, number>): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      for (const purge of this.purges) {
+        rowsDeleted[purge.table] = (rowsDeleted[purge.table] ?? 0) + (await purge.purge(trx, tenantId));
+      }
+      const tenant = await trx.deleteFrom('tenants').where('tenant_id', '=', tenantId).executeTakeFirst();
+      rowsDeleted.tenants = Number(tenant.numDeletedRows);
+      // The erase record commits with the purge: a later DELETE knows the rows are gone and retries the rest.
+      await trx
+        .insertInto('tenant_erasures')
+        .values({ tenant_id: tenantId, complete: false, report: JSON.stringify({}) })
+        .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ erased_at: new Date(), complete: false }))
+        .execute();
+    });
+  }
+
+  private async runStep(tenantId: string, step: EraseStep): Promise<EraseStepOutcome> {
+    try {
+      const { items } = await step.run(tenantId);
+      return { step: step.name, phase: step.phase, outcome: 'done', ...(items === undefined ? {} : { items }) };
+    } catch (error) {
+      this.logger.warn({ err: error, tenant_id: tenantId, step: step.name }, 'tenant erase step failed');
+      return { step: step.name, phase: step.phase, outcome: 'failed', error: (error instanceof Error ? error.message : String(error)).slice(0, 500) };
+    }
+  }
 }

@@ -73,7 +73,14 @@ export function tenantRoutes(tenants: TenantService): RouteDefinition[] {
       tags: ['tenants'],
       security: ['adminKey'],
       params: TenantIdParams,
-      responses: { 200: { description: 'Erased; each step reported', schema: TenantDeleted }, 401: unauthorized, 404: notFound, 422: invalid, 500: { description: 'The row purge failed; nothing was erased' } },
+      responses: {
+        200: { description: 'Erased; each step reported', schema: TenantDeleted },
+        401: unauthorized,
+        404: notFound,
+        422: invalid,
+        500: { description: 'The row purge failed; nothing was erased' },
+        503: { description: 'A step that must precede the row purge (stopping work, deleting sandboxes) failed; nothing was purged; `report` lists each step. Retry.' },
+      },
       async handle({ params }) {
         return { body: await tenants.erase(params.tenant_id) };
       },

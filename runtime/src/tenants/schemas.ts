@@ -1,18 +1,28 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
+import { jsonValue } from '../../../lib/src/schemas/json.js';
 
 export const maxSettingsBytes = 64 * 1024;
 
+const reservedNames = new Set(['__proto__', 'constructor', 'prototype']);
+
 const settingKey = z
   .string()
-  .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'setting names are 1 to 100 letters, digits, `_`, `.` or `-`');
+  .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'setting names are 1 to 100 letters, digits, `_`, `.` or `-`')
+  .refine((name) => !reservedNames.has(name), 'this setting name is reserved');
 
-/** Setting names whose values are credentials: sealed at rest and shown redacted. */
-export const secretSettingPattern = /(^|_)(key|secret|token|password)$/i;
+/**
+ * Whether a setting's value is a credential: sealed at rest and shown redacted. Errs towards secret: a name
+ * that ends in key, secret, token, password or credential(s), or mentions secret, password, credential or
+ * apikey anywhere (`litellm_key`, `openai-api-key`, `client_secret_value`, `credentials`).
+ */
+export function isSecretSetting(name: string): boolean {
+  return /(key|secret|token|passw(or)?d|credentials?)$/i.test(name) || /(secret|passw(or)?d|credential|api[_.-]?key)/i.test(name);
+}
 
 const settingsMap = z
-  .record(settingKey, z.json())
+  .record(settingKey, jsonValue)
   .superRefine((value, ctx) => {
     if (JSON.stringify(value).length > maxSettingsBytes) {
       ctx.addIssue({ code: 'custom', message: `settings_json is larger than ${maxSettingsBytes} bytes` });
@@ -25,16 +35,20 @@ const settingsMap = z
     }
   });
 
+/** A UUID in its canonical lower-case form: the database returns it so, and keys and prefixes are built from it. */
+const tenantId = () => z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase());
+
 export const TenantIdParams = z.object({
-  tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).meta({ description: 'The tenant, a UUID' }),
+  tenant_id: tenantId().meta({ description: 'The tenant, a UUID' }),
 });
 
 export const TenantCreate = z
   .strictObject({
-    tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).optional().meta({ description: 'Chosen by the caller (the control plane uses the project\'s tenant id); generated when omitted' }),
+    tenant_id: tenantId().optional().meta({ description: 'Chosen by the caller (the control plane uses the project\'s tenant id); generated when omitted' }),
     name: z.string().max(200).default('').meta({ description: 'A label for people; not unique' }),
     settings_json: settingsMap.default({}).meta({
-      description: 'Free-form settings. `litellm_key` and `default_model` route this tenant\'s model calls. Keys ending in `key`, `secret`, `token` or `password` are sealed at rest and shown redacted.',
+      description:
+        'Free-form settings. `litellm_key` and `default_model` route this tenant\'s model calls. Names that look like credentials (ending in key, secret, token, password or credentials, or mentioning secret, password, credential or apikey) are sealed at rest and shown redacted.',
     }),
   })
   .meta({ id: 'TenantCreate' });
@@ -43,7 +57,7 @@ export const TenantOut = z
   .object({
     tenant_id: z.uuid(),
     name: z.string(),
-    settings_json: z.record(z.string(), z.json()).meta({ description: 'Secret values appear redacted, as `****` plus their last four characters' }),
+    settings_json: z.record(z.string(), jsonValue).meta({ description: 'Secret values appear redacted, as `****` plus their last four characters' }),
     created_at: z.iso.datetime(),
     updated_at: z.iso.datetime(),
   })
@@ -66,7 +80,7 @@ export const EraseStepOutcomeSchema = z
   .object({
     step: z.string(),
     phase: z.enum(['stop_work', 'sandboxes', 'rows', 'outside_database']),
-    outcome: z.enum(['done', 'failed', 'already_done']),
+    outcome: z.enum(['done', 'failed', 'already_done', 'not_run']),
     items: z.number().int().optional(),
     error: z.string().optional(),
   })

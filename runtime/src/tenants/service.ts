@@ -2,12 +2,13 @@
 // Secret settings and webhook secrets are sealed at rest; reads show settings redacted.
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
-import { conflict, notFound } from '../../../lib/src/errors.js';
+import { conflict, notFound, ValidationError } from '../../../lib/src/errors.js';
 import { newSecret, type SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import type { RuntimeSchema, TenantsTable } from '../store/schema.js';
 import type { EraseReport, TenantEraser } from './erase.js';
 import {
-  secretSettingPattern,
+  isSecretSetting,
+  maxSettingsBytes,
   type TenantCreateInput,
   type TenantOutput,
   type TenantSettingsUpdateInput,
@@ -28,15 +29,7 @@ export class TenantService {
     private readonly db: Kysely<RuntimeSchema>,
     private readonly secrets: SecretBox,
     private readonly eraser: TenantEraser,
-  ) {
-    eraser.registerRows({
-      table: 'tenants',
-      purge: async (trx, tenantId) => {
-        const result = await trx.deleteFrom('tenants').where('tenant_id', '=', tenantId).executeTakeFirst();
-        return Number(result.numDeletedRows);
-      },
-    });
-  }
+  ) {}
 
   async create(input: TenantCreateInput): Promise<TenantOutput & { webhook_secret: string }> {
     const tenantId = input.tenant_id ?? randomUUID();
@@ -76,7 +69,7 @@ export class TenantService {
     const row = await this.db.transaction().execute(async (trx) => {
       const current = await trx.selectFrom('tenants').selectAll().where('tenant_id', '=', tenantId).forUpdate().executeTakeFirst();
       if (!current) throw tenantNotFound(tenantId);
-      const { plain, secret } = this.splitSettings(tenantId, this.settingsOf(current), input.settings_json ?? {});
+      const { plain, secret } = this.splitSettings(current.tenant_id, this.settingsOf(current), input.settings_json ?? {});
       return trx
         .updateTable('tenants')
         .set({
@@ -103,7 +96,7 @@ export class TenantService {
     const row = await this.row(tenantId);
     return {
       tenant_id: row.tenant_id,
-      webhook_secret: this.secrets.open(row.webhook_secret, aad(tenantId, 'webhook')),
+      webhook_secret: this.secrets.open(row.webhook_secret, aad(row.tenant_id, 'webhook')),
       rotated_at: row.webhook_secret_rotated_at.toISOString(),
     };
   }
@@ -157,9 +150,13 @@ export class TenantService {
       if (value === null) delete merged[key];
       else merged[key] = value;
     }
+    // The limit holds for what is stored, not for each patch: many small patches cannot grow it past the cap.
+    if (JSON.stringify(merged).length > maxSettingsBytes) {
+      throw new ValidationError([{ loc: ['body', 'settings_json'], msg: `settings_json would be larger than ${maxSettingsBytes} bytes once merged` }]);
+    }
     const plain: Settings = {};
     const secret: Settings = {};
-    for (const [key, value] of Object.entries(merged)) (secretSettingPattern.test(key) ? secret : plain)[key] = value;
+    for (const [key, value] of Object.entries(merged)) (isSecretSetting(key) ? secret : plain)[key] = value;
     return {
       plain,
       secret: Object.keys(secret).length > 0 ? this.secrets.seal(JSON.stringify(secret), aad(tenantId, 'settings')) : null,
@@ -169,7 +166,7 @@ export class TenantService {
   private present(row: TenantRow): TenantOutput {
     const settings = this.settingsOf(row);
     const shown: Settings = {};
-    for (const [key, value] of Object.entries(settings)) shown[key] = secretSettingPattern.test(key) ? redact(value) : value;
+    for (const [key, value] of Object.entries(settings)) shown[key] = isSecretSetting(key) ? redact(value) : value;
     return {
       tenant_id: row.tenant_id,
       name: row.name,

@@ -101,6 +101,31 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(await tenantCount()).toBe(before);
     });
 
+    it('answers 415 for a body that is not sent as JSON, storing nothing', async () => {
+      const before = await tenantCount();
+      for (const contentType of ['text/plain', 'application/octet-stream', 'application/x-www-form-urlencoded']) {
+        const res = await rt.admin('/tenants', { method: 'POST', headers: { 'content-type': contentType }, body: '{"name": bad' });
+        expect(res.status).toBe(415);
+        expect(await res.json()).toEqual({ detail: 'request body must be JSON, sent with Content-Type: application/json' });
+      }
+      expect(await tenantCount()).toBe(before);
+    });
+
+    it('treats an upper-case tenant id as the same tenant, in every route and in the erase', async () => {
+      const lower = crypto.randomUUID();
+      const upper = lower.toUpperCase();
+      const created = await createTenant({ tenant_id: upper, settings_json: { litellm_key: 'sk-upper-case-0000001' } });
+      expect(created.tenant_id).toBe(lower);
+      expect((await rt.admin('/tenants')).status).toBe(200);
+      expect(await (await rt.admin(`/tenants/${upper}`)).json()).toMatchObject({ tenant_id: lower });
+      expect((await rt.admin('/tenants', { method: 'POST', body: json({ tenant_id: lower }) })).status).toBe(409);
+      expect(((await (await rt.admin(`/tenants/${upper}/webhook-secret`)).json()) as { webhook_secret: string }).webhook_secret).toBe(created.webhook_secret);
+      await rt.runtime.blobs.put(`${tenantBlobPrefix(lower)}x.txt`, 'x');
+      const erased = (await (await rt.admin(`/tenants/${upper}`, { method: 'DELETE' })).json()) as { tenant_id: string };
+      expect(erased.tenant_id).toBe(lower);
+      expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(lower)}x.txt`)).toBe(false);
+    });
+
     it('answers 404 for a tenant that does not exist and 422 for a path id that is not a UUID', async () => {
       const missing = crypto.randomUUID();
       const res = await rt.admin(`/tenants/${missing}`);
@@ -139,6 +164,37 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(res.status).toBe(422);
       expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual(['body', 'settings_json', 'default_model']);
       expect((await rt.runtime.tenants.get(tenant_id)).settings_json).toEqual({ default_model: 'a' });
+    });
+
+    it('seals and redacts every setting whose name looks like a credential', async () => {
+      const names = ['openai-api-key', 'openai.apikey', 'apikey', 'client_secret_value', 'db_password', 'access_token', 'credentials'];
+      const settings = Object.fromEntries(names.map((name) => [name, `value-of-${name}-0123456789`]));
+      const { tenant_id, settings_json } = await createTenant({ settings_json: { ...settings, region: 'eu-west-1' } });
+      for (const name of names) expect(settings_json[name], name).toBe('****6789');
+      expect(settings_json.region).toBe('eu-west-1');
+      const raw = await sql<{ row: string }>`select row_to_json(t)::text as row from tenants t where tenant_id = ${tenant_id}`.execute(rt.runtime.database.db);
+      for (const name of names) expect(raw.rows[0]!.row).not.toContain(`value-of-${name}`);
+    });
+
+    it('refuses reserved setting names, and settings that would grow past the limit once merged', async () => {
+      const before = await tenantCount();
+      const proto = await rt.admin('/tenants', { method: 'POST', body: '{"settings_json": {"\\u005f_proto__": {"polluted": true}}}' });
+      expect(proto.status).toBe(400);
+      expect(await proto.json()).toEqual({ detail: 'request body may not contain the key __proto__' });
+      const reserved = await rt.admin('/tenants', { method: 'POST', body: json({ settings_json: { constructor: 1 } }) });
+      expect(reserved.status).toBe(422);
+      expect(await reserved.json()).toEqual({ detail: [{ loc: ['body', 'settings_json', 'constructor'], msg: 'invalid name: this setting name is reserved' }] });
+      expect(await tenantCount()).toBe(before);
+      const { tenant_id } = await createTenant();
+      const chunk = 'y'.repeat(20 * 1024);
+      for (const name of ['a', 'b', 'c']) {
+        const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { [name]: chunk } }) });
+        expect(res.status).toBe(200);
+      }
+      const over = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { d: chunk } }) });
+      expect(over.status).toBe(422);
+      expect(await over.json()).toEqual({ detail: [{ loc: ['body', 'settings_json'], msg: 'settings_json would be larger than 65536 bytes once merged' }] });
+      expect(Object.keys((await rt.runtime.tenants.get(tenant_id)).settings_json).sort()).toEqual(['a', 'b', 'c']);
     });
 
     it('answers 404 when patching a tenant that does not exist', async () => {
@@ -227,9 +283,60 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(second.complete).toBe(true);
     });
 
-    it('keeps every row and byte when the row purge fails, answering 500 without internals', async () => {
+    it('runs the steps in order: work stopped and sandboxes gone while rows exist, outside data after the purge', async () => {
+      const { tenant_id } = await createTenant();
+      const rowsSeenBy: Record<string, boolean> = {};
+      const recordRows = (name: string) => async (id: string) => {
+        if (id === tenant_id) rowsSeenBy[name] = Boolean(await rt.runtime.database.db.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', id).executeTakeFirst());
+        return {};
+      };
+      // Registered out of phase order on purpose: the phase decides when a step runs, not registration.
+      rt.runtime.eraser.registerStep({ name: 'vectors_probe', phase: 'outside_database', run: recordRows('vectors_probe') });
+      rt.runtime.eraser.registerStep({ name: 'sandboxes_probe', phase: 'sandboxes', run: recordRows('sandboxes_probe') });
+      rt.runtime.eraser.registerStep({ name: 'schedules_probe', phase: 'stop_work', run: recordRows('schedules_probe') });
+      const report = (await (await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' })).json()) as { steps: { step: string }[] };
+      const order = report.steps.map((s) => s.step);
+      expect(order.indexOf('schedules_probe')).toBeLessThan(order.indexOf('sandboxes_probe'));
+      expect(order.indexOf('sandboxes_probe')).toBeLessThan(order.indexOf('rows'));
+      expect(order.indexOf('rows')).toBeLessThan(order.indexOf('vectors_probe'));
+      expect(rowsSeenBy).toEqual({ schedules_probe: true, sandboxes_probe: true, vectors_probe: false });
+    });
+
+    it('stops before the rows when stopping work fails: 503 with the report, every row and byte kept', async () => {
+      const { tenant_id } = await createTenant();
+      await seed(tenant_id);
+      let failing = true;
+      rt.runtime.eraser.registerStep({
+        name: 'schedules',
+        phase: 'stop_work',
+        run: async (id) => {
+          if (failing && id === tenant_id) throw new Error('scheduler unreachable');
+          return {};
+        },
+      });
+      const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' });
+      expect(res.status).toBe(503);
+      const body = (await res.json()) as { detail: string; code: string; report: { erased: boolean; steps: { step: string; outcome: string }[] } };
+      expect(body.code).toBe('erase_incomplete');
+      expect(body.detail).toContain("step 'schedules' failed (scheduler unreachable)");
+      expect(body.report.erased).toBe(false);
+      expect(body.report.steps).toContainEqual({ step: 'schedules', phase: 'stop_work', outcome: 'failed', error: 'scheduler unreachable' });
+      expect(body.report.steps).toContainEqual({ step: 'rows', phase: 'rows', outcome: 'not_run' });
+      expect((await rt.admin(`/tenants/${tenant_id}`)).status).toBe(200);
+      expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(tenant_id)}documents/a.txt`)).toBe(true);
+      failing = false;
+      expect((await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' })).status).toBe(200);
+      expect((await rt.admin(`/tenants/${tenant_id}`)).status).toBe(404);
+    });
+
+    it('keeps every row and byte when the row purge fails part way, answering 500 without internals', async () => {
       const { tenant_id } = await createTenant({ settings_json: { default_model: 'm' } });
       await seed(tenant_id);
+      // The first purge really deletes the tenant's row; the second then fails: the transaction must undo both.
+      rt.runtime.eraser.registerRows({
+        table: 'early_feature',
+        purge: async (trx, id) => Number((await trx.deleteFrom('tenants').where('tenant_id', '=', id).executeTakeFirst()).numDeletedRows),
+      });
       rt.runtime.eraser.registerRows({
         table: 'broken_feature',
         purge: async (trx, id) => {
@@ -245,7 +352,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(JSON.stringify(body)).not.toContain('no_such_function');
       expect(body.request_id).toBe(res.headers.get('x-request-id'));
 
-      expect((await rt.admin(`/tenants/${tenant_id}`)).status).toBe(200);
+      expect(await (await rt.admin(`/tenants/${tenant_id}`)).json()).toMatchObject({ settings_json: { default_model: 'm' } });
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(tenant_id)}documents/a.txt`)).toBe(true);
       expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(tenant_id)}runs/r1`, 0)).state).not.toBe('missing');
     });

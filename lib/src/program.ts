@@ -1,0 +1,50 @@
+// Start-up steps every program's entry point shares: read config or exit 2 with the problems, build the logger
+// the config asks for, and listen.
+import type { Server } from 'node:http';
+import { ConfigError } from './config.js';
+import { createLogger, type Logger } from './logging.js';
+
+/** Runs `load`; on a configuration problem prints every problem and exits with status 2. */
+export function loadConfigOrExit<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(error.message);
+    process.exit(2);
+  }
+}
+
+export function loggerFor(config: { logLevel: string; logFormat: 'json' | 'pretty' | 'auto' }): Logger {
+  return createLogger({ level: config.logLevel, ...(config.logFormat === 'auto' ? {} : { pretty: config.logFormat === 'pretty' }) });
+}
+
+/** Resolves once the server listens; rejects (for example EADDRINUSE) instead of crashing later. */
+export function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Shows a secret generated on first start exactly once, on stderr as plain text rather than through the
+ * structured logger, so it does not travel to log shipping with the JSON lines.
+ */
+export function announceGeneratedSecret(logger: Logger, what: string, file: string, value: string): void {
+  process.stderr.write(`\n  generated ${what} (shown once, kept in ${file}):\n  ${value}\n\n`);
+  logger.warn({ file }, `generated ${what}; it is kept in the data dir`);
+}
+
+/** Runs a start-up step; when it fails, logs why in one line and exits 1 instead of dumping a rejection. */
+export async function startOrExit<T>(logger: Logger, what: string, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    logger.fatal({ err: error }, `${what} failed to start: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
