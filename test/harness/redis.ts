@@ -1,4 +1,5 @@
 // A real redis-server for integration suites: loopback only, no persistence, in its own temp dir.
+import { rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { freePort, makeTempDir, requireBinary, startProcess } from './process.js';
 
@@ -25,6 +26,10 @@ export async function startRedis(binary: string): Promise<RedisServer> {
     dir,
     ready: () => answersPing(port),
     readyTimeoutMs: 20_000,
+  }).catch((err: unknown) => {
+    // startProcess removes the dir when the server exits early or never answers, but not when spawn throws.
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   });
   return { url: `redis://127.0.0.1:${port}`, stop: server.stop };
 }

@@ -291,6 +291,61 @@ function eventBusContract(backend: () => Backend): void {
     expect((await x.logs.read('tz:run', 0)).state).toBe('live');
   });
 
+  it('keeps keys apart that end the way another key is stored, and erases each on its own', async () => {
+    const bus = backend().open();
+    // Redis names `a`'s log, marker, counter and channel `a:log`, `a:logmark`, `a:count`, `a:pubsub`: keys like those.
+    const lookalikes = ['a', 'a:log', 'a:logmark', 'a:count', 'a:pubsub', 'a:log:log', 'a:logmark:count'];
+    for (const [i, key] of lookalikes.entries()) {
+      await bus.logs.append(key, key);
+      await bus.counters.increment(key, i + 1, 60);
+    }
+    await bus.logs.close('a');
+    await bus.logs.append('a:log', 'second');
+    expect(await bus.logs.read('a', 0)).toEqual({ state: 'closed', lastId: 1, events: [{ id: 1, data: 'a' }] });
+    expect(await bus.logs.read('a:log', 0)).toMatchObject({ state: 'live', lastId: 2 });
+    for (const [i, key] of lookalikes.slice(2).entries()) {
+      expect(await bus.logs.read(key, 0)).toEqual({ state: 'live', lastId: 1, events: [{ id: 1, data: key }] });
+      expect((await bus.counters.get(key)).value).toBe(i + 3);
+    }
+
+    // The four keys starting `a:log` go; `a`, whose own log and marker are stored under names starting so, stays.
+    expect(await bus.deleteByPrefix('a:log')).toBe(8);
+    for (const key of ['a:log', 'a:log:log', 'a:logmark', 'a:logmark:count']) {
+      expect(await bus.logs.read(key, 0)).toEqual({ state: 'missing' });
+      expect((await bus.counters.get(key)).value).toBe(0);
+    }
+    expect((await bus.logs.read('a', 0)).state).toBe('closed');
+    expect((await bus.counters.get('a')).value).toBe(1);
+    expect((await bus.logs.read('a:count', 0)).state).toBe('live');
+    expect(await bus.deleteByPrefix('a:c')).toBe(2);
+    expect(await bus.deleteByPrefix('a')).toBe(4);
+    expect(await bus.logs.read('a', 0)).toEqual({ state: 'missing' });
+  });
+
+  it("erases a tenant's runs and counters, not those of a tenant whose id starts the same", async () => {
+    const bus = backend().open();
+    for (const tenant of ['A', 'AB', 'B']) {
+      await bus.logs.append(`tenants/${tenant}/runs/r1`, 1);
+      await bus.logs.append(`tenants/${tenant}/runs/r2`, 1);
+      await bus.counters.increment(`tenants/${tenant}/rpm`, 1, 60);
+    }
+    const erased = follow(bus.logs, 'tenants/A/runs/r1', 1);
+    const kept = follow(bus.logs, 'tenants/AB/runs/r1', 0);
+    await waitFor(() => kept.ids.length === 1, 'the replay');
+
+    expect(await bus.deleteByPrefix('tenants/A/')).toBe(3);
+    await expect(within(erased.done, 2000, 'the erased tail to end')).rejects.toMatchObject({ code: 'log_erased' });
+    expect(await bus.logs.read('tenants/A/runs/r2', 0)).toEqual({ state: 'missing' });
+    expect((await bus.counters.get('tenants/A/rpm')).value).toBe(0);
+    for (const tenant of ['AB', 'B']) {
+      expect((await bus.logs.read(`tenants/${tenant}/runs/r2`, 0)).state).toBe('live');
+      expect((await bus.counters.get(`tenants/${tenant}/rpm`)).value).toBe(1);
+    }
+    await bus.logs.append('tenants/AB/runs/r1', 2);
+    await bus.logs.close('tenants/AB/runs/r1');
+    expect(await kept.done).toEqual([1, 2]);
+  });
+
   it('answers ping and refuses data that is not JSON', async () => {
     const bus = backend().open();
     await expect(bus.ping()).resolves.toBeUndefined();
@@ -354,7 +409,7 @@ describe.skipIf(!redisServer)('event bus: redis', () => {
     const probe = createClient({ url: server.url });
     await probe.connect();
     try {
-      const channel = `agentplane:tenant-${tenants}:log:run-probe`;
+      const channel = `agentplane:tenant-${tenants}:run-probe:log`;
       const abort = new AbortController();
       const tail = follow(bus.logs, 'run-probe', 0, abort.signal);
       await waitFor(async () => (await probe.pubSubNumSub(channel))[channel] === 1, 'the tail to subscribe');
@@ -365,6 +420,31 @@ describe.skipIf(!redisServer)('event bus: redis', () => {
       probe.destroy();
       await backend.closeAll();
     }
+  });
+
+  it('erases a tenant in one SCAN pass over its own names', async () => {
+    const bus = backend.open();
+    const keyPrefix = `agentplane:tenant-${tenants}:`;
+    for (const n of range(1, 3)) await bus.logs.append(`tenants/A/runs/r${n}`, n);
+    await bus.counters.increment('tenants/A/rpm', 1, 60);
+    const monitor = createClient({ url: server.url });
+    await monitor.connect();
+    const commands: string[] = [];
+    try {
+      await monitor.monitor((line) => commands.push(String(line)));
+      expect(await bus.deleteByPrefix('tenants/A/')).toBe(4);
+      // The erase ends by waking the tails of its three logs.
+      await waitFor(() => commands.filter((c) => /"publish"/i.test(c)).length === 3, 'the erase to be monitored');
+    } finally {
+      monitor.destroy();
+    }
+    const scans = commands.flatMap((c) => {
+      const scan = /"scan" "(\d+)" "match" "([^"]*)"/i.exec(c);
+      return scan ? [{ cursor: scan[1], match: scan[2] }] : [];
+    });
+    // One pass: a single SCAN starting at cursor 0, every page matching only the tenant's names.
+    expect(scans.filter((scan) => scan.cursor === '0')).toHaveLength(1);
+    expect(new Set(scans.map((scan) => scan.match))).toEqual(new Set([`${keyPrefix}tenants/A/*`]));
   });
 
   it('rejects ping within a couple of seconds when redis is down, without crashing', async () => {

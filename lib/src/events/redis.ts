@@ -1,12 +1,16 @@
 // Redis adapter of the event port, shared by every runtime process of a project (node-redis).
 //
-// Key layout under the project's prefix P:
-//   P log:<key>      Stream of frames; entry id `<n>-0` is frame n. Closing adds a `<last>-1` entry, so a log
-//                    closed before any frame still exists. TTL: log retention, renewed by every append/close.
-//   P logmark:<key>  Hash {last, closed}: assigns ids and outlives the stream (marker retention) to tell
-//                    `expired` from `missing`; ids continue from it if an expired log is written again.
-//   P count:<key>    Fixed-window counter; the first increment of a window sets its TTL.
-// Channels: P log:<key> carries append/close notices that wake tails; P pubsub:<channel> carries messages.
+// Key layout under the project's prefix P: the caller's key first, then what Redis holds for it, so all there is
+// under a caller prefix (a tenant's `tenants/<id>/`) matches one SCAN pattern and an erase is one pass.
+//   P<key>:log      Stream of frames; entry id `<n>-0` is frame n. Closing adds a `<last>-1` entry, so a log
+//                   closed before any frame still exists. TTL: log retention, renewed by every append/close.
+//   P<key>:logmark  Hash {last, closed}: assigns ids and outlives the stream (marker retention) to tell
+//                   `expired` from `missing`; ids continue from it if an expired log is written again.
+//   P<key>:count    Fixed-window counter; the first increment of a window sets its TTL.
+// Channels: P<key>:log carries append/close/erase notices that wake tails; P<channel>:pubsub carries messages.
+// Keys are arbitrary strings, yet no two (key, kind) pairs share a name: no kind holds ':', so a name ends in
+// exactly one `:<kind>` and the key is what comes before it (key `a`'s log is `a:log`; key `a:log`'s is
+// `a:log:log`, its counter `a:log:count`).
 // Appends and closes are Lua scripts: id assignment, append, TTLs and the notice are one atomic step.
 import { createHash } from 'node:crypto';
 import { createClient } from 'redis';
@@ -130,13 +134,13 @@ class RedisEventBus implements EventBus {
   private readonly closing = new AbortController();
   private readonly logger: Logger;
   private readonly pingTimeoutMs: number;
-  private readonly prefix: string;
+  private readonly names: KeyLayout;
 
   constructor(options: RedisEventBusOptions) {
     const retention = resolveRetention(options);
     this.logger = options.logger ?? silentLogger();
     this.pingTimeoutMs = options.pingTimeoutMs ?? 2000;
-    this.prefix = options.keyPrefix;
+    this.names = new KeyLayout(options.keyPrefix);
     this.client = createClient({
       url: options.url,
       socket: {
@@ -154,9 +158,9 @@ class RedisEventBus implements EventBus {
         if (!this.closing.signal.aborted) this.logger.error({ err, role }, 'event bus: redis connect gave up');
       });
     }
-    this.logs = new RedisLogs(this.client, this.subscriber, this.prefix, retention, this.closing.signal);
-    this.pubsub = new RedisPubSub(this.client, this.subscriber, this.prefix, this.logger);
-    this.counters = new RedisCounters(this.client, this.prefix);
+    this.logs = new RedisLogs(this.client, this.subscriber, this.names, retention, this.closing.signal);
+    this.pubsub = new RedisPubSub(this.client, this.subscriber, this.names, this.logger);
+    this.counters = new RedisCounters(this.client, this.names);
   }
 
   async ping(): Promise<void> {
@@ -173,25 +177,29 @@ class RedisEventBus implements EventBus {
     }
   }
 
+  /** One SCAN over the names that start with the prefix; each log's stream and marker go in one UNLINK. */
   async deleteByPrefix(prefix: string): Promise<number> {
     const logs = new Set<string>();
-    let counters = 0;
-    for (const kind of ['log:', 'logmark:', 'count:']) {
-      const base = `${this.prefix}${kind}`;
-      for await (const batch of this.client.scanIterator({ MATCH: `${globEscape(base + prefix)}*`, COUNT: 500 })) {
-        // MATCH is a glob; startsWith keeps the erase exact whatever characters the prefix holds.
-        const keys = batch.filter((key) => key.startsWith(base + prefix));
-        if (keys.length === 0) continue;
-        await this.client.unlink(keys);
-        for (const key of keys) {
-          if (kind === 'count:') counters++;
-          else logs.add(key.slice(base.length));
-        }
+    const counters = new Set<string>();
+    const match = `${globEscape(this.names.prefix + prefix)}*`;
+    for await (const batch of this.client.scanIterator({ MATCH: match, COUNT: 500 })) {
+      const names: string[] = [];
+      for (const name of batch) {
+        const found = this.names.parse(name);
+        // The exact check on the key: a kind suffix can continue the prefix too (key `a`'s `a:log` matches `a:l*`).
+        if (!found || !found.key.startsWith(prefix)) continue;
+        // SCAN may return a name twice, and a log has two names: each key is counted and unlinked once.
+        const seen = found.kind === 'count' ? counters : logs;
+        if (seen.has(found.key)) continue;
+        seen.add(found.key);
+        if (found.kind === 'count') names.push(name);
+        else names.push(this.names.stream(found.key), this.names.marker(found.key));
       }
+      if (names.length > 0) await this.client.unlink(names);
     }
     // Wake tails following an erased log, so they end instead of waiting for a frame that never comes.
-    for (const key of logs) await this.client.publish(`${this.prefix}log:${key}`, 'erased');
-    return logs.size + counters;
+    await Promise.all([...logs].map((key) => this.client.publish(this.names.logChannel(key), 'erased')));
+    return logs.size + counters.size;
   }
 
   async close(): Promise<void> {
@@ -221,7 +229,7 @@ class RedisLogs implements EventLogs {
   constructor(
     private readonly client: Client,
     private readonly subscriber: Client,
-    private readonly prefix: string,
+    private readonly names: KeyLayout,
     private readonly retention: Retention,
     private readonly closing: AbortSignal,
   ) {
@@ -283,11 +291,11 @@ class RedisLogs implements EventLogs {
   };
 
   private keys(key: string): string[] {
-    return [`${this.prefix}log:${key}`, `${this.prefix}logmark:${key}`];
+    return [this.names.stream(key), this.names.marker(key)];
   }
 
   private channel(key: string): string {
-    return `${this.prefix}log:${key}`;
+    return this.names.logChannel(key);
   }
 }
 
@@ -295,18 +303,18 @@ class RedisPubSub implements PubSub {
   constructor(
     private readonly client: Client,
     private readonly subscriber: Client,
-    private readonly prefix: string,
+    private readonly names: KeyLayout,
     private readonly logger: Logger,
   ) {}
 
   async publish(channel: string, message: unknown): Promise<void> {
     checkKey(channel);
-    await this.client.publish(`${this.prefix}pubsub:${channel}`, toJson(message));
+    await this.client.publish(this.names.pubsubChannel(channel), toJson(message));
   }
 
   async subscribe(channel: string, handler: (message: unknown) => void): Promise<() => Promise<void>> {
     checkKey(channel);
-    const name = `${this.prefix}pubsub:${channel}`;
+    const name = this.names.pubsubChannel(channel);
     const listener = (json: string) => {
       try {
         handler(JSON.parse(json));
@@ -324,28 +332,66 @@ class RedisPubSub implements PubSub {
 class RedisCounters implements Counters {
   constructor(
     private readonly client: Client,
-    private readonly prefix: string,
+    private readonly names: KeyLayout,
   ) {}
 
   async increment(key: string, by: number, windowSeconds: number): Promise<CounterWindow> {
     checkKey(key);
     checkIncrement(by, windowSeconds);
     const windowMs = Math.round(windowSeconds * 1000);
-    const [value, ttl] = (await incrementCounter.run(this.client, [this.counterKey(key)], [`${by}`, `${windowMs}`])) as [
-      number,
-      number,
-    ];
+    const reply = await incrementCounter.run(this.client, [this.names.counter(key)], [`${by}`, `${windowMs}`]);
+    const [value, ttl] = reply as [number, number];
     return { value: Number(value), resetAt: new Date(Date.now() + Number(ttl)) };
   }
 
   async get(key: string): Promise<{ value: number; resetAt: Date | null }> {
     checkKey(key);
-    const [value, ttl] = (await readCounter.run(this.client, [this.counterKey(key)], [])) as [number, number];
+    const [value, ttl] = (await readCounter.run(this.client, [this.names.counter(key)], [])) as [number, number];
     return { value: Number(value), resetAt: Number(ttl) < 0 ? null : new Date(Date.now() + Number(ttl)) };
   }
+}
 
-  private counterKey(key: string): string {
-    return `${this.prefix}count:${key}`;
+type StoredKind = 'log' | 'logmark' | 'count';
+const storedKinds: readonly StoredKind[] = ['log', 'logmark', 'count'];
+
+/** Names of what Redis holds for a caller's key under a project's prefix (the layout in the header). */
+class KeyLayout {
+  constructor(readonly prefix: string) {}
+
+  stream(key: string): string {
+    return this.name(key, 'log');
+  }
+
+  marker(key: string): string {
+    return this.name(key, 'logmark');
+  }
+
+  counter(key: string): string {
+    return this.name(key, 'count');
+  }
+
+  logChannel(key: string): string {
+    return this.name(key, 'log');
+  }
+
+  pubsubChannel(channel: string): string {
+    return this.name(channel, 'pubsub');
+  }
+
+  /** The caller's key and kind behind a Redis key name, or null when the name is not one this layout makes. */
+  parse(name: string): { key: string; kind: StoredKind } | null {
+    if (!name.startsWith(this.prefix)) return null;
+    for (const kind of storedKinds) {
+      const suffix = `:${kind}`;
+      if (name.length > this.prefix.length + suffix.length && name.endsWith(suffix)) {
+        return { key: name.slice(this.prefix.length, -suffix.length), kind };
+      }
+    }
+    return null;
+  }
+
+  private name(key: string, kind: StoredKind | 'pubsub'): string {
+    return `${this.prefix}${key}:${kind}`;
   }
 }
 
