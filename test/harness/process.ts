@@ -95,6 +95,12 @@ export async function startProcess(options: StartOptions): Promise<RunningProces
   child.once('exit', () => {
     exited = true;
   });
+  // A binary that cannot be started (missing, not executable) reports only 'error', never 'exit'.
+  let spawnError: Error | undefined;
+  child.once('error', (error) => {
+    spawnError = error;
+    if (child.pid === undefined) exited = true;
+  });
 
   const stop = async () => {
     if (!exited) {
@@ -107,11 +113,13 @@ export async function startProcess(options: StartOptions): Promise<RunningProces
     rmSync(options.dir, { recursive: true, force: true });
   };
 
+  // Without a pid the spawn failed; its 'error' event is still to come (next tick): wait for it.
+  if (child.pid === undefined) await new Promise((resolve) => setImmediate(resolve));
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   for (;;) {
     if (exited) {
       await stop();
-      throw new Error(`${options.name} exited before it was ready:\n${tail}`);
+      throw new Error(`${options.name} ${spawnError ? `could not start: ${spawnError.message}` : `exited before it was ready:\n${tail}`}`);
     }
     if (await options.ready().catch(() => false)) break;
     if (Date.now() > deadline) {
