@@ -1,6 +1,7 @@
 // Starts a real MinIO server for the S3 suites: loopback only, random credentials, data in a temp dir, one bucket.
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, makeTempDir, startProcess } from './process.js';
 
@@ -35,7 +36,11 @@ export async function startMinio(binary: string): Promise<MinioServer> {
       MINIO_UPDATE: 'off',
       MINIO_REGION: region,
     },
-    ready: async () => (await fetch(`${endpoint}/minio/health/live`)).ok,
+    // A server that takes the connection but never answers must not stall the start past its deadline.
+    ready: async () => (await fetch(`${endpoint}/minio/health/live`, { signal: AbortSignal.timeout(1000) })).ok,
+  }).catch((error: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
   });
 
   const client = new S3Client({

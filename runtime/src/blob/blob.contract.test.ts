@@ -1,18 +1,22 @@
 // One contract for every blob store adapter: the filesystem store behind a real HTTP server for its signed URLs,
 // and the S3 store against a real MinIO.
 import express from 'express';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readdirSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { errorHandler } from '../../../lib/src/http/errors.js';
+import { silentLogger } from '../../../lib/src/logging.js';
 import { startMinio, type MinioServer } from '../../../test/harness/minio.js';
 import { freePort, makeTempDir, requireBinary } from '../../../test/harness/process.js';
 import {
   BLOB_ROUTE_PATH,
+  BlobUrlSigner,
   FsBlobStore,
   MIN_PART_SIZE,
   createBlobStore,
@@ -53,6 +57,24 @@ function failingStream(): Readable {
 
 async function putThrough(url: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(url, { method: 'PUT', body, headers });
+}
+
+/** A PUT whose body is sent in chunks without a Content-Length, as a client streaming a file does. */
+async function streamThrough(url: string, chunks: Buffer[]): Promise<Response> {
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+  return fetch(url, { method: 'PUT', body, duplex: 'half' });
+}
+
+/** Starts a multipart upload and sends its one part through a presigned URL. */
+async function startUpload(store: BlobStore, key: string, part: string) {
+  const { uploadId } = await store.createMultipartUpload(key);
+  const response = await putThrough(await store.presignPart(key, uploadId, 1, { expiresInSeconds: 60 }), part);
+  return { key, uploadId, parts: [{ partNumber: 1, etag: response.headers.get('etag') ?? '' }] };
 }
 
 function blobStoreContract(name: string, target: () => ContractTarget) {
@@ -129,17 +151,30 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       const ns = namespace();
       for (const key of ['a/b/1', 'a/b/deep/2', 'a/bc', 'other/x']) await store().put(ns + key, key);
 
-      expect(await store().deleteByPrefix(`${ns}a/b/`)).toEqual({ deleted: 2 });
+      expect(await store().deleteByPrefix(`${ns}a/b/`)).toEqual({ deleted: 2, abortedUploads: 0 });
       expect(await store().exists(`${ns}a/b/1`)).toBe(false);
       expect(await store().exists(`${ns}a/b/deep/2`)).toBe(false);
       expect(await store().exists(`${ns}a/bc`)).toBe(true);
 
       // Without a trailing slash the prefix is a plain string prefix, as in S3.
-      expect(await store().deleteByPrefix(`${ns}a/b`)).toEqual({ deleted: 1 });
+      expect(await store().deleteByPrefix(`${ns}a/b`)).toEqual({ deleted: 1, abortedUploads: 0 });
       expect(await store().exists(`${ns}a/bc`)).toBe(false);
-      expect(await store().deleteByPrefix(`${ns}a/`)).toEqual({ deleted: 0 });
+      expect(await store().deleteByPrefix(`${ns}a/`)).toEqual({ deleted: 0, abortedUploads: 0 });
       expect(await read(store(), `${ns}other/x`)).toBe('other/x');
-      expect(await store().deleteByPrefix(ns)).toEqual({ deleted: 1 });
+      expect(await store().deleteByPrefix(ns)).toEqual({ deleted: 1, abortedUploads: 0 });
+    });
+
+    it('aborts the multipart uploads in progress under a deleted prefix, and only those', async () => {
+      const [erased, kept] = [namespace(), namespace()];
+      const doomed = await startUpload(store(), `${erased}deep/doc`, 'part');
+      await store().createMultipartUpload(`${erased}no-parts-yet`);
+      const survivor = await startUpload(store(), `${kept}doc`, 'part');
+
+      expect(await store().deleteByPrefix(erased)).toEqual({ deleted: 0, abortedUploads: 2 });
+      await expect(store().completeMultipartUpload(doomed.key, doomed.uploadId, doomed.parts)).rejects.toMatchObject({
+        kind: 'not_found',
+      });
+      expect(await store().completeMultipartUpload(survivor.key, survivor.uploadId, survivor.parts)).toEqual({ size: 4 });
     });
 
     it('takes keys with spaces, unicode and URL-special characters, also through presigned URLs', async () => {
@@ -255,38 +290,62 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
 
 // --- the filesystem store, with its signed URLs served over real HTTP ------------------------------------------
 
-async function listen(app: express.Express, port: number): Promise<Server> {
-  const server = app.listen(port, '127.0.0.1');
-  await once(server, 'listening');
-  return server;
+function fsConfig(root: string, port: number, maxUploadBytes?: number): BlobStoreConfig {
+  return {
+    kind: 'fs',
+    root,
+    publicBaseUrl: `http://127.0.0.1:${port}`,
+    signingSecret: randomBytes(32).toString('hex'),
+    maxUploadBytes,
+  };
 }
 
-function fsConfig(root: string, port: number): BlobStoreConfig {
-  return { kind: 'fs', root, publicBaseUrl: `http://127.0.0.1:${port}`, signingSecret: randomBytes(32).toString('hex') };
+interface ServedFsStore {
+  store: FsBlobStore;
+  root: string;
+  stop(): Promise<void>;
+}
+
+/** An fs store in a fresh root, its signed URLs served as the app serves them: the router, then the error handler. */
+async function serveFsStore(options: { maxUploadBytes?: number } = {}): Promise<ServedFsStore> {
+  const root = makeTempDir('blobs');
+  const port = await freePort();
+  const store = createBlobStore(fsConfig(root, port, options.maxUploadBytes));
+  if (!(store instanceof FsBlobStore)) throw new Error('expected the filesystem store');
+  const app = express();
+  app.use(BLOB_ROUTE_PATH, createSignedBlobRouter({ store }));
+  app.use(errorHandler(silentLogger()));
+  const server = app.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    store,
+    root,
+    stop: async () => {
+      try {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+        await store.close();
+      } finally {
+        rmSync(root, { recursive: true, force: true });
+      }
+    },
+  };
 }
 
 let fsTarget: ContractTarget & { root: string };
-let fsServer: Server;
+let fsServed: ServedFsStore;
 
 describe('fs blob store', () => {
   beforeAll(async () => {
-    const root = makeTempDir('blobs');
-    const port = await freePort();
-    const store = createBlobStore(fsConfig(root, port));
-    if (!(store instanceof FsBlobStore)) throw new Error('expected the filesystem store');
-    const app = express();
-    app.use(BLOB_ROUTE_PATH, createSignedBlobRouter({ store }));
-    fsServer = await listen(app, port);
+    fsServed = await serveFsStore();
     const goneRoot = makeTempDir('blobs-gone');
-    const unreachable = createBlobStore(fsConfig(goneRoot, port));
+    const unreachable = createBlobStore(fsConfig(goneRoot, 1));
     rmSync(goneRoot, { recursive: true, force: true });
-    fsTarget = { store, unreachable, root };
+    fsTarget = { store: fsServed.store, unreachable, root: fsServed.root };
   });
 
   afterAll(async () => {
-    fsServer?.closeAllConnections();
-    await new Promise((resolve) => fsServer?.close(resolve));
-    rmSync(fsTarget.root, { recursive: true, force: true });
+    await fsServed?.stop();
   });
 
   blobStoreContract('fs', () => fsTarget);
@@ -337,18 +396,107 @@ describe('fs blob store', () => {
     expect(readdirSync(join(fsTarget.root, 'tmp'))).toEqual([]);
   });
 
-  it('removes the staged parts once an upload completes or is aborted', async () => {
+  it('removes the staged parts once an upload completes, is aborted or its prefix is deleted', async () => {
     const { store } = fsTarget;
     const ns = namespace();
-    for (const ending of ['complete', 'abort'] as const) {
-      const key = `${ns}${ending}`;
-      const { uploadId } = await store.createMultipartUpload(key);
-      const etag = (await putThrough(await store.presignPart(key, uploadId, 1, { expiresInSeconds: 60 }), ending)).headers.get('etag');
-      if (ending === 'complete') await store.completeMultipartUpload(key, uploadId, [{ partNumber: 1, etag: etag ?? '' }]);
-      else await store.abortMultipartUpload(key, uploadId);
+    for (const ending of ['complete', 'abort', 'erase'] as const) {
+      const { key, uploadId, parts } = await startUpload(store, `${ns}${ending}/file`, ending);
+      expect(readdirSync(join(fsTarget.root, 'uploads', uploadId))).toEqual(['1', 'upload.json']);
+      if (ending === 'complete') await store.completeMultipartUpload(key, uploadId, parts);
+      else if (ending === 'abort') await store.abortMultipartUpload(key, uploadId);
+      else await store.deleteByPrefix(`${ns}${ending}/`);
       expect(readdirSync(join(fsTarget.root, 'uploads'))).not.toContain(uploadId);
     }
-    expect(await read(store, `${ns}complete`)).toBe('complete');
+    expect(await read(store, `${ns}complete/file`)).toBe('complete');
+  });
+
+  it('serves stored files so that a browser never runs them as part of the API', async () => {
+    const { store } = fsTarget;
+    const ns = namespace();
+    const cases: [string, string | undefined, string | null][] = [
+      ['page.html', 'text/html; charset=utf-8', 'attachment'],
+      ['drawing.svg', 'image/svg+xml', 'attachment'],
+      ['script.js', 'text/javascript', 'attachment'],
+      ['untyped', undefined, 'attachment'],
+      ['photo.png', 'image/png', null],
+      ['notes.txt', 'Text/Plain; charset=utf-8', null],
+      ['data.json', 'application/json', null],
+      ['paper.pdf', 'application/pdf', null],
+      ['clip.mp4', 'video/mp4', null],
+    ];
+    for (const [name, contentType, disposition] of cases) {
+      await store.put(ns + name, '<script>alert(document.cookie)</script>', { contentType });
+      const response = await fetch(await store.presignGet(ns + name, { expiresInSeconds: 60 }));
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-disposition'), name).toBe(disposition);
+      expect(response.headers.get('x-content-type-options'), name).toBe('nosniff');
+      expect(response.headers.get('content-security-policy'), name).toBe("sandbox; default-src 'none'");
+      await response.body?.cancel();
+    }
+  });
+
+  it('sweeps temp files and multipart uploads left untouched for longer than the threshold', async () => {
+    // Its own root: a sweep with a tiny threshold would take the shared store's uploads in flight.
+    const root = makeTempDir('blobs-sweep');
+    const signer = new BlobUrlSigner({ secret: randomBytes(32).toString('hex'), publicBaseUrl: 'http://127.0.0.1:1' });
+    const store = new FsBlobStore({ root, signer });
+    try {
+      await store.put('kept', 'object');
+      writeFileSync(join(root, 'tmp', 'left-by-a-crash'), 'half');
+      const { uploadId } = await store.createMultipartUpload('abandoned');
+      await store.receivePart('abandoned', uploadId, 1, Readable.from(['part']));
+
+      expect(await store.sweep()).toEqual({ removed: 0 });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      expect(await store.sweep(10)).toEqual({ removed: 2 });
+      expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+      expect(readdirSync(join(root, 'uploads'))).toEqual([]);
+      expect(await read(store, 'kept')).toBe('object');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('fs blob store with an upload cap', () => {
+  const cap = 1024;
+  let capped: ServedFsStore;
+
+  beforeAll(async () => {
+    capped = await serveFsStore({ maxUploadBytes: cap });
+  });
+
+  afterAll(async () => {
+    await capped?.stop();
+  });
+
+  it('refuses a signed upload that declares more than the cap, and takes one of exactly the cap', async () => {
+    const key = `${namespace()}big`;
+    const url = await capped.store.presignPut(key, { expiresInSeconds: 60 });
+    const refused = await putThrough(url, Buffer.alloc(cap + 1));
+    expect(refused.status).toBe(413);
+    expect(await refused.json()).toEqual({ detail: expect.any(String) });
+    expect(await capped.store.exists(key)).toBe(false);
+    expect((await putThrough(url, Buffer.alloc(cap))).status).toBe(200);
+  });
+
+  it('refuses a streamed object or part once it passes the cap, and keeps none of it', async () => {
+    const ns = namespace();
+    const { uploadId } = await capped.store.createMultipartUpload(`${ns}parts`);
+    const urls = [
+      await capped.store.presignPut(`${ns}whole`, { expiresInSeconds: 60 }),
+      await capped.store.presignPart(`${ns}parts`, uploadId, 1, { expiresInSeconds: 60 }),
+    ];
+    for (const url of urls) {
+      const refused = await streamThrough(url, Array.from({ length: 8 }, () => Buffer.alloc(cap / 4, 'x')));
+      expect(refused.status).toBe(413);
+      expect(await refused.json()).toEqual({ detail: expect.any(String) });
+    }
+    expect(await capped.store.exists(`${ns}whole`)).toBe(false);
+    expect(readdirSync(join(capped.root, 'tmp'))).toEqual([]);
+    expect(readdirSync(join(capped.root, 'uploads', uploadId))).toEqual(['upload.json']);
+    // The connection that carried a refused body is not reused mid-body; the next upload goes through.
+    expect((await streamThrough(urls[0]!, [Buffer.alloc(cap / 2, 'y')])).status).toBe(200);
   });
 });
 
@@ -359,37 +507,44 @@ const minioBinary = requireBinary('minio');
 describe.skipIf(minioBinary === null)('s3 blob store', () => {
   let minio: MinioServer;
   let s3Target: ContractTarget;
+  /** Every store made here, closed after. */
+  const stores: BlobStore[] = [];
 
-  const s3Config = (prefix?: string, endpoint = minio.endpoint): BlobStoreConfig => ({
-    kind: 's3',
-    endpoint,
-    bucket: minio.bucket,
-    region: minio.region,
-    accessKeyId: minio.accessKeyId,
-    secretAccessKey: minio.secretAccessKey,
-    forcePathStyle: true,
-    prefix,
-  });
+  const s3Store = (prefix?: string, endpoint = minio.endpoint): BlobStore => {
+    const store = createBlobStore({
+      kind: 's3',
+      endpoint,
+      bucket: minio.bucket,
+      region: minio.region,
+      accessKeyId: minio.accessKeyId,
+      secretAccessKey: minio.secretAccessKey,
+      forcePathStyle: true,
+      prefix,
+    });
+    stores.push(store);
+    return store;
+  };
 
   beforeAll(async () => {
     minio = await startMinio(minioBinary ?? 'minio');
     const deadEndpoint = `http://127.0.0.1:${await freePort()}`;
-    s3Target = {
-      store: createBlobStore(s3Config('contract')),
-      unreachable: createBlobStore(s3Config('contract', deadEndpoint)),
-    };
+    s3Target = { store: s3Store('contract'), unreachable: s3Store('contract', deadEndpoint) };
   });
 
   afterAll(async () => {
-    await minio?.stop();
+    try {
+      await Promise.all(stores.map((store) => store.close()));
+    } finally {
+      await minio?.stop();
+    }
   });
 
   blobStoreContract('s3', () => s3Target);
 
   it('keeps stores with different key prefixes apart on one bucket', async () => {
-    const tenantA = createBlobStore(s3Config('tenant-a'));
-    const tenantB = createBlobStore(s3Config('tenant-b/'));
-    const whole = createBlobStore(s3Config());
+    const tenantA = s3Store('tenant-a');
+    const tenantB = s3Store('tenant-b/');
+    const whole = s3Store();
 
     await tenantA.put('shared/name.txt', 'from a');
     await tenantB.put('shared/name.txt', 'from b');
@@ -399,9 +554,25 @@ describe.skipIf(minioBinary === null)('s3 blob store', () => {
     await tenantB.put('only-b.txt', 'b');
     expect(await tenantA.exists('only-b.txt')).toBe(false);
 
-    expect(await tenantA.deleteByPrefix('')).toEqual({ deleted: 1 });
+    expect(await tenantA.deleteByPrefix('')).toEqual({ deleted: 1, abortedUploads: 0 });
     expect(await tenantA.exists('shared/name.txt')).toBe(false);
     expect(await read(tenantB, 'shared/name.txt')).toBe('from b');
     expect(await tenantB.exists('only-b.txt')).toBe(true);
+  });
+
+  it('releases its connections on close', async () => {
+    const store = s3Store('closing');
+    const opened: Socket[] = [];
+    const onSocket = (message: unknown) => opened.push((message as { socket: Socket }).socket);
+    subscribe('net.client.socket', onSocket);
+    try {
+      await store.put('x', 'kept alive');
+    } finally {
+      unsubscribe('net.client.socket', onSocket);
+    }
+    expect(opened.some((socket) => !socket.destroyed)).toBe(true);
+    await store.close();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(opened.every((socket) => socket.destroyed)).toBe(true);
   });
 });

@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { AppError, conflict, invalidArgument, notFound, unavailable } from '../../../lib/src/errors.js';
 import {
+  MAX_UPLOAD_BYTES,
   MIN_PART_SIZE,
   assertBlobKey,
   assertBlobPrefix,
@@ -28,6 +29,7 @@ interface UploadRecord {
 }
 
 const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const DAY_MS = 24 * 3600 * 1000;
 
 /**
  * Layout under `root`: `objects/<key>` holds the bytes; `meta/<hash of key>` the content type (hashed so that
@@ -37,14 +39,17 @@ const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 export class FsBlobStore implements BlobStore {
   readonly kind = 'fs' as const;
   readonly signer: BlobUrlSigner;
+  /** The largest upload a signed URL takes, whole object or one part. */
+  readonly maxUploadBytes: number;
   private readonly objects: string;
   private readonly meta: string;
   private readonly uploads: string;
   private readonly tmp: string;
 
-  constructor(options: { root: string; signer: BlobUrlSigner }) {
+  constructor(options: { root: string; signer: BlobUrlSigner; maxUploadBytes?: number }) {
     const root = resolve(options.root);
     this.signer = options.signer;
+    this.maxUploadBytes = options.maxUploadBytes ?? MAX_UPLOAD_BYTES;
     this.objects = join(root, 'objects');
     this.meta = join(root, 'meta');
     this.uploads = join(root, 'uploads');
@@ -53,17 +58,23 @@ export class FsBlobStore implements BlobStore {
   }
 
   async put(key: string, body: BlobBody, options: { contentType?: string } = {}): Promise<{ key: string; size: number }> {
-    const stream = body instanceof Readable ? body : Readable.from([Buffer.from(body)]);
-    const { size } = await this.receive(key, stream, options);
-    return { key, size };
+    assertBlobKey(key);
+    const staged = await this.stage(body instanceof Readable ? body : Readable.from([Buffer.from(body)]));
+    await this.commit(key, staged.path, options.contentType);
+    return { key, size: staged.size };
   }
 
-  /** Stores an object and returns the ETag S3 would answer (the quoted MD5 of the bytes). */
+  /** Stores an upload sent to a signed URL, and returns the ETag S3 would answer (the quoted MD5 of the bytes). */
   async receive(key: string, body: Readable, options: { contentType?: string } = {}): Promise<{ size: number; etag: string }> {
     assertBlobKey(key);
-    const staged = await this.stage(body);
+    const staged = await this.stage(body, this.maxUploadBytes);
     await this.commit(key, staged.path, options.contentType);
     return { size: staged.size, etag: `"${staged.md5}"` };
+  }
+
+  /** Refuses a signed upload that declares more than `maxUploadBytes`, before any of it is read. */
+  assertUploadFits(declaredBytes: number): void {
+    if (declaredBytes > this.maxUploadBytes) throw uploadTooLarge(this.maxUploadBytes);
   }
 
   async get(key: string): Promise<StoredBlob> {
@@ -96,11 +107,18 @@ export class FsBlobStore implements BlobStore {
     await this.pruneEmptyDirs(dirname(this.objectPath(key)));
   }
 
-  async deleteByPrefix(prefix: string): Promise<{ deleted: number }> {
+  async deleteByPrefix(prefix: string): Promise<{ deleted: number; abortedUploads: number }> {
     assertBlobPrefix(prefix);
+    // Uploads first, so none completes into the prefix once its objects are gone.
+    let abortedUploads = 0;
+    for (const uploadId of await readdir(this.uploads)) {
+      if (!(await this.readUpload(uploadId))?.key.startsWith(prefix)) continue;
+      await rm(join(this.uploads, uploadId), { recursive: true, force: true });
+      abortedUploads += 1;
+    }
     // `a/b/c` lists directory `a/b/` and takes the entries whose names start with `c`, like S3's string prefix.
     const cut = prefix.lastIndexOf('/') + 1;
-    return { deleted: await this.deleteUnder(prefix.slice(0, cut), prefix.slice(cut)) };
+    return { deleted: await this.deleteUnder(prefix.slice(0, cut), prefix.slice(cut)), abortedUploads };
   }
 
   async presignGet(key: string, options: { expiresInSeconds: number }): Promise<string> {
@@ -142,7 +160,7 @@ export class FsBlobStore implements BlobStore {
     assertBlobKey(key);
     assertPartNumber(partNumber);
     await this.openUpload(key, uploadId);
-    const staged = await this.stage(body);
+    const staged = await this.stage(body, this.maxUploadBytes);
     await rename(staged.path, this.partPath(uploadId, partNumber)).catch(async (error: unknown) => {
       await rm(staged.path, { force: true });
       throw isMissing(error) ? notFound('multipart upload not found') : error;
@@ -202,6 +220,30 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
+  async close(): Promise<void> {}
+
+  /**
+   * Removes what crashes and abandoned uploads leave: temp files and multipart uploads untouched for
+   * `olderThanMs`. Anything younger may still be in use.
+   */
+  async sweep(olderThanMs = DAY_MS): Promise<{ removed: number }> {
+    const cutoff = Date.now() - olderThanMs;
+    let removed = 0;
+    for (const dir of [this.tmp, this.uploads]) {
+      for (const name of await readdir(dir)) {
+        // A temp file changes with each write, and an upload's directory with each part it takes.
+        const info = await stat(join(dir, name)).catch((error: unknown) => {
+          if (isMissing(error)) return undefined;
+          throw error;
+        });
+        if (info === undefined || info.mtimeMs > cutoff) continue;
+        await rm(join(dir, name), { recursive: true, force: true });
+        removed += 1;
+      }
+    }
+    return { removed };
+  }
+
   private objectPath(key: string): string {
     const path = join(this.objects, ...key.split('/'));
     // assertBlobKey already rules out escapes; this keeps it true should those rules ever loosen.
@@ -219,19 +261,27 @@ export class FsBlobStore implements BlobStore {
   }
 
   private async openUpload(key: string, uploadId: string): Promise<UploadRecord> {
-    if (!UPLOAD_ID.test(uploadId)) throw notFound('multipart upload not found');
-    const text = await readFile(join(this.uploads, uploadId, 'upload.json'), 'utf8').catch((error: unknown) => {
-      throw isMissing(error) ? notFound('multipart upload not found') : error;
-    });
-    const record = JSON.parse(text) as UploadRecord;
-    if (record.key !== key) throw notFound('multipart upload not found');
+    const record = UPLOAD_ID.test(uploadId) ? await this.readUpload(uploadId) : undefined;
+    if (record?.key !== key) throw notFound('multipart upload not found');
     return record;
   }
 
+  private async readUpload(uploadId: string): Promise<UploadRecord | undefined> {
+    const text = await readFile(join(this.uploads, uploadId, 'upload.json'), 'utf8').catch((error: unknown) => {
+      if (isMissing(error)) return undefined;
+      throw error;
+    });
+    return text === undefined ? undefined : (JSON.parse(text) as UploadRecord);
+  }
+
   /** Writes a body to a fresh temp file, flushed to disk, counting and hashing it on the way. */
-  private async stage(body: AsyncIterable<Buffer | string>): Promise<{ path: string; size: number; md5: string }> {
+  private async stage(
+    body: AsyncIterable<Buffer | string>,
+    maxBytes = Infinity,
+  ): Promise<{ path: string; size: number; md5: string }> {
     const path = join(this.tmp, randomUUID());
     const md5 = createHash('md5');
+    const file = createWriteStream(path, { flags: 'wx', flush: true });
     let size = 0;
     try {
       await pipeline(
@@ -239,14 +289,17 @@ export class FsBlobStore implements BlobStore {
         async function* (source: AsyncIterable<Buffer | string>) {
           for await (const chunk of source) {
             const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-            md5.update(bytes);
             size += bytes.length;
+            if (size > maxBytes) throw uploadTooLarge(maxBytes);
+            md5.update(bytes);
             yield bytes;
           }
         },
-        createWriteStream(path, { flags: 'wx', flush: true }),
+        file,
       );
     } catch (error) {
+      // A pipeline that fails early may settle while the file is still being opened; remove it once closed.
+      if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => resolve()));
       await rm(path, { force: true });
       throw error;
     }
@@ -331,6 +384,10 @@ export class FsBlobStore implements BlobStore {
       if (!removed) return;
     }
   }
+}
+
+function uploadTooLarge(maxBytes: number): AppError {
+  return new AppError('payload_too_large', `an upload may be at most ${maxBytes} bytes`);
 }
 
 function errorCode(error: unknown): string | undefined {

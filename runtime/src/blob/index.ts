@@ -12,6 +12,8 @@ export type BlobStoreConfig =
       publicBaseUrl: string;
       /** HMAC key for presigned URLs, at least 32 characters; every replica serving the URLs needs the same one. */
       signingSecret: string;
+      /** The largest upload a signed URL takes; 5 GiB, S3's single PUT limit, when unset. */
+      maxUploadBytes?: number;
     }
   | ({ kind: 's3' } & S3BlobStoreConfig);
 
@@ -21,6 +23,7 @@ export function createBlobStore(config: BlobStoreConfig): BlobStore {
       return new FsBlobStore({
         root: config.root,
         signer: new BlobUrlSigner({ secret: config.signingSecret, publicBaseUrl: config.publicBaseUrl }),
+        maxUploadBytes: config.maxUploadBytes,
       });
     case 's3':
       return new S3BlobStore(config);

@@ -25,8 +25,11 @@ export interface BlobStore {
   exists(key: string): Promise<boolean>;
   /** Succeeds whether or not the key exists. */
   delete(key: string): Promise<void>;
-  /** Deletes every key that starts with `prefix` as a string (`a/b` also matches `a/bc`; `a/b/` does not). */
-  deleteByPrefix(prefix: string): Promise<{ deleted: number }>;
+  /**
+   * Deletes every key that starts with `prefix` as a string (`a/b` also matches `a/bc`; `a/b/` does not), and
+   * aborts the multipart uploads in progress under it, whose parts are stored bytes too.
+   */
+  deleteByPrefix(prefix: string): Promise<{ deleted: number; abortedUploads: number }>;
   presignGet(key: string, options: { expiresInSeconds: number }): Promise<string>;
   /** When `contentType` is given, the upload must send exactly that `Content-Type`. */
   presignPut(key: string, options: { expiresInSeconds: number; contentType?: string }): Promise<string>;
@@ -38,11 +41,15 @@ export interface BlobStore {
   abortMultipartUpload(key: string, uploadId: string): Promise<void>;
   /** Resolves when the store answers; used by readiness checks. */
   ping(): Promise<void>;
+  /** Releases connections; the store is not used after. */
+  close(): Promise<void>;
 }
 
 /** S3's floor for every part but the last; the filesystem store enforces it too, so both refuse the same uploads. */
 export const MIN_PART_SIZE = 5 * 1024 * 1024;
 export const MAX_PART_NUMBER = 10_000;
+/** S3's largest single PUT and largest part; the filesystem store's signed uploads are capped there by default. */
+export const MAX_UPLOAD_BYTES = 5 * 1024 ** 3;
 /** S3 refuses presigned URLs that live longer than a week. */
 export const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
 const MAX_KEY_BYTES = 1024;

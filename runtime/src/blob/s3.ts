@@ -8,6 +8,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   PutObjectCommand,
   S3Client,
   UploadPartCommand,
@@ -117,8 +118,18 @@ export class S3BlobStore implements BlobStore {
     await this.send('delete', () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.root + key })));
   }
 
-  async deleteByPrefix(prefix: string): Promise<{ deleted: number }> {
+  async deleteByPrefix(prefix: string): Promise<{ deleted: number; abortedUploads: number }> {
     assertBlobPrefix(prefix);
+    // Uploads first, so none completes into the prefix once its objects are gone.
+    const uploads = await this.send('list uploads', () => this.uploadsUnder(this.root + prefix));
+    for (const upload of uploads) {
+      await this.send('abort upload', () =>
+        this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: upload.key, UploadId: upload.uploadId })),
+      ).catch((error: unknown) => {
+        // Completed or aborted meanwhile: gone either way.
+        if (!(error instanceof AppError && error.kind === 'not_found')) throw error;
+      });
+    }
     let deleted = 0;
     const pages = paginateListObjectsV2(
       { client: this.client, pageSize: DELETE_BATCH },
@@ -138,7 +149,7 @@ export class S3BlobStore implements BlobStore {
         deleted += objects.length;
       }
     });
-    return { deleted };
+    return { deleted, abortedUploads: uploads.length };
   }
 
   async presignGet(key: string, options: { expiresInSeconds: number }): Promise<string> {
@@ -229,6 +240,28 @@ export class S3BlobStore implements BlobStore {
     } catch (error) {
       // A missing bucket is as unready as a missing server.
       throw unavailable(`the blob store did not answer (${reasonOf(error)})`, { cause: error });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+    this.presigner.destroy();
+  }
+
+  /**
+   * The multipart uploads in progress whose full key starts with `fullPrefix`. MinIO matches a non-empty
+   * `Prefix` only against whole keys, so this lists the bucket's uploads and filters them here.
+   */
+  private async uploadsUnder(fullPrefix: string): Promise<{ key: string; uploadId: string }[]> {
+    const found: { key: string; uploadId: string }[] = [];
+    let markers: { KeyMarker?: string; UploadIdMarker?: string } = {};
+    for (;;) {
+      const page = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket, ...markers }));
+      for (const { Key: key, UploadId: uploadId } of page.Uploads ?? []) {
+        if (key?.startsWith(fullPrefix) && uploadId !== undefined) found.push({ key, uploadId });
+      }
+      if (!page.IsTruncated) return found;
+      markers = { KeyMarker: page.NextKeyMarker, UploadIdMarker: page.NextUploadIdMarker };
     }
   }
 

@@ -2,9 +2,9 @@
 // answering the way S3 does (an ETag on every upload) so a client handles both stores alike.
 import { createHmac } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { Router, type ErrorRequestHandler, type Request } from 'express';
+import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { AppError, permissionDenied, type ErrorKind } from '../../../lib/src/errors.js';
+import { permissionDenied } from '../../../lib/src/errors.js';
 import { secretsEqual } from '../../../lib/src/crypto/secret-box.js';
 import type { FsBlobStore } from './fs.js';
 
@@ -90,7 +90,8 @@ export class BlobUrlSigner {
 
 /**
  * Serves the URLs of `store.signer`: GET downloads, PUT uploads an object or one part. Mount it at
- * BLOB_ROUTE_PATH before any body parser, since the request body is the blob itself.
+ * BLOB_ROUTE_PATH before any body parser, since the request body is the blob itself. Failures go to the app's
+ * error handler.
  */
 export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Router {
   const router = Router();
@@ -104,41 +105,44 @@ export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Route
     res.setHeader('Content-Type', blob.contentType ?? 'application/octet-stream');
     res.setHeader('Content-Length', blob.size);
     res.setHeader('Cache-Control', 'private, no-store');
+    // The uploader chose the type and this is the API's origin: nothing served here may run script or be sniffed
+    // into something that does, and only types a browser shows inertly are shown at all.
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Content-Security-Policy', "sandbox; default-src 'none'");
+    if (!showsInline(blob.contentType)) res.setHeader('Content-Disposition', 'attachment');
     // A client that leaves mid-download only ends its own response; pipeline has closed the file.
     await pipeline(blob.body, res).catch(() => undefined);
   });
 
   router.put('/*key', async (req, res) => {
-    const key = keyOf(req);
-    const contentType = req.get('content-type');
-    const grant = store.signer.verify('PUT', key, req.query, contentType);
-    const { etag } =
-      grant.uploadId !== undefined && grant.partNumber !== undefined
-        ? await store.receivePart(key, grant.uploadId, grant.partNumber, req)
-        : await store.receive(key, req, { contentType });
-    res.status(200).set('ETag', etag).end();
+    try {
+      const key = keyOf(req);
+      const contentType = req.get('content-type');
+      const grant = store.signer.verify('PUT', key, req.query, contentType);
+      store.assertUploadFits(Number(req.get('content-length') ?? 0));
+      const { etag } =
+        grant.uploadId !== undefined && grant.partNumber !== undefined
+          ? await store.receivePart(key, grant.uploadId, grant.partNumber, req)
+          : await store.receive(key, req, { contentType });
+      res.status(200).set('ETag', etag).end();
+    } catch (error) {
+      // A body refused halfway stays unread and would stall this connection: let it close after the answer.
+      if (!req.complete) res.setHeader('Connection', 'close');
+      throw error;
+    }
   });
 
-  router.use(answerBlobError);
   return router;
+}
+
+/** Types a browser shows without running anything; SVG is an image that can carry script. */
+function showsInline(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type === 'image/svg+xml') return false;
+  return /^(image|audio|video)\//.test(type) || ['application/pdf', 'application/json', 'text/plain'].includes(type);
 }
 
 function keyOf(req: Request): string {
   const segments = (req.params as { key?: string[] }).key ?? [];
   return segments.join('/');
 }
-
-const statusOfKind: Partial<Record<ErrorKind, number>> = {
-  invalid_argument: 400,
-  permission_denied: 403,
-  not_found: 404,
-  conflict: 409,
-};
-
-// Signed URLs are fetched by plain HTTP clients with no session, so this router answers its own few failures
-// in the app's `{detail}` shape; anything else goes on to the app's error handler.
-const answerBlobError: ErrorRequestHandler = (error, _req, res, next) => {
-  const status = error instanceof AppError ? statusOfKind[error.kind] : undefined;
-  if (status === undefined || res.headersSent) return next(error);
-  res.status(status).json({ detail: error.message });
-};
