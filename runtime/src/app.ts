@@ -86,8 +86,19 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
             publicBaseUrl: config.publicUrl,
             // Derived, not stored: every replica with the same master key verifies the same URLs.
             signingSecret: Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'agentplane signed blob urls', 32)).toString('base64url'),
+            maxUploadBytes: config.blobMaxUploadBytes,
           },
     );
+
+    closers.unshift(() => blobs.close());
+    if (blobs instanceof FsBlobStore) {
+      // Uploads abandoned half way and temp files of a crash: swept at start and then hourly.
+      const sweep = () => void blobs.sweep().catch((err: unknown) => logger.warn({ err }, 'blob sweep failed'));
+      sweep();
+      const timer = setInterval(sweep, 60 * 60 * 1000);
+      timer.unref();
+      closers.unshift(async () => clearInterval(timer));
+    }
 
     const eraser = new TenantEraser(database.db, logger);
     const tenants = new TenantService(database.db, secretBox, eraser);
@@ -99,7 +110,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     eraser.registerStep({
       name: 'stored_bytes',
       phase: 'outside_database',
-      run: async (tenantId) => ({ items: (await blobs.deleteByPrefix(tenantBlobPrefix(tenantId))).deleted }),
+      run: async (tenantId) => {
+        const { deleted, abortedUploads } = await blobs.deleteByPrefix(tenantBlobPrefix(tenantId));
+        return { items: deleted + abortedUploads };
+      },
     });
 
     const { app, openapi } = createHttpApp({

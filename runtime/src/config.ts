@@ -23,6 +23,8 @@ export interface RuntimeConfig extends ServiceBasics {
   events: { kind: 'memory' } | { kind: 'redis'; url: string; keyPrefix: string };
   eventLogRetentionSeconds: number;
   blobs: BlobConfig;
+  /** Largest object or part a signed upload URL of the filesystem store accepts. */
+  blobMaxUploadBytes: number;
   /** Configured admin key; when absent the runtime generates one in the data dir. */
   adminKey: string | undefined;
   /** Configured base64 master key; when absent the runtime generates one in the data dir. */
@@ -85,6 +87,7 @@ export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') } : { kind: 'memory' },
     eventLogRetentionSeconds: read.integer('EVENT_LOG_RETENTION_SECONDS', 3600, { min: 10, max: 30 * 24 * 3600 }),
     blobs,
+    blobMaxUploadBytes: read.integer('BLOB_MAX_UPLOAD_BYTES', 5 * 1024 ** 3, { min: 1024, max: 5 * 1024 ** 3 }),
     adminKey,
     masterKey,
   };
