@@ -17,26 +17,23 @@ export class Lifecycle {
     return this.drainingSince !== null;
   }
 
-  /** Counts one accepted request until `done` is called (exactly once). */
+  /** Counts one accepted request until the returned `done` is called (extra calls are ignored). */
   beginRequest(): () => void {
-    this.requests += 1;
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.requests -= 1;
-      this.notifyIfIdle();
-    };
+    return this.begin('requests');
   }
 
   /** Counts one unit of detached work (a run) that must finish before the process exits. */
   beginWork(): () => void {
-    this.work += 1;
+    return this.begin('work');
+  }
+
+  private begin(counter: 'requests' | 'work'): () => void {
+    this[counter] += 1;
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
-      this.work -= 1;
+      this[counter] -= 1;
       this.notifyIfIdle();
     };
   }
