@@ -31,12 +31,12 @@ export function listen(server: Server, port: number, host: string): Promise<void
 }
 
 /**
- * Shows a secret generated on first start exactly once, on stderr as plain text rather than through the
- * structured logger, so it does not travel to log shipping with the JSON lines.
+ * Tells about a secret generated on first start. Its value is shown once, and only to a person at a terminal:
+ * anything written to a pipe (containers, log collectors ship stdout and stderr alike) gets only the path.
  */
 export function announceGeneratedSecret(logger: Logger, what: string, file: string, value: string): void {
-  process.stderr.write(`\n  generated ${what} (shown once, kept in ${file}):\n  ${value}\n\n`);
-  logger.warn({ file }, `generated ${what}; it is kept in the data dir`);
+  if (process.stderr.isTTY) process.stderr.write(`\n  generated ${what} (shown once, kept in ${file}):\n  ${value}\n\n`);
+  logger.warn({ file }, `generated ${what}; read it from ${file}`);
 }
 
 /** Runs a start-up step; when it fails, logs why in one line and exits 1 instead of dumping a rejection. */

@@ -62,9 +62,10 @@ describe('runtime configuration', () => {
     expect((error as Error).message).not.toContain('hunter2');
   });
 
-  it('requires shared admin and master keys when replicas share a database', () => {
+  it('requires shared admin and master keys when replicas share a database, but not to migrate it', () => {
     expect(() => loadRuntimeConfig({ DATABASE_URL: 'postgres://db/agentplane' })).toThrow(
       /AGENTPLANE_ADMIN_KEY is required when DATABASE_URL is set[\s\S]*AGENTPLANE_MASTER_KEY is required when DATABASE_URL is set/,
     );
+    expect(loadRuntimeConfig({ DATABASE_URL: 'postgres://db/agentplane' }, { serving: false }).database.driver).toBe('postgres');
   });
 });

@@ -34,7 +34,10 @@ export interface RuntimeConfig extends ServiceBasics {
 /** Shorter admin keys are refused, configured or read from the data dir. */
 export const minAdminKeyLength = 24;
 
-export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
+/**
+ * `serving` false is for tools that only touch the database (`npm run migrate`): they need no shared keys.
+ */
+export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { serving?: boolean } = {}): RuntimeConfig {
   const read = new EnvReader(env);
   // PUBLIC_URL: where clients reach the data plane (signed blob URLs point here).
   const basics = readServiceBasics(read, { port: 'DATA_PORT', defaultPort: 8081, publicUrl: 'PUBLIC_URL' });
@@ -74,7 +77,7 @@ export function loadRuntimeConfig(env: Env = process.env): RuntimeConfig {
 
   // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
   // sealed secrets depend on which replica answers.
-  if (databaseUrl !== undefined) {
+  if (serving && databaseUrl !== undefined) {
     if (adminKey === undefined) read.problem('AGENTPLANE_ADMIN_KEY is required when DATABASE_URL is set (replicas must share it)');
     if (masterKey === undefined) read.problem('AGENTPLANE_MASTER_KEY is required when DATABASE_URL is set (replicas must share it)');
   }

@@ -1,12 +1,12 @@
 // `npm run migrate`: applies the runtime's migrations to the configured database and exits.
-import { ConfigError } from '../../lib/src/config.js';
 import { openDatabase } from '../../lib/src/db/database.js';
 import { migrate } from '../../lib/src/db/migrate.js';
+import { loadConfigOrExit } from '../../lib/src/program.js';
 import { loadRuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
 
+const config = loadConfigOrExit(() => loadRuntimeConfig(process.env, { serving: false }));
 try {
-  const config = loadRuntimeConfig();
   const database = await openDatabase(config.database);
   try {
     const outcome = await migrate(database.db, runtimeMigrations);
@@ -17,6 +17,6 @@ try {
     await database.close();
   }
 } catch (error) {
-  console.error(error instanceof ConfigError ? error.message : `migration failed: ${(error as Error).message}`);
+  console.error(`migration failed: ${(error as Error).message}`);
   process.exit(1);
 }

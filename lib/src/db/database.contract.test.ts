@@ -172,15 +172,18 @@ describe('relational store: PGlite data dir lock', () => {
     }
   });
 
-  it('takes over a lock left by a process that no longer runs', async () => {
-    const dir = makeTempDir('pglite-stale');
-    try {
-      writeFileSync(`${dir}.lock`, '2147483646');
-      const database = await openDatabase({ driver: 'pglite', dataDir: dir });
-      await database.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-      rmSync(`${dir}.lock`, { force: true });
+  it('takes over a lock whose holder is gone, even when its pid is reused (by this process, or another)', async () => {
+    // A dead pid; this process's own pid (a container restarts with the same pid); pid 1 with another start time.
+    for (const stale of ['2147483646:1', `${process.pid}:1`, '1:1']) {
+      const dir = makeTempDir('pglite-stale');
+      try {
+        writeFileSync(`${dir}.lock`, stale);
+        const database = await openDatabase({ driver: 'pglite', dataDir: dir });
+        await database.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(`${dir}.lock`, { force: true });
+      }
     }
   });
 });

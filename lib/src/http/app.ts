@@ -45,10 +45,14 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     const requestId = incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
-    // A draining process serves what it accepted but takes no more: keep-alive sockets close after this answer.
+    // A draining process serves what it accepted but takes no more: keep-alive sockets close after this answer,
+    // including answers to requests that began before the drain (their headers may already say keep-alive).
     if (options.lifecycle.draining) res.setHeader('Connection', 'close');
     const done = options.lifecycle.beginRequest();
-    res.once('finish', done);
+    res.once('finish', () => {
+      if (options.lifecycle.draining) req.socket.end();
+      done();
+    });
     res.once('close', done);
     next();
   });

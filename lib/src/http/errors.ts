@@ -16,7 +16,8 @@ export const statusByKind: Record<ErrorKind, number> = {
   rate_limited: 429,
   internal: 500,
   upstream_failed: 502,
-  unavailable: 503,
+  // SPEC.md: 500 is "service bug or dependency"; a dependency that did not answer is the second kind.
+  unavailable: 500,
   upstream_timeout: 504,
 };
 

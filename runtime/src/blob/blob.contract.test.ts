@@ -4,7 +4,7 @@ import express from 'express';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -413,26 +413,42 @@ describe('fs blob store', () => {
   it('serves stored files so that a browser never runs them as part of the API', async () => {
     const { store } = fsTarget;
     const ns = namespace();
-    const cases: [string, string | undefined, string | null][] = [
-      ['page.html', 'text/html; charset=utf-8', 'attachment'],
-      ['drawing.svg', 'image/svg+xml', 'attachment'],
-      ['script.js', 'text/javascript', 'attachment'],
-      ['untyped', undefined, 'attachment'],
-      ['photo.png', 'image/png', null],
-      ['notes.txt', 'Text/Plain; charset=utf-8', null],
-      ['data.json', 'application/json', null],
-      ['paper.pdf', 'application/pdf', null],
-      ['clip.mp4', 'video/mp4', null],
+    // name, stored type, expected disposition, expected Content-Type as served
+    const cases: [string, string | undefined, string | null, string][] = [
+      ['page.html', 'text/html; charset=utf-8', 'attachment', 'text/html; charset=utf-8'],
+      ['drawing.svg', 'image/svg+xml', 'attachment', 'image/svg+xml'],
+      ['script.js', 'text/javascript', 'attachment', 'text/javascript'],
+      ['untyped', undefined, 'attachment', 'application/octet-stream'],
+      // Browsers take the last type of a list: this must not pass as an image.
+      ['listed', 'image/png, text/html', 'attachment', 'application/octet-stream'],
+      ['photo.png', 'image/png', null, 'image/png'],
+      ['notes.txt', 'Text/Plain; charset=utf-8', null, 'text/plain'],
+      ['data.json', 'application/json', null, 'application/json'],
+      ['paper.pdf', 'application/pdf', null, 'application/pdf'],
+      ['clip.mp4', 'video/mp4', null, 'video/mp4'],
     ];
-    for (const [name, contentType, disposition] of cases) {
+    for (const [name, contentType, disposition, served] of cases) {
       await store.put(ns + name, '<script>alert(document.cookie)</script>', { contentType });
       const response = await fetch(await store.presignGet(ns + name, { expiresInSeconds: 60 }));
       expect(response.status).toBe(200);
       expect(response.headers.get('content-disposition'), name).toBe(disposition);
+      expect(response.headers.get('content-type'), name).toBe(served);
       expect(response.headers.get('x-content-type-options'), name).toBe('nosniff');
       expect(response.headers.get('content-security-policy'), name).toBe("sandbox; default-src 'none'");
       await response.body?.cancel();
     }
+  });
+
+  it('erases past a torn upload record or a stray file under uploads/', async () => {
+    const { store } = fsTarget;
+    const ns = namespace();
+    mkdirSync(join(fsTarget.root, 'uploads', 'torn-record'));
+    writeFileSync(join(fsTarget.root, 'uploads', 'torn-record', 'upload.json'), '{"key": "ten');
+    writeFileSync(join(fsTarget.root, 'uploads', 'stray-file'), 'not an upload');
+    await store.put(`${ns}doc`, 'bytes');
+    expect(await store.deleteByPrefix(ns)).toMatchObject({ deleted: 1 });
+    rmSync(join(fsTarget.root, 'uploads', 'torn-record'), { recursive: true });
+    rmSync(join(fsTarget.root, 'uploads', 'stray-file'));
   });
 
   it('sweeps temp files and multipart uploads left untouched for longer than the threshold', async () => {

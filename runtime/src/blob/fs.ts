@@ -138,7 +138,10 @@ export class FsBlobStore implements BlobStore {
     const uploadId = randomUUID();
     const record: UploadRecord = { key, contentType: options.contentType };
     await mkdir(join(this.uploads, uploadId));
-    await writeFile(join(this.uploads, uploadId, 'upload.json'), JSON.stringify(record));
+    // Temp file then rename: a crash mid-write must not leave a half record that every erase then trips over.
+    const recordPath = join(this.uploads, uploadId, 'upload.json');
+    await writeFile(`${recordPath}.tmp`, JSON.stringify(record));
+    await rename(`${recordPath}.tmp`, recordPath);
     return { uploadId };
   }
 
@@ -266,12 +269,19 @@ export class FsBlobStore implements BlobStore {
     return record;
   }
 
+  /** The record of an upload, or undefined for anything that is not a readable one (a stray file, a torn write). */
   private async readUpload(uploadId: string): Promise<UploadRecord | undefined> {
     const text = await readFile(join(this.uploads, uploadId, 'upload.json'), 'utf8').catch((error: unknown) => {
-      if (isMissing(error)) return undefined;
+      if (isMissing(error) || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
       throw error;
     });
-    return text === undefined ? undefined : (JSON.parse(text) as UploadRecord);
+    if (text === undefined) return undefined;
+    try {
+      const record = JSON.parse(text) as UploadRecord;
+      return typeof record.key === 'string' ? record : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Writes a body to a fresh temp file, flushed to disk, counting and hashing it on the way. */

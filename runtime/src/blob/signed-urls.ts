@@ -102,14 +102,16 @@ export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Route
     const blob = await store.get(key);
     // setHeader, not res.set: express would append a charset to text types, and S3 answers the stored type as is.
     res.status(200);
-    res.setHeader('Content-Type', blob.contentType ?? 'application/octet-stream');
+    const inline = inlineType(blob.contentType);
+    // An inline type is sent in its normalised form only; anything else as the stored type, but as a download.
+    res.setHeader('Content-Type', inline ?? safeHeaderType(blob.contentType));
     res.setHeader('Content-Length', blob.size);
     res.setHeader('Cache-Control', 'private, no-store');
     // The uploader chose the type and this is the API's origin: nothing served here may run script or be sniffed
     // into something that does, and only types a browser shows inertly are shown at all.
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Content-Security-Policy', "sandbox; default-src 'none'");
-    if (!showsInline(blob.contentType)) res.setHeader('Content-Disposition', 'attachment');
+    if (!inline) res.setHeader('Content-Disposition', 'attachment');
     // A client that leaves mid-download only ends its own response; pipeline has closed the file.
     await pipeline(blob.body, res).catch(() => undefined);
   });
@@ -135,11 +137,26 @@ export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Route
   return router;
 }
 
-/** Types a browser shows without running anything; SVG is an image that can carry script. */
-function showsInline(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type === 'image/svg+xml') return false;
-  return /^(image|audio|video)\//.test(type) || ['application/pdf', 'application/json', 'text/plain'].includes(type);
+const token = "[a-z0-9!#$&^_.+-]+";
+const mediaType = new RegExp(`^(${token})/(${token})$`);
+
+/**
+ * The normalised type (`image/png`) when the stored one is a single well-formed media type that a browser shows
+ * without running anything; null otherwise. A list such as `image/png, text/html` is not one type: browsers
+ * take its last entry, so it must not pass as an image. SVG is an image that can carry script.
+ */
+function inlineType(contentType: string | undefined): string | null {
+  const essence = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  const match = mediaType.exec(essence);
+  if (!match || essence === 'image/svg+xml') return null;
+  const inline = ['image', 'audio', 'video'].includes(match[1]!) || ['application/pdf', 'application/json', 'text/plain'].includes(essence);
+  return inline ? essence : null;
+}
+
+/** The stored type when it is one well-formed media type (parameters kept), else the neutral octet stream. */
+function safeHeaderType(contentType: string | undefined): string {
+  const essence = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  return contentType && mediaType.test(essence) && !/[\r\n,]/.test(contentType) ? contentType : 'application/octet-stream';
 }
 
 function keyOf(req: Request): string {

@@ -71,7 +71,7 @@ export class TenantEraser {
   /**
    * Runs the whole erase. `rowsPresent` false means an earlier erase already purged the rows: only the other
    * steps run again. A failing row purge throws and leaves every row in place; a failing step before the rows
-   * stops the erase (503, report attached) with every row in place, so a retry can still find its work.
+   * stops the erase (500 `erase_incomplete`, report attached) with every row in place, so a retry can still find its work.
    */
   async erase(tenantId: string, rowsPresent: boolean): Promise<EraseReport> {
     const outcomes: EraseStepOutcome[] = [];

@@ -78,8 +78,10 @@ export function tenantRoutes(tenants: TenantService): RouteDefinition[] {
         401: unauthorized,
         404: notFound,
         422: invalid,
-        500: { description: 'The row purge failed; nothing was erased' },
-        503: { description: 'A step that must precede the row purge (stopping work, deleting sandboxes) failed; nothing was purged; `report` lists each step. Retry.' },
+        500: {
+          description:
+            'Nothing was purged. Either the row purge failed (`internal server error`), or a step that must precede it (stopping work, deleting sandboxes) failed: then `code` is `erase_incomplete`, `detail` names the step and `report` lists each step. Retry.',
+        },
       },
       async handle({ params }) {
         return { body: await tenants.erase(params.tenant_id) };

@@ -12,13 +12,20 @@ const settingKey = z
   .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'setting names are 1 to 100 letters, digits, `_`, `.` or `-`')
   .refine((name) => !reservedNames.has(name), 'this setting name is reserved');
 
+/** Words that mark a credential when they stand as a segment of a name (split on `_`, `.`, `-` and case). */
+const secretWords =
+  'key|keys|token|tokens|secret|secrets|password|passwd|passphrase|pass|pwd|credential|credentials|auth|authorization|bearer|cookie|session|dsn|private|privatekey|apikey|signature|signing|salt|pem|cert';
+
+const secretSegment = new RegExp(`(^|[_.-])(${secretWords})([_.-]|\\d|$)`, 'i');
+
 /**
- * Whether a setting's value is a credential: sealed at rest and shown redacted. Errs towards secret: a name
- * that ends in key, secret, token, password or credential(s), or mentions secret, password, credential or
- * apikey anywhere (`litellm_key`, `openai-api-key`, `client_secret_value`, `credentials`).
+ * Whether a setting's value is a credential: sealed at rest and shown redacted. Errs towards secret: any
+ * segment of the name that is a credential word (`litellm_key`, `openai-api-key`, `private_key_pem`,
+ * `signing_key_v2`, `session_cookie`, `dsn`, `token_limit`) makes it one.
  */
 export function isSecretSetting(name: string): boolean {
-  return /(key|secret|token|passw(or)?d|credentials?)$/i.test(name) || /(secret|passw(or)?d|credential|api[_.-]?key)/i.test(name);
+  // camelCase counts as segments too: `openaiApiKey` -> `openai_Api_Key`.
+  return secretSegment.test(name.replace(/([a-z0-9])([A-Z])/g, '$1_$2'));
 }
 
 const settingsMap = z
@@ -48,7 +55,7 @@ export const TenantCreate = z
     name: z.string().max(200).default('').meta({ description: 'A label for people; not unique' }),
     settings_json: settingsMap.default({}).meta({
       description:
-        'Free-form settings. `litellm_key` and `default_model` route this tenant\'s model calls. Names that look like credentials (ending in key, secret, token, password or credentials, or mentioning secret, password, credential or apikey) are sealed at rest and shown redacted.',
+        'Free-form settings. `litellm_key` and `default_model` route this tenant\'s model calls. A name with a credential word as one of its segments (key, token, secret, password, credential, auth, cookie, dsn, private, ...) is sealed at rest and shown redacted.',
     }),
   })
   .meta({ id: 'TenantCreate' });

@@ -167,11 +167,15 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
     });
 
     it('seals and redacts every setting whose name looks like a credential', async () => {
-      const names = ['openai-api-key', 'openai.apikey', 'apikey', 'client_secret_value', 'db_password', 'access_token', 'credentials'];
+      const names = [
+        'openai-api-key', 'openai.apikey', 'apikey', 'openaiApiKey', 'client_secret_value', 'db_password', 'access_token',
+        'credentials', 'private_key_pem', 'openai_key_2', 'signing_key_v2', 'authorization', 'passphrase', 'session_cookie', 'dsn',
+      ];
       const settings = Object.fromEntries(names.map((name) => [name, `value-of-${name}-0123456789`]));
-      const { tenant_id, settings_json } = await createTenant({ settings_json: { ...settings, region: 'eu-west-1' } });
+      const { tenant_id, settings_json } = await createTenant({ settings_json: { ...settings, region: 'eu-west-1', keyboard_layout: 'dvorak' } });
       for (const name of names) expect(settings_json[name], name).toBe('****6789');
       expect(settings_json.region).toBe('eu-west-1');
+      expect(settings_json.keyboard_layout).toBe('dvorak');
       const raw = await sql<{ row: string }>`select row_to_json(t)::text as row from tenants t where tenant_id = ${tenant_id}`.execute(rt.runtime.database.db);
       for (const name of names) expect(raw.rows[0]!.row).not.toContain(`value-of-${name}`);
     });
@@ -302,7 +306,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(rowsSeenBy).toEqual({ schedules_probe: true, sandboxes_probe: true, vectors_probe: false });
     });
 
-    it('stops before the rows when stopping work fails: 503 with the report, every row and byte kept', async () => {
+    it('stops before the rows when stopping work fails: 500 naming the step, with the report, every row and byte kept', async () => {
       const { tenant_id } = await createTenant();
       await seed(tenant_id);
       let failing = true;
@@ -315,7 +319,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         },
       });
       const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'DELETE' });
-      expect(res.status).toBe(503);
+      expect(res.status).toBe(500);
       const body = (await res.json()) as { detail: string; code: string; report: { erased: boolean; steps: { step: string; outcome: string }[] } };
       expect(body.code).toBe('erase_incomplete');
       expect(body.detail).toContain("step 'schedules' failed (scheduler unreachable)");
