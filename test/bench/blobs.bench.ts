@@ -7,7 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createBlobStore, type BlobStore } from '../../runtime/src/blob/index.js';
-import { startMinio } from '../harness/minio.js';
+import { minioClient, startMinio } from '../harness/minio.js';
 import { makeTempDir, requireBinary } from '../harness/process.js';
 import {
   Teardown,
@@ -149,14 +149,7 @@ export async function run(): Promise<BenchReport> {
     }
     const minio = await startMinio(binary);
     teardown.add(() => minio.stop());
-    const client = new S3Client({
-      endpoint: minio.endpoint,
-      region: minio.region,
-      forcePathStyle: true,
-      credentials: { accessKeyId: minio.accessKeyId, secretAccessKey: minio.secretAccessKey },
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-    });
+    const client = minioClient(minio);
     teardown.add(() => client.destroy());
     const s3Store = createBlobStore({
       kind: 's3',

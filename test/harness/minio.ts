@@ -43,14 +43,7 @@ export async function startMinio(binary: string): Promise<MinioServer> {
     throw error;
   });
 
-  const client = new S3Client({
-    endpoint,
-    region,
-    forcePathStyle: true,
-    credentials: { accessKeyId, secretAccessKey },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = minioClient({ endpoint, region, accessKeyId, secretAccessKey });
   try {
     await client.send(new CreateBucketCommand({ Bucket: bucket }));
   } catch (error) {
@@ -61,4 +54,16 @@ export async function startMinio(binary: string): Promise<MinioServer> {
   }
 
   return { endpoint, accessKeyId, secretAccessKey, bucket, region, stop: server.stop };
+}
+
+/** A plain S3 client for a test MinIO, set up as NOTES.md says MinIO needs (path style, checksums when required). */
+export function minioClient(server: Pick<MinioServer, 'endpoint' | 'region' | 'accessKeyId' | 'secretAccessKey'>): S3Client {
+  return new S3Client({
+    endpoint: server.endpoint,
+    region: server.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
 }
