@@ -3,6 +3,7 @@
 import { createServer } from 'node:http';
 import { exitOnSignals, Lifecycle } from '../lib/src/http/lifecycle.js';
 import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '../lib/src/program.js';
+import { announceGeneratedOwner } from '../control-api/src/owner.js';
 import { createControlApi } from '../control-api/src/app.js';
 import { loadControlApiConfig } from '../control-api/src/config.js';
 import { createRuntime } from '../runtime/src/app.js';
@@ -14,13 +15,18 @@ const lifecycle = new Lifecycle();
 const runtime = await startOrExit(logger, 'the runtime', () =>
   createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle }),
 );
-const control = await createControlApi({
-  config: configs.control,
-  logger: logger.child({ program: 'control-api' }),
-  lifecycle,
-  readiness: { runtime: () => runtime.database.ping() },
-});
+// One embedded database for both: the control-api keeps its tables in schema `control` beside the runtime's.
+const control = await startOrExit(logger, 'the control-api', () =>
+  createControlApi({
+    config: configs.control,
+    logger: logger.child({ program: 'control-api' }),
+    lifecycle,
+    database: runtime.database,
+    readiness: { runtime: () => runtime.database.ping() },
+  }),
+);
 if (runtime.generatedAdminKey) announceGeneratedSecret(logger, 'a runtime admin key', runtime.adminKeyFile, runtime.adminKey);
+if (control.generatedOwner) announceGeneratedOwner(logger, control.generatedOwner);
 
 const dataServer = createServer(runtime.app);
 const controlServer = createServer(control.app);

@@ -1,16 +1,33 @@
-// The control-api's composition root. So far it serves the operational routes and its OpenAPI document;
-// accounts, projects, keys and minting arrive with the identity work (issue 3).
+// The control-api's composition root: its store (schema `control`, in its own database or, in the all-in-one,
+// beside the runtime's), sign-in counters, the first owner, and the routes.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import type { Express } from 'express';
+import type { Kysely } from 'kysely';
+import { loadOrCreateSecret } from '../../lib/src/crypto/local-secrets.js';
+import { openDatabase, type Database } from '../../lib/src/db/database.js';
+import { migrate } from '../../lib/src/db/migrate.js';
+import { createEventBus, type EventBus } from '../../lib/src/events/index.js';
 import { createHttpApp, type OpenApiDocument } from '../../lib/src/http/app.js';
 import { Lifecycle } from '../../lib/src/http/lifecycle.js';
 import type { ReadinessCheck } from '../../lib/src/http/operational.js';
 import type { Logger } from '../../lib/src/logging.js';
+import { accountRoutes, sessionGuard } from './accounts/routes.js';
+import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
+import { ProjectService } from './projects/service.js';
+import { controlMigrations, controlSchema } from './store/migrations.js';
+import type { ControlSchema } from './store/schema.js';
 
 export interface ControlApi {
   app: Express;
   openapi: OpenApiDocument;
   lifecycle: Lifecycle;
+  accounts: AccountService;
+  projects: ProjectService;
+  database: Database<any>;
+  /** Set when this start created the first owner with a generated password (kept in `ownerPasswordFile`). */
+  generatedOwner: { email: string; passwordFile: string } | undefined;
   close(): Promise<void>;
 }
 
@@ -18,24 +35,76 @@ export interface ControlApiDeps {
   config: ControlApiConfig;
   logger: Logger;
   lifecycle?: Lifecycle;
+  /** A database to share (the all-in-one passes the runtime's); otherwise the config's is opened. */
+  database?: Database<any>;
   /** Dependencies whose answer decides readiness (in the all-in-one: the in-process runtime it provisions into). */
   readiness?: Record<string, ReadinessCheck>;
 }
 
-export async function createControlApi({ config, logger, lifecycle = new Lifecycle(), readiness = {} }: ControlApiDeps): Promise<ControlApi> {
-  const { app, openapi } = createHttpApp({
-    program: 'control-api',
-    title: 'agentplane control plane',
-    description: 'The control plane: projects, project keys (X-API-Key, `pk_`), end-user token minting and project configuration.',
-    logger,
-    lifecycle,
-    bodyLimitBytes: config.bodyLimitBytes,
-    routes: [],
-    guards: {},
-    securitySchemes: {
-      apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'A project key (`pk_...`), scope mint or admin' },
-    },
-    readiness,
-  });
-  return { app, openapi, lifecycle, close: async () => {} };
+export const defaultOwnerEmail = 'owner@localhost';
+
+export async function createControlApi({ config, logger, lifecycle = new Lifecycle(), database, readiness = {} }: ControlApiDeps): Promise<ControlApi> {
+  const ownDatabase = database ? undefined : await openDatabase(config.database);
+  const store = (database ?? ownDatabase)!;
+  const closers: (() => Promise<void>)[] = ownDatabase ? [() => ownDatabase.close()] : [];
+  try {
+    const migrated = await migrate(store.db, controlMigrations, { schema: controlSchema });
+    if (migrated.applied.length > 0) logger.info({ applied: migrated.applied }, 'control database migrated');
+    const db = store.db.withSchema(controlSchema) as unknown as Kysely<ControlSchema>;
+
+    const events: EventBus = createEventBus(config.events, { logger });
+    closers.unshift(() => events.close());
+
+    const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
+    const projects = new ProjectService(db);
+    const generatedOwner = await ensureOwner(accounts, config);
+
+    const { app, openapi } = createHttpApp({
+      program: 'control-api',
+      title: 'agentplane control plane',
+      description: 'The control plane: accounts and orgs (session), projects, project keys (X-API-Key, `pk_`), end-user token minting and project configuration.',
+      logger,
+      lifecycle,
+      bodyLimitBytes: config.bodyLimitBytes,
+      routes: [...accountRoutes(accounts, projects)],
+      guards: { session: sessionGuard(accounts) },
+      securitySchemes: {
+        session: { type: 'http', scheme: 'bearer', description: 'A session token from POST /api/auth/login (`ses_...`)' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'A project key (`pk_...`), scope mint or admin' },
+      },
+      readiness: { database: () => store.ping(), events: () => events.ping(), ...readiness },
+    });
+
+    return {
+      app,
+      openapi,
+      lifecycle,
+      accounts,
+      projects,
+      database: store,
+      generatedOwner,
+      async close() {
+        for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));
+      },
+    };
+  } catch (error) {
+    for (const close of closers) await close().catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * The first owner and org, on a start that finds no account: from AGENTPLANE_OWNER_EMAIL/PASSWORD, or with a
+ * generated one-time password kept in the data dir (mode 0600) for the person who started it.
+ */
+async function ensureOwner(accounts: AccountService, config: ControlApiConfig): Promise<ControlApi['generatedOwner']> {
+  if (await accounts.hasAccounts()) return undefined;
+  if (config.owner.email && config.owner.password) {
+    await accounts.createOwner(config.owner.email, config.owner.password, 'default');
+    return undefined;
+  }
+  const passwordFile = join(config.dataDir, 'secrets', 'owner-password');
+  const password = loadOrCreateSecret(passwordFile, () => randomBytes(18).toString('base64url')).value;
+  await accounts.createOwner(defaultOwnerEmail, password, 'default');
+  return { email: defaultOwnerEmail, passwordFile };
 }

@@ -1,11 +1,48 @@
 // The control-api's configuration, parsed from the environment once at start. README's table lists every variable.
+import { resolve } from 'node:path';
 import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '../../lib/src/config.js';
 
-export type ControlApiConfig = ServiceBasics;
+export interface ControlApiConfig extends ServiceBasics {
+  database: { driver: 'pglite'; dataDir: string } | { driver: 'postgres'; url: string; poolSize: number };
+  /** Counters for sign-in limits: in-process, or shared through Redis by every replica. */
+  events: { kind: 'memory' } | { kind: 'redis'; url: string; keyPrefix: string };
+  /** The first owner, created on first start when no account exists. */
+  owner: { email: string | undefined; password: string | undefined };
+  sessionTtlSeconds: number;
+  signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number };
+}
+
+export const minOwnerPasswordLength = 12;
 
 export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
   const read = new EnvReader(env);
-  const config = readServiceBasics(read, { port: 'CONTROL_PORT', defaultPort: 8080, publicUrl: 'CONTROL_PUBLIC_URL' });
+  const basics = readServiceBasics(read, { port: 'CONTROL_PORT', defaultPort: 8080, publicUrl: 'CONTROL_PUBLIC_URL' });
+  const databaseUrl = read.url('CONTROL_DATABASE_URL', ['postgres', 'postgresql']);
+  const redisUrl = read.url('REDIS_URL', ['redis', 'rediss']);
+  const ownerEmail = read.string('AGENTPLANE_OWNER_EMAIL');
+  const ownerPassword = read.string('AGENTPLANE_OWNER_PASSWORD');
+  if (ownerEmail !== undefined && !/^[^\s@]+@[^\s@]+$/.test(ownerEmail)) read.problem(`AGENTPLANE_OWNER_EMAIL=${JSON.stringify(ownerEmail)} is not an email address`);
+  if (ownerPassword !== undefined && ownerPassword.length < minOwnerPasswordLength) {
+    read.problem(`AGENTPLANE_OWNER_PASSWORD is too short: use at least ${minOwnerPasswordLength} characters`);
+  }
+  if ((ownerEmail === undefined) !== (ownerPassword === undefined)) {
+    read.problem('AGENTPLANE_OWNER_EMAIL and AGENTPLANE_OWNER_PASSWORD go together: set both or neither');
+  }
+  const config: ControlApiConfig = {
+    ...basics,
+    database: databaseUrl
+      ? { driver: 'postgres', url: databaseUrl, poolSize: read.integer('CONTROL_DATABASE_POOL_SIZE', 10, { min: 1, max: 200 }) }
+      : { driver: 'pglite', dataDir: resolve(basics.dataDir, 'control', 'pglite') },
+    events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') + 'control:' } : { kind: 'memory' },
+    owner: { email: ownerEmail, password: ownerPassword },
+    sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
+    signIn: {
+      maxFailures: read.integer('SIGNIN_MAX_FAILURES', 10, { min: 1, max: 1000 }),
+      // Higher: many people may sign in from behind one address (an office, a NAT).
+      maxFailuresPerAddress: read.integer('SIGNIN_MAX_FAILURES_PER_ADDRESS', 50, { min: 1, max: 100000 }),
+      windowSeconds: read.integer('SIGNIN_WINDOW_SECONDS', 15 * 60, { min: 1, max: 24 * 3600 }),
+    },
+  };
   read.done();
   return config;
 }

@@ -1,13 +1,15 @@
 // Entry point of the control-api on its own: `npm run start:control-api`.
 import { createServer } from 'node:http';
 import { exitOnSignals } from '../../lib/src/http/lifecycle.js';
-import { listen, loadConfigOrExit, loggerFor } from '../../lib/src/program.js';
+import { listen, loadConfigOrExit, loggerFor, startOrExit } from '../../lib/src/program.js';
+import { announceGeneratedOwner } from './owner.js';
 import { createControlApi } from './app.js';
 import { loadControlApiConfig } from './config.js';
 
 const config = loadConfigOrExit(() => loadControlApiConfig());
 const logger = loggerFor(config);
-const controlApi = await createControlApi({ config, logger });
+const controlApi = await startOrExit(logger, 'the control-api', () => createControlApi({ config, logger }));
+if (controlApi.generatedOwner) announceGeneratedOwner(logger, controlApi.generatedOwner);
 const server = createServer(controlApi.app);
 try {
   await listen(server, config.port, config.host);

@@ -3,7 +3,8 @@ import { createServer, type Server } from 'node:http';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../lib/src/logging.js';
-import { freePort } from '../../test/harness/process.js';
+import { rmSync } from 'node:fs';
+import { freePort, makeTempDir } from '../../test/harness/process.js';
 import { createControlApi } from './app.js';
 import { loadControlApiConfig } from './config.js';
 
@@ -11,10 +12,13 @@ describe('control-api service routes', () => {
   let server: Server;
   let url: string;
   let runtimeAnswers = true;
+  let dataDir: string;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     const port = await freePort();
-    const config = loadControlApiConfig({ CONTROL_PORT: String(port) });
+    dataDir = makeTempDir('control');
+    const config = loadControlApiConfig({ CONTROL_PORT: String(port), AGENTPLANE_DATA_DIR: dataDir });
     const control = await createControlApi({
       config,
       logger: silentLogger(),
@@ -24,12 +28,15 @@ describe('control-api service routes', () => {
         },
       },
     });
+    close = () => control.close();
     server = createServer(control.app);
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${port}`;
   });
   afterAll(async () => {
     await new Promise((resolve) => server?.close(resolve));
+    await close?.();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('serves /health, and /ready that follows its dependencies', async () => {
@@ -38,7 +45,10 @@ describe('control-api service routes', () => {
     runtimeAnswers = false;
     const down = await fetch(`${url}/ready`);
     expect(down.status).toBe(503);
-    expect(await down.json()).toMatchObject({ ready: false, dependencies: { runtime: { ok: false, error: 'runtime does not answer' } } });
+    expect(await down.json()).toMatchObject({
+      ready: false,
+      dependencies: { database: { ok: true }, events: { ok: true }, runtime: { ok: false, error: 'runtime does not answer' } },
+    });
     runtimeAnswers = true;
   });
 

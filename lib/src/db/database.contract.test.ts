@@ -83,6 +83,14 @@ function contract(name: string, open: () => Promise<Database<Schema>>) {
       expect(tables.rows[0]?.n).toBe(0);
     });
 
+    it('keeps a separate history per schema, so two programs can share one database', async () => {
+      const other: Migration[] = [{ version: 1, name: 'other program', statements: ['create table other_program.things (id int)'] }];
+      expect((await migrate(db, other, { schema: 'other_program' })).applied).toEqual([{ version: 1, name: 'other program' }]);
+      expect(await currentVersion(db, { schema: 'other_program' })).toBe(1);
+      expect(await currentVersion(db)).toBe(3);
+      expect((await migrate(db, other, { schema: 'other_program' })).applied).toEqual([]);
+    });
+
     it('round-trips jsonb, timestamps and counts', async () => {
       await db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ nested: { list: [1, 'two', null] } }) }).execute();
       const row = await db.selectFrom('notes').selectAll().orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow();

@@ -40,27 +40,39 @@ export function assertOrdered(migrations: Migration[]): void {
   });
 }
 
+export interface MigrateOptions {
+  /**
+   * The PostgreSQL schema whose `schema_migrations` records this set, so two programs can share one database
+   * (the all-in-one) with each its own history. Default `public`.
+   */
+  schema?: string;
+}
+
 /** Applies every migration the database lacks. Idempotent: a migrated database is left untouched. */
-export async function migrate(db: Kysely<any>, migrations: Migration[]): Promise<MigrationOutcome> {
+export async function migrate(db: Kysely<any>, migrations: Migration[], options: MigrateOptions = {}): Promise<MigrationOutcome> {
   assertOrdered(migrations);
+  const schema = options.schema ?? 'public';
+  if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name '${schema}'`);
+  const history = sql.table(`${schema}.schema_migrations`);
   const codeVersion = migrations.length;
   const applied: MigrationOutcome['applied'] = [];
   for (;;) {
     const step = await db.transaction().execute(async (trx) => {
       await sql`select pg_advisory_xact_lock(${migrationLockKey.toString()}::bigint)`.execute(trx);
-      // Under the lock: `create table if not exists` itself races between replicas.
+      // Under the lock: `create ... if not exists` itself races between replicas.
+      await sql`create schema if not exists ${sql.id(schema)}`.execute(trx);
       await sql`
-        create table if not exists schema_migrations (
+        create table if not exists ${history} (
           version integer primary key,
           name text not null,
           applied_at timestamptz not null default now()
         )`.execute(trx);
-      const current = await currentVersion(trx);
+      const current = await currentVersion(trx, options);
       if (current > codeVersion) throw new SchemaTooNewError(current, codeVersion);
       const next = migrations[current];
       if (!next) return null;
       for (const statement of next.statements) await sql.raw(statement).execute(trx);
-      await sql`insert into schema_migrations (version, name) values (${next.version}, ${next.name})`.execute(trx);
+      await sql`insert into ${history} (version, name) values (${next.version}, ${next.name})`.execute(trx);
       return next;
     });
     if (!step) break;
@@ -69,7 +81,8 @@ export async function migrate(db: Kysely<any>, migrations: Migration[]): Promise
   return { applied, version: codeVersion };
 }
 
-export async function currentVersion(db: Kysely<any>): Promise<number> {
-  const result = await sql<{ version: number | null }>`select max(version) as version from schema_migrations`.execute(db);
+export async function currentVersion(db: Kysely<any>, options: MigrateOptions = {}): Promise<number> {
+  const history = sql.table(`${options.schema ?? 'public'}.schema_migrations`);
+  const result = await sql<{ version: number | null }>`select max(version) as version from ${history}`.execute(db);
   return Number(result.rows[0]?.version ?? 0);
 }

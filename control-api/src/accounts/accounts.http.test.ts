@@ -1,0 +1,191 @@
+// Signing in and the org routes through HTTP, on the embedded store and on PostgreSQL + Redis.
+import { createServer, type Server } from 'node:http';
+import { rmSync, statSync } from 'node:fs';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../lib/src/logging.js';
+import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
+import { freePort, makeTempDir } from '../../../test/harness/process.js';
+import { redisServerBinary, startRedis, type RedisServer } from '../../../test/harness/redis.js';
+import { createControlApi, defaultOwnerEmail, type ControlApi } from '../app.js';
+import { loadControlApiConfig } from '../config.js';
+import { projectKeyOnOrgRoute } from './routes.js';
+
+const setups = postgresBinaries() && redisServerBinary() ? (['embedded', 'scale'] as const) : (['embedded'] as const);
+
+interface Started {
+  url: string;
+  control: ControlApi;
+  stop(): Promise<void>;
+}
+
+async function startControl(env: Record<string, string>): Promise<Started> {
+  const port = await freePort();
+  const control = await createControlApi({ config: loadControlApiConfig({ CONTROL_PORT: String(port), ...env }), logger: silentLogger() });
+  const server: Server = createServer(control.app);
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    control,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await control.close();
+    },
+  };
+}
+
+const ownerEmail = 'Owner@Example.com';
+const ownerPassword = 'correct horse battery staple';
+
+describe.each(setups)('accounts and org routes (%s)', (setup) => {
+  let postgres: PostgresServer | undefined;
+  let redis: RedisServer | undefined;
+  let dataDir: string;
+  let api: Started;
+
+  const call = (path: string, init: RequestInit & { token?: string } = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.token) headers.set('authorization', `Bearer ${init.token}`);
+    if (init.body !== undefined) headers.set('content-type', 'application/json');
+    return fetch(`${api.url}${path}`, { ...init, headers });
+  };
+  const login = async (email: string, password: string) => call('/api/auth/login', { method: 'POST', body: JSON.stringify({ email, password }) });
+
+  beforeAll(async () => {
+    dataDir = makeTempDir('control-accounts');
+    const env: Record<string, string> = {
+      AGENTPLANE_DATA_DIR: dataDir,
+      AGENTPLANE_OWNER_EMAIL: ownerEmail,
+      AGENTPLANE_OWNER_PASSWORD: ownerPassword,
+      SIGNIN_MAX_FAILURES: '3',
+    };
+    if (setup === 'scale') {
+      [postgres, redis] = await Promise.all([startPostgres(), startRedis(redisServerBinary()!)]);
+      env.CONTROL_DATABASE_URL = await postgres.createDatabase();
+      env.REDIS_URL = redis.url;
+    }
+    api = await startControl(env);
+  });
+  afterAll(async () => {
+    await api?.stop();
+    await Promise.all([postgres?.stop(), redis?.stop()]);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('signs the first owner in (email case-insensitive), shows the account and its org, and signs out', async () => {
+    const res = await login('owner@example.com', ownerPassword);
+    expect(res.status).toBe(200);
+    const session = (await res.json()) as { token: string; expires_at: string; account: { email: string } };
+    expect(session.token).toMatch(/^ses_[A-Za-z0-9_-]{43}$/);
+    expect(session.account.email).toBe('owner@example.com');
+    expect(new Date(session.expires_at).getTime()).toBeGreaterThan(Date.now() + 6 * 24 * 3600 * 1000);
+
+    const me = (await (await call('/api/me', { token: session.token })).json()) as { account: { email: string }; orgs: { role: string }[] };
+    expect(me.account.email).toBe('owner@example.com');
+    expect(me.orgs).toEqual([expect.objectContaining({ name: 'default', role: 'owner' })]);
+
+    expect((await call('/api/auth/logout', { method: 'POST', token: session.token })).status).toBe(204);
+    const after = await call('/api/me', { token: session.token });
+    expect(after.status).toBe(401);
+    expect(await after.json()).toEqual({ detail: 'not signed in: the session token is unknown or was signed out' });
+  });
+
+  it('answers a wrong password and an unknown email alike', async () => {
+    const wrong = await login(ownerEmail, 'not the password');
+    const unknown = await login('nobody@example.com', 'whatever it is');
+    expect(wrong.status).toBe(401);
+    expect(unknown.status).toBe(401);
+    expect(await wrong.json()).toEqual(await unknown.json());
+  });
+
+  it('limits guessing across many emails from one address', async () => {
+    const dir = makeTempDir('control-addr');
+    const limited = await startControl({ AGENTPLANE_DATA_DIR: dir, SIGNIN_MAX_FAILURES_PER_ADDRESS: '4' });
+    try {
+      const attempt = (email: string) =>
+        fetch(`${limited.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'guess' }) });
+      for (let i = 0; i < 4; i++) expect((await attempt(`victim${i}@example.com`)).status).toBe(401);
+      expect((await attempt('victim-next@example.com')).status).toBe(429);
+    } finally {
+      await limited.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('limits repeated failures for an email with 429 naming when to retry, even for the right password', async () => {
+    const email = `limited-${setup}@example.com`;
+    await api.control.accounts.createOwner(email, ownerPassword, 'limited');
+    for (let i = 0; i < 3; i++) expect((await login(email, `wrong ${i}`)).status).toBe(401);
+    const limited = await login(email, ownerPassword);
+    expect(limited.status).toBe(429);
+    const body = (await limited.json()) as { detail: string; retry_at: string };
+    expect(body.detail).toMatch(/^too many failed sign-ins: try again after \d{4}-\d\d-\d\dT/);
+    expect(new Date(body.retry_at).getTime()).toBeGreaterThan(Date.now());
+  });
+
+  it('refuses an expired session', async () => {
+    const { token } = (await (await login(ownerEmail, ownerPassword)).json()) as { token: string };
+    await sql`update control.sessions set expires_at = now() - interval '1 second'`.execute(api.control.database.db);
+    const res = await call('/api/me', { token });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ detail: 'the session has expired: sign in again' });
+  });
+
+  it('creates and lists projects in an org the account belongs to, and hides other orgs', async () => {
+    const { token } = (await (await login(ownerEmail, ownerPassword)).json()) as { token: string };
+    const orgId = ((await (await call('/api/me', { token })).json()) as { orgs: { id: string }[] }).orgs[0]!.id;
+    const created = await call(`/api/orgs/${orgId}/projects`, { method: 'POST', token, body: JSON.stringify({ name: 'Support bot' }) });
+    expect(created.status).toBe(201);
+    const project = (await created.json()) as { id: string; tenant_id: string; name: string; org_id: string };
+    expect(project).toMatchObject({ name: 'Support bot', org_id: orgId });
+    expect(project.tenant_id).not.toBe(project.id);
+    const list = (await (await call(`/api/orgs/${orgId}/projects`, { token })).json()) as { projects: { id: string }[] };
+    expect(list.projects.map((p) => p.id)).toContain(project.id);
+
+    const other = await api.control.accounts.createOwner(`other-${setup}@example.com`, ownerPassword, 'other');
+    for (const path of [`/api/orgs/${other.orgId}/projects`, `/api/orgs/${crypto.randomUUID()}/projects`]) {
+      const hidden = await call(path, { token });
+      expect(hidden.status).toBe(404);
+      expect(((await hidden.json()) as { detail: string }).detail).toMatch(/^org [0-9a-f-]+ not found$/);
+    }
+    const bad = await call(`/api/orgs/${orgId}/projects`, { method: 'POST', token, body: JSON.stringify({ name: '  ' }) });
+    expect(bad.status).toBe(422);
+  });
+
+  it('refuses a project key on org routes with 403 saying why, and no credential with 401', async () => {
+    const path = `/api/orgs/${crypto.randomUUID()}/projects`;
+    for (const headers of [{ 'x-api-key': 'pk_live_abc' }, { authorization: 'Bearer pk_live_abc' }] as Record<string, string>[]) {
+      const res = await call(path, { headers });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual({ detail: projectKeyOnOrgRoute });
+    }
+    expect((await call(path)).status).toBe(401);
+    expect((await call('/api/me', { token: 'ses_forged' })).status).toBe(401);
+  });
+});
+
+describe('first start without an owner configured', () => {
+  it('creates the owner with a one-time password kept in the data dir, once', async () => {
+    const dataDir = makeTempDir('control-owner');
+    try {
+      const first = await startControl({ AGENTPLANE_DATA_DIR: dataDir });
+      expect(first.control.generatedOwner).toEqual({ email: defaultOwnerEmail, passwordFile: `${dataDir}/secrets/owner-password` });
+      expect(statSync(`${dataDir}/secrets/owner-password`).mode & 0o777).toBe(0o600);
+      const { readFileSync } = await import('node:fs');
+      const password = readFileSync(`${dataDir}/secrets/owner-password`, 'utf8').trim();
+      const res = await fetch(`${first.url}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: defaultOwnerEmail, password }),
+      });
+      expect(res.status).toBe(200);
+      await first.stop();
+      const second = await startControl({ AGENTPLANE_DATA_DIR: dataDir });
+      expect(second.control.generatedOwner).toBeUndefined();
+      await second.stop();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

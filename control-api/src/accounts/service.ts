@@ -1,0 +1,135 @@
+// People and their sign-in: accounts with scrypt-hashed passwords, orgs they belong to, and opaque session
+// tokens (stored only as a hash) that expire and can be revoked. Failed sign-ins are rate limited.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { AppError, unauthenticated } from '../../../lib/src/errors.js';
+import type { Counters } from '../../../lib/src/events/port.js';
+import type { ControlSchema } from '../store/schema.js';
+import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
+
+export interface Account {
+  id: string;
+  email: string;
+  created_at: string;
+}
+
+export interface OrgMembership {
+  id: string;
+  name: string;
+  role: 'owner' | 'member';
+}
+
+export interface SignInLimits {
+  /** Failed sign-ins allowed per email in one window. */
+  maxFailures: number;
+  /** Failed sign-ins allowed per client address in one window (guessing across many emails). */
+  maxFailuresPerAddress: number;
+  windowSeconds: number;
+}
+
+export interface SessionOptions {
+  ttlSeconds: number;
+}
+
+const sessionPrefix = 'ses_';
+
+const hashToken = (token: string) => createHash('sha256').update(token).digest('base64url');
+
+export const normaliseEmail = (email: string) => email.trim().toLowerCase();
+
+export class AccountService {
+  constructor(
+    private readonly db: Kysely<ControlSchema>,
+    private readonly counters: Counters,
+    private readonly limits: SignInLimits,
+    private readonly sessions: SessionOptions,
+  ) {}
+
+  async hasAccounts(): Promise<boolean> {
+    return Boolean(await this.db.selectFrom('accounts').select('id').limit(1).executeTakeFirst());
+  }
+
+  /** Creates an account and an org it owns, in one transaction. */
+  async createOwner(email: string, password: string, orgName: string): Promise<{ account: Account; orgId: string }> {
+    const passwordHash = await hashPassword(password);
+    return this.db.transaction().execute(async (trx) => {
+      const account = await trx
+        .insertInto('accounts')
+        .values({ id: randomUUID(), email: normaliseEmail(email), password_hash: passwordHash })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const orgId = randomUUID();
+      await trx.insertInto('orgs').values({ id: orgId, name: orgName }).execute();
+      await trx.insertInto('org_members').values({ org_id: orgId, account_id: account.id, role: 'owner' }).execute();
+      return { account: presentAccount(account), orgId };
+    });
+  }
+
+  /**
+   * Signs in. A wrong password and an unknown email answer alike, in about the same time (the unknown email
+   * is checked against a decoy hash). After `maxFailures` failures for an email or a client address within
+   * the window, every attempt answers 429 until the window resets, the right password included.
+   */
+  async signIn(emailInput: string, password: string, clientAddress: string): Promise<{ token: string; expires_at: string; account: Account }> {
+    const email = normaliseEmail(emailInput);
+    const limits = [
+      { key: `signin:email:${email}`, max: this.limits.maxFailures },
+      { key: `signin:addr:${clientAddress}`, max: this.limits.maxFailuresPerAddress },
+    ];
+    for (const { key, max } of limits) {
+      const { value, resetAt } = await this.counters.get(key);
+      if (value >= max && resetAt) throw tooManyFailures(resetAt);
+    }
+    const account = await this.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
+    const valid = await verifyPassword(password, account?.password_hash ?? (await decoyHash()));
+    if (!account || !valid) {
+      for (const { key } of limits) await this.counters.increment(key, 1, this.limits.windowSeconds);
+      throw unauthenticated('invalid email or password');
+    }
+    const token = `${sessionPrefix}${randomBytes(32).toString('base64url')}`;
+    const expiresAt = new Date(Date.now() + this.sessions.ttlSeconds * 1000);
+    await this.db
+      .insertInto('sessions')
+      .values({ id: randomUUID(), token_hash: hashToken(token), account_id: account.id, expires_at: expiresAt })
+      .execute();
+    return { token, expires_at: expiresAt.toISOString(), account: presentAccount(account) };
+  }
+
+  /** The account behind a live session token; 401 for anything else. */
+  async authenticate(token: string): Promise<Account & { sessionTokenHash: string }> {
+    const row = await this.db
+      .selectFrom('sessions')
+      .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
+      .select(['accounts.id', 'accounts.email', 'accounts.created_at', 'sessions.token_hash', 'sessions.expires_at', 'sessions.revoked_at'])
+      .where('sessions.token_hash', '=', hashToken(token))
+      .executeTakeFirst();
+    if (!row || row.revoked_at !== null) throw unauthenticated('not signed in: the session token is unknown or was signed out');
+    if (row.expires_at.getTime() <= Date.now()) throw unauthenticated('the session has expired: sign in again');
+    return { id: row.id, email: row.email, created_at: row.created_at.toISOString(), sessionTokenHash: row.token_hash };
+  }
+
+  async signOut(sessionTokenHash: string): Promise<void> {
+    await this.db.updateTable('sessions').set({ revoked_at: new Date() }).where('token_hash', '=', sessionTokenHash).where('revoked_at', 'is', null).execute();
+  }
+
+  async orgsOf(accountId: string): Promise<OrgMembership[]> {
+    const rows = await this.db
+      .selectFrom('org_members')
+      .innerJoin('orgs', 'orgs.id', 'org_members.org_id')
+      .select(['orgs.id', 'orgs.name', 'org_members.role'])
+      .where('org_members.account_id', '=', accountId)
+      .orderBy('orgs.created_at')
+      .execute();
+    return rows;
+  }
+}
+
+function presentAccount(row: { id: string; email: string; created_at: Date }): Account {
+  return { id: row.id, email: row.email, created_at: row.created_at.toISOString() };
+}
+
+function tooManyFailures(resetAt: Date): AppError {
+  return new AppError('rate_limited', `too many failed sign-ins: try again after ${resetAt.toISOString()}`, {
+    extra: { retry_at: resetAt.toISOString() },
+  });
+}

@@ -1,0 +1,48 @@
+// The control-api's schema (PostgreSQL schema `control`), in order. Released migrations are never edited.
+// It lives beside the runtime's tables when the all-in-one shares one database, with its own history.
+import type { Migration } from '../../../lib/src/db/migrate.js';
+
+export const controlSchema = 'control';
+
+export const controlMigrations: Migration[] = [
+  {
+    version: 1,
+    name: 'accounts, orgs, sessions, projects',
+    statements: [
+      `create table control.accounts (
+        id uuid primary key,
+        email text not null unique,
+        password_hash text not null,
+        created_at timestamptz not null default now()
+      )`,
+      `create table control.orgs (
+        id uuid primary key,
+        name text not null,
+        created_at timestamptz not null default now()
+      )`,
+      `create table control.org_members (
+        org_id uuid not null references control.orgs (id) on delete cascade,
+        account_id uuid not null references control.accounts (id) on delete cascade,
+        role text not null check (role in ('owner', 'member')),
+        primary key (org_id, account_id)
+      )`,
+      `create table control.sessions (
+        id uuid primary key,
+        token_hash text not null unique,
+        account_id uuid not null references control.accounts (id) on delete cascade,
+        created_at timestamptz not null default now(),
+        expires_at timestamptz not null,
+        revoked_at timestamptz
+      )`,
+      `create table control.projects (
+        id uuid primary key,
+        org_id uuid not null references control.orgs (id) on delete cascade,
+        name text not null,
+        tenant_id uuid not null unique,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now()
+      )`,
+      'create index projects_org on control.projects (org_id, created_at)',
+    ],
+  },
+];
