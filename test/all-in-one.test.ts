@@ -104,6 +104,15 @@ describe('npm start (all-in-one)', () => {
     expect(first.lines.join('\n')).not.toContain(adminKey);
 
     expect((await fetch(`${up.control_url}/health`)).status).toBe(200);
+    // The first owner signs in on the control plane, whose tables share the embedded database.
+    const ownerPassword = readFileSync(join(dataDir, 'secrets', 'owner-password'), 'utf8').trim();
+    expect(first.lines.join('\n')).not.toContain(ownerPassword);
+    const signIn = await fetch(`${up.control_url}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'owner@localhost', password: ownerPassword }),
+    });
+    expect(signIn.status).toBe(200);
     expect((await fetch(`${up.control_url}/ready`)).status).toBe(200);
     expect((await fetch(`${up.data_url}/ready`)).status).toBe(200);
     const created = await fetch(`${up.data_url}/tenants`, {
