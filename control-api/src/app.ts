@@ -15,6 +15,8 @@ import type { Logger } from '../../lib/src/logging.js';
 import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
+import { keyRoutes, projectCallerGuard } from './keys/routes.js';
+import { ProjectKeyService } from './keys/service.js';
 import { ProjectService } from './projects/service.js';
 import { controlMigrations, controlSchema } from './store/migrations.js';
 import type { ControlSchema } from './store/schema.js';
@@ -25,6 +27,7 @@ export interface ControlApi {
   lifecycle: Lifecycle;
   accounts: AccountService;
   projects: ProjectService;
+  keys: ProjectKeyService;
   database: Database<any>;
   /** Set when this start created the first owner with a generated password (kept in `ownerPasswordFile`). */
   generatedOwner: { email: string; passwordFile: string } | undefined;
@@ -57,6 +60,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
 
     const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
     const projects = new ProjectService(db);
+    const keys = new ProjectKeyService(db, projects);
     const generatedOwner = await ensureOwner(accounts, config);
 
     const { app, openapi } = createHttpApp({
@@ -66,8 +70,8 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [...accountRoutes(accounts, projects)],
-      guards: { session: sessionGuard(accounts) },
+      routes: [...accountRoutes(accounts, projects), ...keyRoutes(keys)],
+      guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {
         session: { type: 'http', scheme: 'bearer', description: 'A session token from POST /api/auth/login (`ses_...`)' },
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'A project key (`pk_...`), scope mint or admin' },
@@ -81,6 +85,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       lifecycle,
       accounts,
       projects,
+      keys,
       database: store,
       generatedOwner,
       async close() {

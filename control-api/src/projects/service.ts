@@ -27,6 +27,18 @@ export class ProjectService {
     if (!member) throw notFound(`org ${orgId} not found`);
   }
 
+  /** Resolves when the account belongs to the project's org; otherwise 404, as for a project that does not exist. */
+  async assertAccountSees(projectId: string, accountId: string): Promise<void> {
+    const row = await this.db
+      .selectFrom('projects')
+      .innerJoin('org_members', 'org_members.org_id', 'projects.org_id')
+      .select('projects.id')
+      .where('projects.id', '=', projectId)
+      .where('org_members.account_id', '=', accountId)
+      .executeTakeFirst();
+    if (!row) throw notFound(`project ${projectId} not found`);
+  }
+
   async create(orgId: string, accountId: string, name: string): Promise<ProjectOut> {
     await this.assertMember(orgId, accountId);
     const row = await this.db

@@ -45,4 +45,22 @@ export const controlMigrations: Migration[] = [
       'create index projects_org on control.projects (org_id, created_at)',
     ],
   },
+  {
+    version: 2,
+    name: 'project keys',
+    statements: [
+      `create table control.project_keys (
+        id uuid primary key,
+        project_id uuid not null references control.projects (id) on delete cascade,
+        name text not null default '',
+        scope text not null check (scope in ('mint', 'admin')),
+        key_hash text not null unique,
+        last_four text not null,
+        created_at timestamptz not null default now(),
+        created_by text not null,
+        revoked_at timestamptz
+      )`,
+      'create index project_keys_project on control.project_keys (project_id, created_at)',
+    ],
+  },
 ];

@@ -1,0 +1,121 @@
+// Project keys through HTTP: who may create, list and revoke them, scopes, and what a revoked key can do.
+import { createServer, type Server } from 'node:http';
+import { rmSync } from 'node:fs';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../lib/src/logging.js';
+import { freePort, makeTempDir } from '../../../test/harness/process.js';
+import { createControlApi, type ControlApi } from '../app.js';
+import { loadControlApiConfig } from '../config.js';
+
+describe('project keys', () => {
+  let control: ControlApi;
+  let server: Server;
+  let url: string;
+  let dataDir: string;
+  let session: string;
+  let projectId: string;
+  let otherProjectId: string;
+
+  const call = (path: string, init: RequestInit & { key?: string; token?: string } = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.key) headers.set('x-api-key', init.key);
+    if (init.token) headers.set('authorization', `Bearer ${init.token}`);
+    if (init.body !== undefined) headers.set('content-type', 'application/json');
+    return fetch(`${url}${path}`, { ...init, headers });
+  };
+  const createKey = async (auth: { key?: string; token?: string }, body: object = {}, project = projectId) =>
+    call(`/api/projects/${project}/keys`, { method: 'POST', body: JSON.stringify(body), ...auth });
+
+  beforeAll(async () => {
+    dataDir = makeTempDir('control-keys');
+    const port = await freePort();
+    control = await createControlApi({
+      config: loadControlApiConfig({
+        CONTROL_PORT: String(port),
+        AGENTPLANE_DATA_DIR: dataDir,
+        AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
+        AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
+      }),
+      logger: silentLogger(),
+    });
+    server = createServer(control.app);
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${port}`;
+    session = (await control.accounts.signIn('owner@example.com', 'a long enough password', 'test')).token;
+    const orgId = (await control.accounts.orgsOf((await control.accounts.authenticate(session)).id))[0]!.id;
+    const accountId = (await control.accounts.authenticate(session)).id;
+    projectId = (await control.projects.create(orgId, accountId, 'one')).id;
+    otherProjectId = (await control.projects.create(orgId, accountId, 'two')).id;
+  });
+  afterAll(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    await control?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('lets a signed-in account create the first key, mint scope by default, shown once and stored as a hash', async () => {
+    const res = await createKey({ token: session }, { name: 'server' });
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as { id: string; key: string; scope: string; last_four: string };
+    expect(created.key).toMatch(/^pk_[A-Za-z0-9_-]{43}$/);
+    expect(created.scope).toBe('mint');
+    expect(created.last_four).toBe(created.key.slice(-4));
+    const listed = (await (await call(`/api/projects/${projectId}/keys`, { token: session })).json()) as { keys: object[] };
+    expect(listed.keys).toEqual([expect.objectContaining({ id: created.id, scope: 'mint', revoked_at: null })]);
+    expect(JSON.stringify(listed)).not.toContain(created.key);
+    const stored = await sql<{ row: string }>`select row_to_json(k)::text as row from control.project_keys k`.execute(control.database.db);
+    expect(stored.rows.map((r) => r.row).join()).not.toContain(created.key);
+  });
+
+  it('refuses admin routes to a mint key with 403 that says so; an admin key may create keys', async () => {
+    const mint = ((await (await createKey({ token: session })).json()) as { key: string }).key;
+    for (const res of [await createKey({ key: mint }), await call(`/api/projects/${projectId}/keys`, { key: mint })]) {
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { detail: string }).detail).toBe(
+        'this route needs an admin-scope project key; the key used has scope mint (mint tokens and read the ceiling only)',
+      );
+    }
+    const admin = ((await (await createKey({ token: session }, { scope: 'admin' })).json()) as { key: string }).key;
+    const byAdmin = await createKey({ key: admin }, { scope: 'admin', name: 'rotated' });
+    expect(byAdmin.status).toBe(201);
+    expect((await call(`/api/projects/${projectId}/keys`, { key: admin })).status).toBe(200);
+    // Also as a bearer: a pk_ key is recognised either way.
+    expect((await call(`/api/projects/${projectId}/keys`, { token: admin })).status).toBe(200);
+  });
+
+  it("answers 404 for another project's keys, as for a project that does not exist", async () => {
+    const admin = ((await (await createKey({ token: session }, { scope: 'admin' })).json()) as { key: string }).key;
+    for (const project of [otherProjectId, crypto.randomUUID()]) {
+      const res = await call(`/api/projects/${project}/keys`, { key: admin });
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ detail: `project ${project} not found` });
+    }
+  });
+
+  it('revokes a key at once, idempotently; a revoked or unknown key is 401', async () => {
+    const admin = ((await (await createKey({ token: session }, { scope: 'admin' })).json()) as { key: string; id: string });
+    const first = await call(`/api/projects/${projectId}/keys/${admin.id}`, { method: 'DELETE', token: session });
+    expect(first.status).toBe(200);
+    const revokedAt = ((await first.json()) as { revoked_at: string }).revoked_at;
+    expect(revokedAt).not.toBeNull();
+    const again = (await (await call(`/api/projects/${projectId}/keys/${admin.id}`, { method: 'DELETE', token: session })).json()) as { revoked_at: string };
+    expect(again.revoked_at).toBe(revokedAt);
+
+    const refused = await call(`/api/projects/${projectId}/keys`, { key: admin.key });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({ detail: 'this project key was revoked' });
+    expect((await call(`/api/projects/${projectId}/keys`, { key: 'pk_unknown' })).status).toBe(401);
+    expect((await call(`/api/projects/${projectId}/keys`, { key: 'sk-not-a-project-key' })).status).toBe(401);
+    expect((await call(`/api/projects/${projectId}/keys`)).status).toBe(401);
+    expect((await call(`/api/projects/${projectId}/keys/${crypto.randomUUID()}`, { method: 'DELETE', token: session })).status).toBe(404);
+  });
+
+  it("hides a project from an account outside its org", async () => {
+    const outsider = await control.accounts.createOwner('outsider@example.com', 'another long password', 'elsewhere');
+    const token = (await control.accounts.signIn('outsider@example.com', 'another long password', 'test')).token;
+    expect(outsider.orgId).toBeTruthy();
+    expect((await createKey({ token })).status).toBe(404);
+  });
+});
