@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Express } from 'express';
 import type { Kysely } from 'kysely';
-import { loadOrCreateSecret } from '../../lib/src/crypto/local-secrets.js';
+import { loadMasterKey, loadOrCreateSecret } from '../../lib/src/crypto/local-secrets.js';
+import { SecretBox } from '../../lib/src/crypto/secret-box.js';
 import { openDatabase, type Database } from '../../lib/src/db/database.js';
 import { migrate } from '../../lib/src/db/migrate.js';
 import { createEventBus, type EventBus } from '../../lib/src/events/index.js';
@@ -17,7 +18,9 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
+import { projectRoutes } from './projects/routes.js';
 import { ProjectService } from './projects/service.js';
+import { TokenMintService } from './tokens/service.js';
 import { controlMigrations, controlSchema } from './store/migrations.js';
 import type { ControlSchema } from './store/schema.js';
 
@@ -59,8 +62,10 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     closers.unshift(() => events.close());
 
     const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
-    const projects = new ProjectService(db);
+    const secretBox = new SecretBox(loadMasterKey(config.masterKey, join(config.dataDir, 'secrets')));
+    const projects = new ProjectService(db, secretBox);
     const keys = new ProjectKeyService(db, projects);
+    const mint = new TokenMintService(projects, keys);
     const generatedOwner = await ensureOwner(accounts, config);
 
     const { app, openapi } = createHttpApp({
@@ -70,7 +75,11 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [...accountRoutes(accounts, projects), ...keyRoutes(keys)],
+      routes: [
+        ...accountRoutes(accounts, projects),
+        ...keyRoutes(keys),
+        ...projectRoutes(projects, keys, mint, { control: config.publicUrl, data: config.dataPlaneUrl }),
+      ],
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {
         session: { type: 'http', scheme: 'bearer', description: 'A session token from POST /api/auth/login (`ses_...`)' },

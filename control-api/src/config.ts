@@ -9,6 +9,10 @@ export interface ControlApiConfig extends ServiceBasics {
   /** The first owner, created on first start when no account exists. */
   owner: { email: string | undefined; password: string | undefined };
   sessionTtlSeconds: number;
+  /** Base64 32-byte key sealing secrets at rest (project signing keys, provider keys); generated into the data dir when unset. */
+  masterKey: string | undefined;
+  /** The data-plane URL handed to customers (the all-in-one's runtime; on Kubernetes each project gets its own host). */
+  dataPlaneUrl: string;
   signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number };
 }
 
@@ -35,6 +39,8 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
       : { driver: 'pglite', dataDir: resolve(basics.dataDir, 'control', 'pglite') },
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') + 'control:' } : { kind: 'memory' },
     owner: { email: ownerEmail, password: ownerPassword },
+    masterKey: read.string('AGENTPLANE_MASTER_KEY'),
+    dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
     sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
     signIn: {
       maxFailures: read.integer('SIGNIN_MAX_FAILURES', 10, { min: 1, max: 1000 }),

@@ -63,4 +63,15 @@ export const controlMigrations: Migration[] = [
       'create index project_keys_project on control.project_keys (project_id, created_at)',
     ],
   },
+  {
+    version: 3,
+    name: 'project configuration and signing keys',
+    statements: [
+      `alter table control.projects add column ceiling jsonb not null default '{}'::jsonb`,
+      `alter table control.projects add column system_prompt text`,
+      `alter table control.projects add column origins jsonb not null default '[]'::jsonb`,
+      // The project's token signing key ring, sealed under the master key.
+      `alter table control.projects add column signing_keys text`,
+    ],
+  },
 ];

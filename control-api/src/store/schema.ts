@@ -1,6 +1,17 @@
 // The control-api's tables as Kysely sees them (queried through `withSchema('control')`).
 import type { ColumnType, Generated } from 'kysely';
 
+/** A project's capability ceiling and maxima as stored (see projects/ceiling.ts). */
+export interface StoredCeiling {
+  capabilities?: string[];
+  read_only?: boolean;
+  max_token_lifetime_seconds?: number;
+  max_tool_iterations?: number | null;
+  max_context_tokens?: number | null;
+  default_roles?: string[];
+  default_groups?: string[];
+}
+
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
 export interface ControlSchema {
@@ -8,7 +19,18 @@ export interface ControlSchema {
   orgs: { id: string; name: string; created_at: Generated<Date> };
   org_members: { org_id: string; account_id: string; role: 'owner' | 'member' };
   sessions: { id: string; token_hash: string; account_id: string; created_at: Generated<Date>; expires_at: Timestamp; revoked_at: Date | null };
-  projects: { id: string; org_id: string; name: string; tenant_id: string; created_at: Generated<Date>; updated_at: Generated<Date> };
+  projects: {
+    id: string;
+    org_id: string;
+    name: string;
+    tenant_id: string;
+    created_at: Generated<Date>;
+    updated_at: Generated<Date>;
+    ceiling: ColumnType<StoredCeiling, string | undefined, string>;
+    system_prompt: string | null;
+    origins: ColumnType<string[], string | undefined, string>;
+    signing_keys: string | null;
+  };
   project_keys: {
     id: string;
     project_id: string;

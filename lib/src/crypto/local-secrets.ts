@@ -37,3 +37,17 @@ export function parseMasterKey(value: string): Buffer {
   if (key.length !== 32) throw new Error(`expected 32 bytes of base64, got ${key.length} bytes`);
   return key;
 }
+
+/**
+ * The master key: the configured one, or the one generated into `<secretsDir>/master-key` on first start. In the
+ * all-in-one both programs read the same file, so each opens what the other sealed.
+ */
+export function loadMasterKey(configured: string | undefined, secretsDir: string): Buffer {
+  const file = `${secretsDir}/master-key`;
+  const text = configured ?? loadOrCreateSecret(file, generateMasterKey).value;
+  try {
+    return parseMasterKey(text);
+  } catch (error) {
+    throw new Error(`the master key ${configured ? 'in AGENTPLANE_MASTER_KEY' : `in ${file}`} is not valid: ${(error as Error).message}`);
+  }
+}

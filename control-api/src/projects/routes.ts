@@ -1,0 +1,205 @@
+// HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read and change the project and its
+// ceiling, system prompt and origins, the starting snippet, and minting end-user tokens.
+import { z } from 'zod';
+import { CATALOGUE, modalitySide } from '../../../lib/src/permissions/index.js';
+import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { callerOf, ProjectParams } from '../keys/routes.js';
+import type { ProjectKeyService } from '../keys/service.js';
+import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
+import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
+import type { ProjectService } from './service.js';
+
+const ProjectDetailOut = z
+  .object({
+    id: z.uuid(),
+    org_id: z.uuid(),
+    name: z.string(),
+    tenant_id: z.uuid(),
+    ceiling: CeilingOut,
+    system_prompt: z.string().nullable(),
+    origins: z.array(z.string()),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime(),
+  })
+  .meta({ id: 'ProjectDetail' });
+
+const ProjectPatch = z
+  .strictObject({ name: z.string().trim().min(1).max(200).optional(), ceiling: CeilingPatch.optional() })
+  .meta({ id: 'ProjectPatch' });
+
+const CapabilitiesOut = z
+  .object({
+    capabilities: z.array(
+      z.object({ name: z.string(), group: z.string(), grants: z.string(), per_request_flag: z.string().nullable(), enabled: z.boolean() }),
+    ),
+    modalities: z.object({ input: z.array(z.string()), output: z.array(z.string()) }).meta({ description: 'Kinds the ceiling allows on each side' }),
+    read_only: z.boolean(),
+    limits: z.object({ max_token_lifetime_seconds: z.number().int(), max_tool_iterations: z.number().int().nullable(), max_context_tokens: z.number().int().nullable() }),
+  })
+  .meta({ id: 'ProjectCapabilities' });
+
+/** An origin a browser sends: scheme, host and optional port, nothing more; http only for local hosts. */
+const origin = z
+  .string()
+  .max(300)
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      const local = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+      return url.origin === value && (url.protocol === 'https:' || (url.protocol === 'http:' && local));
+    } catch {
+      return false;
+    }
+  }, 'an origin is https://host[:port] (http only for localhost), with no path or trailing slash');
+
+const hidden = { description: 'No such project, or not visible to the caller' };
+const forbidden = { description: 'A mint-scope key on an admin route' };
+
+export function projectRoutes(projects: ProjectService, keys: ProjectKeyService, mint: TokenMintService, urls: { control: string; data: string }): RouteDefinition[] {
+  const admin = async (locals: Record<string, unknown>, projectId: string) => keys.authorize(callerOf(locals), projectId, 'admin');
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}',
+      operationId: 'getProject',
+      summary: 'The project with its capability ceiling',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.get(params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/api/projects/{id}',
+      operationId: 'updateProject',
+      summary: 'Rename the project or change its ceiling (fields given replace the stored ones)',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: ProjectPatch,
+      responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.update(params.id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/capabilities',
+      operationId: 'getProjectCapabilities',
+      summary: 'The ceiling alone: every capability with whether it is enabled and its per-request flag, plus supported modalities (mint keys may read it)',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The ceiling', schema: CapabilitiesOut }, 404: hidden },
+      async handle({ params, res }) {
+        await keys.authorize(callerOf(res.locals), params.id, 'mint');
+        const ceiling = ceilingView((await projects.ceilingOf(params.id)).ceiling);
+        const enabled = new Set(ceiling.capabilities);
+        const kinds = (side: 'input' | 'output') =>
+          ceiling.capabilities.filter((name) => modalitySide(name) === side).map((name) => name.slice(side.length + 1));
+        return {
+          body: {
+            capabilities: CATALOGUE.map((row) => ({
+              name: row.name,
+              group: row.group,
+              grants: row.grants,
+              per_request_flag: row.flag,
+              enabled: enabled.has(row.name) && !(row.name === 'documents:write' && ceiling.read_only),
+            })),
+            modalities: { input: kinds('input'), output: kinds('output') },
+            read_only: ceiling.read_only,
+            limits: {
+              max_token_lifetime_seconds: ceiling.max_token_lifetime_seconds,
+              max_tool_iterations: ceiling.max_tool_iterations,
+              max_context_tokens: ceiling.max_context_tokens,
+            },
+          },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/system-prompt',
+      operationId: 'setSystemPrompt',
+      summary: "Set the project's system prompt (it wins over a per-request one); null clears it",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z.strictObject({ system_prompt: z.string().max(100_000).nullable() }).meta({ id: 'SystemPrompt' }),
+      responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.setSystemPrompt(params.id, body.system_prompt) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/origins',
+      operationId: 'setOrigins',
+      summary: 'Set the browser origins allowed to call the data plane with this project\'s tokens (replaces the list)',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z.strictObject({ origins: z.array(origin).max(100) }).meta({ id: 'Origins' }),
+      responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.setOrigins(params.id, [...new Set(body.origins)]) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/connect',
+      operationId: 'getConnect',
+      summary: "The project's endpoints and a starting snippet",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: {
+        200: {
+          description: 'Endpoints and snippet',
+          schema: z
+            .object({ project_id: z.uuid(), tenant_id: z.uuid(), control_url: z.string(), data_url: z.string(), snippet: z.string() })
+            .meta({ id: 'Connect' }),
+        },
+        403: forbidden,
+        404: hidden,
+      },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        const project = await projects.get(params.id);
+        return { body: { project_id: project.id, tenant_id: project.tenant_id, control_url: urls.control, data_url: urls.data, snippet: connectSnippet(project.id, urls) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/token',
+      operationId: 'mintToken',
+      summary: 'Mint an end-user token (mint or admin key): the request clamped against the project ceiling',
+      tags: ['tokens'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: TokenRequest,
+      responses: { 200: { description: 'The token and what it grants', schema: TokenResponse }, 400: { description: 'Unregistered model, or a scope that is not a prefix of the subject' }, 404: hidden },
+      async handle({ params, body, res }) {
+        return { body: await mint.mint(callerOf(res.locals), params.id, body) };
+      },
+    }),
+  ];
+}
+
+function connectSnippet(projectId: string, urls: { control: string; data: string }): string {
+  return [
+    '# On your server: mint a token for the signed-in user with a mint-scope project key',
+    `curl -s -X POST ${urls.control}/api/projects/${projectId}/token \\`,
+    '  -H "X-API-Key: $AGENTPLANE_PROJECT_KEY" -H "content-type: application/json" \\',
+    '  -d \'{"subject": "acme:user-42", "capabilities": ["chat", "documents:read"]}\'',
+    '# In your app: call the data plane with it',
+    `curl -s ${urls.data}/capabilities -H "Authorization: Bearer $ACCESS_TOKEN"`,
+  ].join('\n');
+}
