@@ -4,10 +4,14 @@ import { createServer } from 'node:http';
 import { exitOnSignals, Lifecycle } from '../lib/src/http/lifecycle.js';
 import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '../lib/src/program.js';
 import { announceGeneratedOwner } from '../control-api/src/owner.js';
+import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
 import { createControlApi } from '../control-api/src/app.js';
 import { loadControlApiConfig } from '../control-api/src/config.js';
 import { createRuntime } from '../runtime/src/app.js';
 import { loadRuntimeConfig } from '../runtime/src/config.js';
+
+/** Where this process reaches its own data plane, whatever public URL customers are given. */
+const loopbackUrl = (host: string, port: number) => `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host}:${port}`;
 
 const configs = loadConfigOrExit(() => ({ runtime: loadRuntimeConfig(), control: loadControlApiConfig() }));
 const logger = loggerFor(configs.runtime);
@@ -22,6 +26,8 @@ const control = await startOrExit(logger, 'the control-api', () =>
     logger: logger.child({ program: 'control-api' }),
     lifecycle,
     database: runtime.database,
+    // The runtime's own admin surface, over loopback: the same calls a separate runtime would get.
+    provisioner: new LocalProvisioner({ runtimeUrl: loopbackUrl(configs.runtime.host, configs.runtime.port), adminKey: runtime.adminKey }),
     readiness: { runtime: () => runtime.database.ping() },
   }),
 );

@@ -18,6 +18,9 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
+import { LocalProvisioner } from './provisioning/local.js';
+import { OutboxRelay } from './provisioning/outbox.js';
+import type { Provisioner } from './provisioning/provisioner.js';
 import { projectRoutes } from './projects/routes.js';
 import { ProjectService } from './projects/service.js';
 import { TokenMintService } from './tokens/service.js';
@@ -31,6 +34,8 @@ export interface ControlApi {
   accounts: AccountService;
   projects: ProjectService;
   keys: ProjectKeyService;
+  /** Delivers queued changes to the runtime; absent when no runtime is configured. */
+  relay: OutboxRelay | undefined;
   database: Database<any>;
   /** Set when this start created the first owner with a generated password (kept in `ownerPasswordFile`). */
   generatedOwner: { email: string; passwordFile: string } | undefined;
@@ -43,13 +48,15 @@ export interface ControlApiDeps {
   lifecycle?: Lifecycle;
   /** A database to share (the all-in-one passes the runtime's); otherwise the config's is opened. */
   database?: Database<any>;
+  /** How tenants reach a runtime; default: the local provisioner at RUNTIME_URL, when configured. */
+  provisioner?: Provisioner;
   /** Dependencies whose answer decides readiness (in the all-in-one: the in-process runtime it provisions into). */
   readiness?: Record<string, ReadinessCheck>;
 }
 
 export const defaultOwnerEmail = 'owner@localhost';
 
-export async function createControlApi({ config, logger, lifecycle = new Lifecycle(), database, readiness = {} }: ControlApiDeps): Promise<ControlApi> {
+export async function createControlApi({ config, logger, lifecycle = new Lifecycle(), database, provisioner, readiness = {} }: ControlApiDeps): Promise<ControlApi> {
   const ownDatabase = database ? undefined : await openDatabase(config.database);
   const store = (database ?? ownDatabase)!;
   const closers: (() => Promise<void>)[] = ownDatabase ? [() => ownDatabase.close()] : [];
@@ -63,7 +70,16 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
 
     const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
     const secretBox = new SecretBox(loadMasterKey(config.masterKey, join(config.dataDir, 'secrets')));
-    const projects = new ProjectService(db, secretBox);
+    const reach = provisioner ?? (config.runtime ? new LocalProvisioner({ runtimeUrl: config.runtime.url, adminKey: config.runtime.adminKey }) : undefined);
+    let relay: OutboxRelay | undefined;
+    const projects = new ProjectService(db, secretBox, () => relay?.kick());
+    if (reach) {
+      relay = new OutboxRelay(db, reach, (projectId) => projects.configurationDocument(projectId), logger);
+      const stop = relay.start();
+      closers.unshift(stop);
+    } else {
+      logger.warn('no runtime configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): project changes are queued until one is');
+    }
     const keys = new ProjectKeyService(db, projects);
     const mint = new TokenMintService(projects, keys);
     const generatedOwner = await ensureOwner(accounts, config);
@@ -95,6 +111,9 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       accounts,
       projects,
       keys,
+      get relay() {
+        return relay;
+      },
       database: store,
       generatedOwner,
       async close() {

@@ -11,6 +11,11 @@ export interface ControlApiConfig extends ServiceBasics {
   sessionTtlSeconds: number;
   /** Base64 32-byte key sealing secrets at rest (project signing keys, provider keys); generated into the data dir when unset. */
   masterKey: string | undefined;
+  /**
+   * Where the local provisioner reaches the runtime's admin surface. Unset (and not in the all-in-one, which wires
+   * its own runtime): changes are queued and delivered once a runtime is configured.
+   */
+  runtime: { url: string; adminKey: string } | undefined;
   /** The data-plane URL handed to customers (the all-in-one's runtime; on Kubernetes each project gets its own host). */
   dataPlaneUrl: string;
   signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number };
@@ -32,6 +37,9 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
   if ((ownerEmail === undefined) !== (ownerPassword === undefined)) {
     read.problem('AGENTPLANE_OWNER_EMAIL and AGENTPLANE_OWNER_PASSWORD go together: set both or neither');
   }
+  const runtimeUrl = read.url('RUNTIME_URL', ['http', 'https']);
+  const runtimeAdminKey = read.string('RUNTIME_ADMIN_KEY');
+  if ((runtimeUrl === undefined) !== (runtimeAdminKey === undefined)) read.problem('RUNTIME_URL and RUNTIME_ADMIN_KEY go together: set both or neither');
   const config: ControlApiConfig = {
     ...basics,
     database: databaseUrl
@@ -40,6 +48,7 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') + 'control:' } : { kind: 'memory' },
     owner: { email: ownerEmail, password: ownerPassword },
     masterKey: read.string('AGENTPLANE_MASTER_KEY'),
+    runtime: runtimeUrl && runtimeAdminKey ? { url: runtimeUrl.replace(/\/$/, ''), adminKey: runtimeAdminKey } : undefined,
     dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
     sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
     signIn: {

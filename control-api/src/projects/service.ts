@@ -4,9 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import { notFound } from '../../../lib/src/errors.js';
-import { createKeyRing, exportKeyRing, importKeyRing, type KeyRing } from '../../../lib/src/tokens/keys.js';
+import { issuerFor } from '../../../lib/src/tokens/claims.js';
+import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
+import { enqueue } from '../provisioning/outbox.js';
+import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
 import type { ControlSchema, StoredCeiling } from '../store/schema.js';
-import { ceilingView, defaultCeiling, mergeCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
+import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
 import type { z } from 'zod';
 
 export interface ProjectOut {
@@ -30,6 +33,8 @@ export class ProjectService {
   constructor(
     private readonly db: Kysely<ControlSchema>,
     private readonly secrets: SecretBox,
+    /** Called after a change the runtime must hear of was committed (and queued): the relay delivers it soon. */
+    private readonly afterChange: () => void = () => {},
   ) {}
 
   /** Resolves when the account belongs to the org; an org it cannot see answers exactly like one that does not exist. */
@@ -59,18 +64,19 @@ export class ProjectService {
     await this.assertMember(orgId, accountId);
     const id = randomUUID();
     const ring = await createKeyRing();
-    const row = await this.db
-      .insertInto('projects')
-      .values({
-        id,
-        org_id: orgId,
-        name,
-        tenant_id: randomUUID(),
-        ceiling: JSON.stringify(defaultCeiling()),
-        signing_keys: this.secrets.seal(JSON.stringify(await exportKeyRing(ring)), signingKeysAad(id)),
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const signingKeys = this.secrets.seal(JSON.stringify(await exportKeyRing(ring)), signingKeysAad(id));
+    const row = await this.db.transaction().execute(async (trx) => {
+      const inserted = await trx
+        .insertInto('projects')
+        .values({ id, org_id: orgId, name, tenant_id: randomUUID(), ceiling: JSON.stringify(defaultCeiling()), signing_keys: signingKeys })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      // The tenant first, then its configuration: the relay delivers a project's entries in this order.
+      await enqueue(trx, { projectId: id, tenantId: inserted.tenant_id, kind: 'register_tenant', payload: { name } });
+      await enqueue(trx, { projectId: id, tenantId: inserted.tenant_id, kind: 'push_configuration' });
+      return inserted;
+    });
+    this.afterChange();
     return present(row);
   }
 
@@ -90,29 +96,61 @@ export class ProjectService {
   }
 
   async update(projectId: string, patch: { name?: string; ceiling?: z.infer<typeof CeilingPatch> }): Promise<ProjectDetail> {
-    return this.db.transaction().execute(async (trx) => {
-      const current = await trx.selectFrom('projects').selectAll().where('id', '=', projectId).forUpdate().executeTakeFirst();
-      if (!current) throw projectNotFound(projectId);
-      const row = await trx
-        .updateTable('projects')
-        .set({
-          ...(patch.name === undefined ? {} : { name: patch.name }),
-          ...(patch.ceiling === undefined ? {} : { ceiling: JSON.stringify(mergeCeiling(current.ceiling, patch.ceiling)) }),
-          updated_at: new Date(),
-        })
-        .where('id', '=', projectId)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return presentDetail(row);
-    });
+    return this.change(projectId, (current) => ({
+      ...(patch.name === undefined ? {} : { name: patch.name }),
+      ...(patch.ceiling === undefined ? {} : { ceiling: JSON.stringify(mergeCeiling(current.ceiling, patch.ceiling)) }),
+    }));
   }
 
   async setSystemPrompt(projectId: string, systemPrompt: string | null): Promise<ProjectDetail> {
-    return this.setColumns(projectId, { system_prompt: systemPrompt });
+    return this.change(projectId, () => ({ system_prompt: systemPrompt }));
   }
 
   async setOrigins(projectId: string, origins: string[]): Promise<ProjectDetail> {
-    return this.setColumns(projectId, { origins: JSON.stringify(origins) });
+    return this.change(projectId, () => ({ origins: JSON.stringify(origins) }));
+  }
+
+  /** What the project's runtime is told (runtime `PUT /tenants/{id}/configuration`), at the current version. */
+  async configurationDocument(projectId: string): Promise<TenantConfigurationDocument | null> {
+    const row = await this.db.selectFrom('projects').selectAll().where('id', '=', projectId).executeTakeFirst();
+    if (!row || !row.signing_keys) return null;
+    const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys, signingKeysAad(row.id))));
+    const ceiling = permissionCeiling(row.ceiling, []);
+    return {
+      version: row.config_version,
+      issuer: issuerFor(row.id),
+      trusted_keys: trustedKeysOf(ring),
+      ceiling: {
+        capabilities: [...ceiling.capabilities],
+        readOnly: ceiling.readOnly ?? false,
+        ...(ceiling.maxTokenLifetimeSeconds === undefined ? {} : { maxTokenLifetimeSeconds: ceiling.maxTokenLifetimeSeconds }),
+        ...(ceiling.maxToolIterations === undefined ? {} : { maxToolIterations: ceiling.maxToolIterations }),
+        ...(ceiling.maxContextTokens === undefined ? {} : { maxContextTokens: ceiling.maxContextTokens }),
+        defaultRoles: [...(ceiling.defaultRoles ?? [])],
+        defaultGroups: [...(ceiling.defaultGroups ?? [])],
+        registeredModels: [...(ceiling.registeredModels ?? [])],
+      },
+      system_prompt: row.system_prompt,
+      origins: row.origins,
+    };
+  }
+
+  /** Applies a change, bumps the configuration version and queues its push, in one transaction. */
+  private async change(projectId: string, values: (current: ProjectRow) => Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string }>): Promise<ProjectDetail> {
+    const row = await this.db.transaction().execute(async (trx) => {
+      const current = await trx.selectFrom('projects').selectAll().where('id', '=', projectId).forUpdate().executeTakeFirst();
+      if (!current) throw projectNotFound(projectId);
+      const updated = await trx
+        .updateTable('projects')
+        .set({ ...values(current), config_version: current.config_version + 1, updated_at: new Date() })
+        .where('id', '=', projectId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await enqueue(trx, { projectId, tenantId: updated.tenant_id, kind: 'push_configuration' });
+      return updated;
+    });
+    this.afterChange();
+    return presentDetail(row);
   }
 
   /** The project's signing key ring, opened. */
@@ -120,12 +158,6 @@ export class ProjectService {
     const row = await this.row(projectId);
     if (!row.signing_keys) throw new Error(`project ${projectId} has no signing keys`);
     return importKeyRing(JSON.parse(this.secrets.open(row.signing_keys, signingKeysAad(row.id))));
-  }
-
-  private async setColumns(projectId: string, values: { system_prompt?: string | null; origins?: string }): Promise<ProjectDetail> {
-    const row = await this.db.updateTable('projects').set({ ...values, updated_at: new Date() }).where('id', '=', projectId).returningAll().executeTakeFirst();
-    if (!row) throw projectNotFound(projectId);
-    return presentDetail(row);
   }
 
   private async row(projectId: string): Promise<ProjectRow> {

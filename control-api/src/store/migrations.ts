@@ -74,4 +74,26 @@ export const controlMigrations: Migration[] = [
       `alter table control.projects add column signing_keys text`,
     ],
   },
+  {
+    version: 4,
+    name: 'configuration outbox',
+    statements: [
+      // Bumped by every change of what the runtime must know; the runtime refuses an older one.
+      'alter table control.projects add column config_version integer not null default 1',
+      // No foreign key to projects: an erase must outlive the project row it was queued for.
+      `create table control.outbox (
+        id bigserial primary key,
+        project_id uuid not null,
+        tenant_id uuid not null,
+        kind text not null check (kind in ('register_tenant', 'push_configuration')),
+        payload jsonb not null default '{}'::jsonb,
+        attempts integer not null default 0,
+        next_attempt_at timestamptz not null default now(),
+        last_error text,
+        created_at timestamptz not null default now(),
+        delivered_at timestamptz
+      )`,
+      'create index outbox_pending on control.outbox (project_id, id) where delivered_at is null',
+    ],
+  },
 ];

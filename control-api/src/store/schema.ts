@@ -30,6 +30,19 @@ export interface ControlSchema {
     system_prompt: string | null;
     origins: ColumnType<string[], string | undefined, string>;
     signing_keys: string | null;
+    config_version: Generated<number>;
+  };
+  outbox: {
+    id: Generated<number>;
+    project_id: string;
+    tenant_id: string;
+    kind: 'register_tenant' | 'push_configuration';
+    payload: ColumnType<Record<string, unknown>, string | undefined, string>;
+    attempts: Generated<number>;
+    next_attempt_at: ColumnType<Date, Date | undefined, Date>;
+    last_error: string | null;
+    created_at: Generated<Date>;
+    delivered_at: Date | null;
   };
   project_keys: {
     id: string;

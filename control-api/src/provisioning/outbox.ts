@@ -1,0 +1,151 @@
+// The configuration outbox (DESIGN.md flow 2): every change a runtime must know is queued in the same
+// transaction as the change itself, then delivered by a relay that retries with backoff until the runtime has
+// it. A push always carries the project's current configuration, so entries delivered late or twice are harmless.
+import type { Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { Logger } from '../../../lib/src/logging.js';
+import type { ControlSchema } from '../store/schema.js';
+import type { Provisioner, TenantConfigurationDocument } from './provisioner.js';
+
+export type OutboxKind = 'register_tenant' | 'push_configuration';
+
+/** Queues a delivery inside the caller's transaction, so it exists exactly when the change committed. */
+export async function enqueue(
+  trx: Transaction<ControlSchema> | Kysely<ControlSchema>,
+  entry: { projectId: string; tenantId: string; kind: OutboxKind; payload?: Record<string, unknown> },
+): Promise<void> {
+  await trx
+    .insertInto('outbox')
+    .values({ project_id: entry.projectId, tenant_id: entry.tenantId, kind: entry.kind, payload: JSON.stringify(entry.payload ?? {}) })
+    .execute();
+}
+
+export interface OutboxRelayOptions {
+  /** How long a claimed entry is left to its deliverer before another replica may take it. */
+  leaseMs?: number;
+  maxBackoffMs?: number;
+  batchSize?: number;
+}
+
+export class OutboxRelay {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly db: Kysely<ControlSchema>,
+    private readonly provisioner: Provisioner,
+    private readonly configurationOf: (projectId: string) => Promise<TenantConfigurationDocument | null>,
+    private readonly logger: Logger,
+    private readonly options: OutboxRelayOptions = {},
+  ) {}
+
+  /**
+   * One pass: claims due entries (a lease, so replicas do not deliver the same one at once), delivers each
+   * project's in order, and stops at a project's first failure so a configuration never overtakes its tenant.
+   */
+  async deliverDue(): Promise<{ delivered: number; failed: number }> {
+    const leaseMs = this.options.leaseMs ?? 60_000;
+    const claimed = await this.db.transaction().execute(async (trx) => {
+      const due = await trx
+        .selectFrom('outbox')
+        .select('id')
+        .where('delivered_at', 'is', null)
+        .where('next_attempt_at', '<=', new Date())
+        .orderBy('id')
+        .limit(this.options.batchSize ?? 100)
+        .forUpdate()
+        .skipLocked()
+        .execute();
+      if (due.length === 0) return [];
+      return trx
+        .updateTable('outbox')
+        .set({ next_attempt_at: new Date(Date.now() + leaseMs) })
+        .where('id', 'in', due.map((row) => row.id))
+        .returningAll()
+        .execute();
+    });
+
+    let delivered = 0;
+    let failed = 0;
+    const byProject = new Map<string, typeof claimed>();
+    for (const entry of claimed.sort((a, b) => a.id - b.id)) byProject.set(entry.project_id, [...(byProject.get(entry.project_id) ?? []), entry]);
+    for (const entries of byProject.values()) {
+      for (const [index, entry] of entries.entries()) {
+        try {
+          await this.deliver(entry);
+          await this.db.updateTable('outbox').set({ delivered_at: new Date(), last_error: null }).where('id', '=', entry.id).execute();
+          delivered += 1;
+        } catch (error) {
+          failed += 1;
+          const attempts = entry.attempts + 1;
+          const backoff = Math.min(this.options.maxBackoffMs ?? 60_000, 500 * 2 ** Math.min(attempts, 16));
+          const message = (error as Error).message.slice(0, 500);
+          this.logger.warn({ outbox_id: entry.id, kind: entry.kind, project_id: entry.project_id, attempts, err: message }, 'delivery to the runtime failed; will retry');
+          // This entry and the project's later ones wait for the retry, in order.
+          const waiting = entries.slice(index).map((e) => e.id);
+          await this.db
+            .updateTable('outbox')
+            .set({ last_error: message, next_attempt_at: new Date(Date.now() + backoff) })
+            .where('id', 'in', waiting)
+            .execute();
+          await this.db.updateTable('outbox').set({ attempts }).where('id', '=', entry.id).execute();
+          break;
+        }
+      }
+    }
+    return { delivered, failed };
+  }
+
+  /** Runs passes every `intervalMs` (and soon after `kick`); returns a stop function that waits for the pass in flight. */
+  start(intervalMs = 1000): () => Promise<void> {
+    const tick = () => {
+      this.timer = setTimeout(() => void this.pass().finally(tick), intervalMs);
+      this.timer.unref();
+    };
+    tick();
+    return async () => {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      await this.running;
+    };
+  }
+
+  /** Asks for a pass now (after a change was queued) rather than at the next tick. */
+  kick(): void {
+    void this.pass();
+  }
+
+  /** The number of entries not yet delivered, for readiness and tests. */
+  async pending(projectId?: string): Promise<number> {
+    let query = this.db.selectFrom('outbox').select(sql<number>`count(*)::int`.as('n')).where('delivered_at', 'is', null);
+    if (projectId) query = query.where('project_id', '=', projectId);
+    return (await query.executeTakeFirstOrThrow()).n;
+  }
+
+  private async pass(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.deliverDue()
+      .catch((err: unknown) => this.logger.error({ err }, 'outbox pass failed'))
+      .finally(() => {
+        this.running = undefined;
+        if (this.again) {
+          this.again = false;
+          void this.pass();
+        }
+      });
+    await this.running;
+  }
+
+  private async deliver(entry: { kind: OutboxKind; project_id: string; tenant_id: string; payload: Record<string, unknown> }): Promise<void> {
+    if (entry.kind === 'register_tenant') {
+      await this.provisioner.registerTenant(entry.tenant_id, String(entry.payload.name ?? ''));
+      return;
+    }
+    const document = await this.configurationOf(entry.project_id);
+    if (document) await this.provisioner.pushConfiguration(entry.tenant_id, document);
+  }
+}
