@@ -3,7 +3,7 @@
 import { hkdfSync } from 'node:crypto';
 import { join } from 'node:path';
 import type { Express } from 'express';
-import { generateMasterKey, loadOrCreateSecret, parseMasterKey } from '../../lib/src/crypto/local-secrets.js';
+import { loadMasterKey, loadOrCreateSecret } from '../../lib/src/crypto/local-secrets.js';
 import { newSecret, SecretBox } from '../../lib/src/crypto/secret-box.js';
 import { openDatabase, type Database } from '../../lib/src/db/database.js';
 import { migrate } from '../../lib/src/db/migrate.js';
@@ -12,13 +12,17 @@ import { createHttpApp, type OpenApiDocument } from '../../lib/src/http/app.js';
 import { Lifecycle } from '../../lib/src/http/lifecycle.js';
 import type { Logger } from '../../lib/src/logging.js';
 import { adminKeyGuard } from './admin-auth.js';
+import { EndUserAuthenticator } from './auth/authenticate.js';
+import { bearerGuard } from './auth/guard.js';
+import { capabilityRoutes } from './auth/routes.js';
 import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
 import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
+import { TenantConfigurationService } from './tenants/configuration.js';
 import { TenantEraser } from './tenants/erase.js';
 import { tenantBlobPrefix, tenantEventPrefix } from './tenants/keys.js';
-import { tenantRoutes } from './tenants/routes.js';
+import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
 import { TenantService } from './tenants/service.js';
 
 export interface Runtime {
@@ -35,6 +39,7 @@ export interface Runtime {
   events: EventBus;
   blobs: BlobStore;
   tenants: TenantService;
+  configurations: TenantConfigurationService;
   eraser: TenantEraser;
   close(): Promise<void>;
 }
@@ -53,14 +58,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
   if (adminKey.value.length < minAdminKeyLength) {
     throw new Error(`the admin key in ${adminKeyFile} is shorter than ${minAdminKeyLength} characters: delete the file to generate a new one`);
   }
-  const masterKeyFile = join(secretsDir, 'master-key');
-  const masterKeyText = config.masterKey ?? loadOrCreateSecret(masterKeyFile, generateMasterKey).value;
-  let masterKey: Buffer;
-  try {
-    masterKey = parseMasterKey(masterKeyText);
-  } catch (error) {
-    throw new Error(`the master key in ${masterKeyFile} is not valid: ${(error as Error).message}`);
-  }
+  const masterKey = loadMasterKey(config.masterKey, secretsDir);
   const secretBox = new SecretBox(masterKey);
 
   const database = await openDatabase<RuntimeSchema>(config.database);
@@ -102,6 +100,9 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
 
     const eraser = new TenantEraser(database.db, logger);
     const tenants = new TenantService(database.db, secretBox, eraser);
+    const configurations = new TenantConfigurationService(database.db);
+    eraser.registerRows({ table: 'tenant_configurations', purge: (trx, tenantId) => configurations.purge(trx, tenantId) });
+    const authenticator = new EndUserAuthenticator(configurations);
     eraser.registerStep({
       name: 'run_logs',
       phase: 'outside_database',
@@ -123,10 +124,16 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [...tenantRoutes(tenants)],
-      guards: { adminKey: adminKeyGuard(adminKey.value) },
+      routes: [...tenantRoutes(tenants), ...tenantConfigurationRoutes(configurations), ...capabilityRoutes()],
+      guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {
         adminKey: { type: 'apiKey', in: 'header', name: 'X-Admin-Key', description: 'The runtime admin key (tenant routes)' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'An end-user token minted by the control plane for this tenant. A project key (pk_...) is refused here, in any header',
+        },
       },
       readiness: {
         database: () => database.ping(),
@@ -147,6 +154,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       events,
       blobs,
       tenants,
+      configurations,
       eraser,
       async close() {
         for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));

@@ -73,12 +73,16 @@ describe('runtime service routes', () => {
         'DELETE /tenants/{tenant_id}',
         'GET /tenants/{tenant_id}/webhook-secret',
         'POST /tenants/{tenant_id}/webhook-secret/rotate',
+        'PUT /tenants/{tenant_id}/configuration',
+        'GET /tenants/{tenant_id}/configuration',
+        'GET /capabilities',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);
     expect(doc.paths['/tenants']!.post!.requestBody).toBeDefined();
     expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
-    for (const name of ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue']) {
+    const schemas = ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue'];
+    for (const name of [...schemas, 'TenantConfiguration', 'TenantConfigurationOut', 'CapabilityCeiling', 'Capabilities']) {
       expect(doc.components.schemas).toHaveProperty(name);
     }
     expect(Object.keys(doc.components.schemas).filter((name) => name.startsWith('__'))).toEqual([]);

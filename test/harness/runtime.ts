@@ -1,9 +1,13 @@
 // Starts a runtime in this process on a free loopback port, in one of two setups: `embedded` (PGlite, local
 // files, in-process events: what `npm start` uses) or `scale` (real PostgreSQL, MinIO and Redis started here).
-import { randomBytes } from 'node:crypto';
+// `configuredTenant` plays the control plane's part for one tenant: its key ring, its pushed configuration, mints.
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
 import { silentLogger } from '../../lib/src/logging.js';
+import { issuerFor, type AccessTokenGrant } from '../../lib/src/tokens/claims.js';
+import { createKeyRing, trustedKeysOf, type KeyRing, type SigningKey } from '../../lib/src/tokens/keys.js';
+import { signAccessToken } from '../../lib/src/tokens/mint.js';
 import { createRuntime, type Runtime } from '../../runtime/src/app.js';
 import { loadRuntimeConfig, type RuntimeConfig } from '../../runtime/src/config.js';
 import { startMinio, type MinioServer } from './minio.js';
@@ -68,6 +72,8 @@ export interface TestRuntime {
   server: Server;
   /** fetch against this runtime with the admin key set (pass `adminKey: null` to omit it). */
   admin(path: string, init?: RequestInit & { adminKey?: string | null }): Promise<Response>;
+  /** fetch against this runtime as an end-user: `Authorization: Bearer <token>`. */
+  endUser(path: string, token: string, init?: RequestInit): Promise<Response>;
   stop(): Promise<void>;
 }
 
@@ -99,6 +105,12 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
       if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
       return fetch(`${url}${path}`, { ...init, headers });
     },
+    endUser(path, token, init = {}) {
+      const headers = new Headers(init.headers);
+      headers.set('authorization', `Bearer ${token}`);
+      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      return fetch(`${url}${path}`, { ...init, headers });
+    },
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -106,4 +118,69 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The wire form of `PUT /tenants/{id}/configuration` (runtime/src/tenants/schemas.ts `TenantConfiguration`). */
+export interface ConfigurationBody {
+  version: number;
+  issuer: string;
+  trusted_keys: { keys: unknown[] };
+  ceiling: { capabilities: string[]; [limit: string]: unknown };
+  system_prompt?: string | null;
+  origins?: string[];
+  [section: string]: unknown;
+}
+
+export interface TestTenant {
+  tenantId: string;
+  projectId: string;
+  issuer: string;
+  ring: KeyRing;
+  /** The configuration last pushed successfully. */
+  configuration: ConfigurationBody;
+  /** Pushes the next version: the last configuration with these members replaced. Answers the raw response. */
+  reconfigure(change: Partial<ConfigurationBody>): Promise<Response>;
+  /** An end-user token of this tenant, signed with its active key unless `key` says otherwise. */
+  mint(grant?: Partial<AccessTokenGrant>, options?: { key?: SigningKey; lifetimeSeconds?: number; now?: Date; issuer?: string }): Promise<string>;
+}
+
+/**
+ * Registers a tenant and pushes it a configuration as the control plane would: a fresh key ring, issuer
+ * `agentplane:project:<project id>`, and the given ceiling (default: `chat` and `documents:read`).
+ */
+export async function configuredTenant(rt: TestRuntime, options: { ceiling?: ConfigurationBody['ceiling']; ring?: KeyRing } = {}): Promise<TestTenant> {
+  const created = await rt.admin('/tenants', { method: 'POST', body: JSON.stringify({ name: 'configured' }) });
+  if (created.status !== 201) throw new Error(`creating a tenant answered ${created.status}: ${await created.text()}`);
+  const { tenant_id: tenantId } = (await created.json()) as { tenant_id: string };
+  const projectId = randomUUID();
+  const ring = options.ring ?? (await createKeyRing());
+  const tenant: TestTenant = {
+    tenantId,
+    projectId,
+    issuer: issuerFor(projectId),
+    ring,
+    configuration: {
+      version: 0,
+      issuer: issuerFor(projectId),
+      trusted_keys: trustedKeysOf(ring),
+      ceiling: options.ceiling ?? { capabilities: ['chat', 'documents:read'] },
+    },
+    async reconfigure(change) {
+      const next = { ...tenant.configuration, version: tenant.configuration.version + 1, ...change };
+      const res = await rt.admin(`/tenants/${tenantId}/configuration`, { method: 'PUT', body: JSON.stringify(next) });
+      if (res.status === 200) tenant.configuration = next;
+      return res;
+    },
+    async mint(grant = {}, mintOptions = {}) {
+      const signed = await signAccessToken(
+        { sub: 'acme:alice', scope: 'acme', tenant_id: tenantId, capabilities: tenant.configuration.ceiling.capabilities, roles: [], groups: [], ...grant },
+        mintOptions.key ?? ring.active,
+        { issuer: mintOptions.issuer ?? tenant.issuer, lifetimeSeconds: mintOptions.lifetimeSeconds ?? 3600, ...(mintOptions.now ? { now: mintOptions.now } : {}) },
+      );
+      return signed.token;
+    },
+  };
+  const pushed = await tenant.reconfigure({});
+  if (pushed.status !== 200) throw new Error(`configuring tenant ${tenantId} answered ${pushed.status}: ${await pushed.text()}`);
+  return tenant;
 }

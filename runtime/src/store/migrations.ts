@@ -26,4 +26,19 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 2,
+    name: 'tenant_configurations',
+    statements: [
+      // One row per tenant: the latest configuration the control plane pushed. The key to tenants makes a purge
+      // that forgets this table fail loudly instead of leaving a configuration behind.
+      `create table tenant_configurations (
+        tenant_id uuid primary key references tenants (tenant_id),
+        version integer not null check (version >= 1),
+        digest text not null,
+        document jsonb not null,
+        updated_at timestamptz not null default now()
+      )`,
+    ],
+  },
 ];

@@ -26,8 +26,21 @@ export interface TenantErasuresTable {
   report: Json<unknown>;
 }
 
+/** The latest configuration the control plane pushed for a tenant (docs/decisions/0013). */
+export interface TenantConfigurationsTable {
+  tenant_id: string;
+  /** The control plane's counter; only a higher one replaces the row. */
+  version: number;
+  /** SHA-256 of the document in canonical JSON: tells a repeated push from a conflicting one, and keys caches. */
+  digest: string;
+  /** The configuration without its version. */
+  document: Json<unknown>;
+  updated_at: Timestamp;
+}
+
 export interface RuntimeSchema {
   tenants: TenantsTable;
+  tenant_configurations: TenantConfigurationsTable;
   tenant_erasures: TenantErasuresTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }

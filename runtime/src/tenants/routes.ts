@@ -1,9 +1,20 @@
-// HTTP adapter for tenants (X-Admin-Key): parse, call TenantService, answer.
+// HTTP adapter for tenants and their configuration (X-Admin-Key): parse, call the service, answer.
 import type { RouteDefinition } from '../../../lib/src/http/routes.js';
 import { defineRoute } from '../../../lib/src/http/routes.js';
 import { z } from 'zod';
+import type { TenantConfigurationService } from './configuration.js';
 import type { TenantService } from './service.js';
-import { TenantCreate, TenantCreated, TenantDeleted, TenantIdParams, TenantOut, TenantSettingsUpdate, WebhookSecret } from './schemas.js';
+import {
+  TenantConfiguration,
+  TenantConfigurationOut,
+  TenantCreate,
+  TenantCreated,
+  TenantDeleted,
+  TenantIdParams,
+  TenantOut,
+  TenantSettingsUpdate,
+  WebhookSecret,
+} from './schemas.js';
 
 const unauthorized = { description: 'Missing or wrong X-Admin-Key' };
 const notFound = { description: 'No such tenant' };
@@ -111,6 +122,54 @@ export function tenantRoutes(tenants: TenantService): RouteDefinition[] {
       responses: { 200: { description: 'The new secret', schema: WebhookSecret }, 401: unauthorized, 404: notFound, 422: invalid },
       async handle({ params }) {
         return { body: await tenants.rotateWebhookSecret(params.tenant_id) };
+      },
+    }),
+  ];
+}
+
+export function tenantConfigurationRoutes(configurations: TenantConfigurationService): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'put',
+      path: '/tenants/{tenant_id}/configuration',
+      operationId: 'putTenantConfiguration',
+      summary: 'Store the configuration the control plane pushes (idempotent by version)',
+      description:
+        'Replaces the whole configuration when `version` is higher than the stored one. The same version with the same content answers 200 and changes nothing, so a retried push is harmless.',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      body: TenantConfiguration,
+      responses: {
+        200: { description: 'Stored, or already stored', schema: TenantConfigurationOut },
+        401: unauthorized,
+        404: notFound,
+        409: {
+          description:
+            'Nothing changed: `version` is lower than the stored one (`code` `configuration_outdated`), or equal with other content (`code` `configuration_version_conflict`); `stored_version` says which is stored',
+        },
+        422: invalid,
+      },
+      async handle({ params, body }) {
+        return { body: await configurations.put(params.tenant_id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/configuration',
+      operationId: 'getTenantConfiguration',
+      summary: 'Read the stored configuration and its version',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantIdParams,
+      responses: {
+        200: { description: 'The stored configuration', schema: TenantConfigurationOut },
+        401: unauthorized,
+        404: { description: 'No such tenant, or (`code` `not_configured`) no configuration pushed yet' },
+        422: invalid,
+      },
+      async handle({ params }) {
+        return { body: await configurations.get(params.tenant_id) };
       },
     }),
   ];

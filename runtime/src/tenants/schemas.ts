@@ -1,7 +1,9 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
+import { CAPABILITIES, type Capability } from '../../../lib/src/permissions/index.js';
 import { jsonValue } from '../../../lib/src/schemas/json.js';
+import { trustedKeysSchema } from '../../../lib/src/tokens/keys.js';
 
 export const maxSettingsBytes = 64 * 1024;
 
@@ -112,6 +114,75 @@ export const WebhookSecret = z
   })
   .meta({ id: 'WebhookSecret' });
 
+/** Lists that are sets: order and repeats carry no meaning, so a re-push in another order is the same content. */
+const sortedUnique = <T extends string>(list: T[]) => [...new Set(list)].sort();
+
+const configName = z.string().min(1).max(256);
+const configNames = z.array(configName).max(256).overwrite(sortedUnique);
+
+/**
+ * A project's ceiling as `lib/src/permissions` defines `CapabilityCeiling`, in the same (camelCase) names, so the
+ * control plane pushes what it stores. Unset limits mean unlimited.
+ */
+export const CapabilityCeilingSchema = z
+  .strictObject({
+    capabilities: z
+      .array(z.enum(CAPABILITIES as [Capability, ...Capability[]], { error: 'not a capability of the catalogue' }))
+      .max(128)
+      .overwrite(sortedUnique)
+      .meta({ description: 'What any token of the project may hold at most' }),
+    readOnly: z.boolean().default(false).meta({ description: 'A read-only project never grants `documents:write`, even when `capabilities` names it' }),
+    maxTokenLifetimeSeconds: z.int().min(1).optional().meta({ description: 'Longest `expires_in` a token may get (narrowing clamps to it)' }),
+    maxToolIterations: z.int().min(0).optional().meta({ description: 'Agent-tool loop ceiling; unset means unlimited' }),
+    maxContextTokens: z.int().min(0).optional().meta({ description: 'History ceiling; unset means unlimited' }),
+    defaultRoles: configNames.default([]).meta({ description: 'Added to every token\'s roles at mint' }),
+    defaultGroups: configNames.default([]).meta({ description: 'Added to every token\'s groups at mint' }),
+    registeredModels: configNames.optional().meta({ description: 'Models the project registered; unset means the runtime does not check registration' }),
+  })
+  .meta({ id: 'CapabilityCeiling' });
+
+/** `scheme://host[:port]`, no path, query or credentials; the host may start with `*.` for any subdomain. */
+const origin = z
+  .string()
+  .max(2048)
+  .regex(/^https?:\/\/(\*\.)?[^\s/?#@*]+$/, 'must be an origin: http(s)://host[:port], without path, query or credentials');
+
+export const maxConfigurationVersion = 2_147_483_647;
+export const maxSystemPromptLength = 100_000;
+
+/**
+ * What the control plane pushes for a tenant (DESIGN.md flow 2), replaced whole by each push. Later features add
+ * their sections (providers, webhook tools, MCP servers, ...) as optional members; unknown members are refused
+ * (422), so a control plane newer than its runtime retries until the runtime is upgraded rather than having a
+ * setting silently ignored. A section added later must have no default: a default would change the digest of a
+ * configuration already stored, and a retried push of that same version would be refused as different content.
+ */
+export const TenantConfiguration = z
+  .strictObject({
+    version: z
+      .int()
+      .min(1)
+      .max(maxConfigurationVersion)
+      .meta({ description: 'The control plane\'s counter for this tenant. A lower one than stored is refused; the same one must carry the same content' }),
+    issuer: z.string().min(1).max(256).meta({ description: 'The `iss` every end-user token of this tenant carries (`agentplane:project:<project id>`)' }),
+    trusted_keys: trustedKeysSchema
+      .refine((set) => set.keys.length > 0, 'at least one key is needed')
+      .meta({ description: 'The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token)' }),
+    ceiling: CapabilityCeilingSchema,
+    system_prompt: z.string().max(maxSystemPromptLength).nullable().default(null).meta({ description: 'The project\'s system prompt; it wins over a per-request one' }),
+    origins: z.array(origin).max(256).overwrite(sortedUnique).default([]).meta({ description: 'Browser origins allowed to call the data plane' }),
+  })
+  .meta({ id: 'TenantConfiguration' });
+
+export const TenantConfigurationOut = TenantConfiguration.extend({
+  tenant_id: z.uuid(),
+  updated_at: z.iso.datetime().meta({ description: 'When this version was stored; a repeated push does not move it' }),
+}).meta({ id: 'TenantConfigurationOut' });
+
 export type TenantCreateInput = z.infer<typeof TenantCreate>;
 export type TenantSettingsUpdateInput = z.infer<typeof TenantSettingsUpdate>;
 export type TenantOutput = z.infer<typeof TenantOut>;
+export type TenantConfigurationInput = z.infer<typeof TenantConfiguration>;
+export type TenantConfigurationOutput = z.infer<typeof TenantConfigurationOut>;
+/** The stored part of a configuration: everything but its version. */
+export type TenantConfigurationDocument = Omit<TenantConfigurationInput, 'version'>;

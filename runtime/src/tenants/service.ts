@@ -32,7 +32,7 @@ export class TenantService {
   ) {}
 
   async create(input: TenantCreateInput): Promise<TenantOutput & { webhook_secret: string }> {
-    const tenantId = canonical(input.tenant_id ?? randomUUID());
+    const tenantId = canonicalTenantId(input.tenant_id ?? randomUUID());
     const webhookSecret = newSecret(webhookSecretPrefix);
     const { plain, secret } = this.splitSettings(tenantId, {}, input.settings_json);
     const row = await this.db.transaction().execute(async (trx) => {
@@ -62,12 +62,12 @@ export class TenantService {
   }
 
   async get(tenantId: string): Promise<TenantOutput> {
-    tenantId = canonical(tenantId);
+    tenantId = canonicalTenantId(tenantId);
     return this.present(await this.row(tenantId));
   }
 
   async update(tenantId: string, input: TenantSettingsUpdateInput): Promise<TenantOutput> {
-    tenantId = canonical(tenantId);
+    tenantId = canonicalTenantId(tenantId);
     const row = await this.db.transaction().execute(async (trx) => {
       const current = await trx.selectFrom('tenants').selectAll().where('tenant_id', '=', tenantId).forUpdate().executeTakeFirst();
       if (!current) throw tenantNotFound(tenantId);
@@ -89,7 +89,7 @@ export class TenantService {
 
   /** The model routing keys a turn uses (`litellm_key`, `default_model`), in clear. */
   async routing(tenantId: string): Promise<TenantRouting> {
-    tenantId = canonical(tenantId);
+    tenantId = canonicalTenantId(tenantId);
     const settings = this.settingsOf(await this.row(tenantId));
     const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
     return { litellmKey: text(settings.litellm_key), defaultModel: text(settings.default_model) };
@@ -106,7 +106,7 @@ export class TenantService {
 
   /** Replaces the webhook secret at once: SPEC.md gives this secret no overlap window. */
   async rotateWebhookSecret(tenantId: string): Promise<{ tenant_id: string; webhook_secret: string; rotated_at: string }> {
-    tenantId = canonical(tenantId);
+    tenantId = canonicalTenantId(tenantId);
     const webhookSecret = newSecret(webhookSecretPrefix);
     const row = await this.db
       .updateTable('tenants')
@@ -127,7 +127,7 @@ export class TenantService {
    * the best-effort steps, so a finalizer can call until `complete`; an id never registered is 404.
    */
   async erase(tenantId: string): Promise<EraseReport> {
-    tenantId = canonical(tenantId);
+    tenantId = canonicalTenantId(tenantId);
     const present = await this.db.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', tenantId).executeTakeFirst();
     if (!present) {
       const erased = await this.db.selectFrom('tenant_erasures').select('tenant_id').where('tenant_id', '=', tenantId).executeTakeFirst();
@@ -186,9 +186,9 @@ export class TenantService {
 const aad = (tenantId: string, purpose: string) => `tenant:${tenantId}:${purpose}`;
 
 /** Tenant ids are compared, sealed and prefixed in lower case, as PostgreSQL returns UUIDs. */
-const canonical = (tenantId: string) => tenantId.toLowerCase();
+export const canonicalTenantId = (tenantId: string) => tenantId.toLowerCase();
 
-const tenantNotFound = (tenantId: string) => notFound(`tenant ${tenantId} not found`);
+export const tenantNotFound = (tenantId: string) => notFound(`tenant ${tenantId} not found`);
 
 function redact(value: unknown): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);

@@ -2,6 +2,7 @@
 // (real PostgreSQL, MinIO, Redis). Bad input gets the documented status and stores nothing.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeyRing, exportSigningKey, trustedKeysOf } from '../../../lib/src/tokens/keys.js';
 import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
 import { tenantBlobPrefix, tenantEventPrefix } from './keys.js';
 
@@ -223,6 +224,124 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
     });
   });
 
+  describe('configuration', () => {
+    const keys = async () => trustedKeysOf(await createKeyRing());
+    const configuration = async (overrides: Record<string, unknown> = {}) => ({
+      version: 1,
+      issuer: 'agentplane:project:11111111-2222-4333-8444-555555555555',
+      trusted_keys: await keys(),
+      ceiling: { capabilities: ['memory', 'chat', 'documents:read'], maxToolIterations: 10, registeredModels: ['gpt-4o'] },
+      system_prompt: 'Be brief.',
+      origins: ['https://app.example.com'],
+      ...overrides,
+    });
+    const put = (tenantId: string, body: unknown) => rt.admin(`/tenants/${tenantId}/configuration`, { method: 'PUT', body: json(body) });
+    const stored = async (tenantId: string) => (await rt.admin(`/tenants/${tenantId}/configuration`)).json() as Promise<Record<string, unknown>>;
+
+    it('stores a pushed configuration and reads it back with its version, sets in sorted order and defaults filled in', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      const res = await put(tenant_id, body);
+      expect(res.status).toBe(200);
+      const answer = (await res.json()) as Record<string, unknown>;
+      expect(answer).toEqual({
+        tenant_id,
+        version: 1,
+        issuer: body.issuer,
+        trusted_keys: body.trusted_keys,
+        ceiling: { capabilities: ['chat', 'documents:read', 'memory'], readOnly: false, maxToolIterations: 10, defaultRoles: [], defaultGroups: [], registeredModels: ['gpt-4o'] },
+        system_prompt: 'Be brief.',
+        origins: ['https://app.example.com'],
+        updated_at: expect.any(String),
+      });
+      expect(await stored(tenant_id)).toEqual(answer);
+    });
+
+    it('answers a repeated push of the same version 200 without changing anything, even in another order', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      const first = (await (await put(tenant_id, body)).json()) as { updated_at: string };
+      const reordered = { ...body, ceiling: { ...body.ceiling, capabilities: ['documents:read', 'chat', 'memory', 'chat'] }, origins: [...body.origins] };
+      const again = await put(tenant_id, reordered);
+      expect(again.status).toBe(200);
+      expect(((await again.json()) as { updated_at: string }).updated_at).toBe(first.updated_at);
+      expect(await stored(tenant_id)).toEqual({ tenant_id, ...first });
+    });
+
+    it('refuses the same version with other content with 409, changing nothing', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      await put(tenant_id, body);
+      const before = await stored(tenant_id);
+      const res = await put(tenant_id, { ...body, system_prompt: 'Be verbose.' });
+      expect(res.status).toBe(409);
+      expect(await res.json()).toEqual({
+        detail: 'configuration version 1 is already stored with different content',
+        code: 'configuration_version_conflict',
+        stored_version: 1,
+      });
+      expect(await stored(tenant_id)).toEqual(before);
+    });
+
+    it('replaces the whole configuration with a higher version, and refuses an older one with 409, changing nothing', async () => {
+      const { tenant_id } = await createTenant();
+      await put(tenant_id, await configuration());
+      const v3 = await configuration({ version: 3, ceiling: { capabilities: ['chat'] }, origins: [] });
+      expect((await put(tenant_id, v3)).status).toBe(200);
+      const after = await stored(tenant_id);
+      // Replaced whole: what v3 does not carry falls back to the defaults, nothing is merged from v1.
+      expect(after).toMatchObject({ version: 3, ceiling: { capabilities: ['chat'], readOnly: false, defaultRoles: [], defaultGroups: [] }, system_prompt: 'Be brief.', origins: [] });
+      expect(after.ceiling).not.toHaveProperty('registeredModels');
+
+      const older = await put(tenant_id, await configuration({ version: 2, system_prompt: null }));
+      expect(older.status).toBe(409);
+      expect(await older.json()).toEqual({
+        detail: 'configuration version 2 is older than the stored version 3',
+        code: 'configuration_outdated',
+        stored_version: 3,
+      });
+      expect(await stored(tenant_id)).toEqual(after);
+    });
+
+    it('answers 404 for an unknown tenant, and 404 not_configured for a tenant never configured', async () => {
+      const missing = crypto.randomUUID();
+      const putMissing = await put(missing, await configuration());
+      expect(putMissing.status).toBe(404);
+      expect(await putMissing.json()).toEqual({ detail: `tenant ${missing} not found` });
+      expect((await rt.admin(`/tenants/${missing}/configuration`)).status).toBe(404);
+      const { tenant_id } = await createTenant();
+      const none = await rt.admin(`/tenants/${tenant_id}/configuration`);
+      expect(none.status).toBe(404);
+      expect(await none.json()).toEqual({ detail: `tenant ${tenant_id} has no configuration yet`, code: 'not_configured' });
+    });
+
+    it('refuses without the admin key, and refuses invalid documents with 422, storing nothing', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration`, { method: 'PUT', adminKey: null, body: json(body) })).status).toBe(401);
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration`, { adminKey: null })).status).toBe(401);
+
+      const privateKey = await exportSigningKey((await createKeyRing()).active);
+      const invalid: [string, unknown, (string | number)[]][] = [
+        ['version 0', { ...body, version: 0 }, ['body', 'version']],
+        ['a fractional version', { ...body, version: 1.5 }, ['body', 'version']],
+        ['an unknown capability', { ...body, ceiling: { capabilities: ['chat', 'telepathy'] } }, ['body', 'ceiling', 'capabilities', 1]],
+        ['a private key among the trusted keys', { ...body, trusted_keys: { keys: [privateKey] } }, ['body', 'trusted_keys', 'keys', 0]],
+        ['an empty key set', { ...body, trusted_keys: { keys: [] } }, ['body', 'trusted_keys']],
+        ['an origin with a path', { ...body, origins: ['https://app.example.com/login'] }, ['body', 'origins', 0]],
+        ['a section this runtime does not know', { ...body, providers: [] }, ['body']],
+        ['a ceiling without capabilities', { ...body, ceiling: { readOnly: true } }, ['body', 'ceiling', 'capabilities']],
+      ];
+      for (const [name, document, loc] of invalid) {
+        const res = await put(tenant_id, document);
+        expect(res.status, name).toBe(422);
+        const problems = ((await res.json()) as { detail: { loc: unknown[] }[] }).detail;
+        expect(problems.map((p) => p.loc), name).toContainEqual(loc);
+      }
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration`)).status).toBe(404);
+    });
+  });
+
   describe('erase', () => {
     async function seed(tenantId: string) {
       await rt.runtime.blobs.put(`${tenantBlobPrefix(tenantId)}documents/a.txt`, 'alpha');
@@ -235,18 +354,29 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const kept = await createTenant();
       await seed(doomed.tenant_id);
       await seed(kept.tenant_id);
+      for (const { tenant_id } of [doomed, kept]) {
+        const configured = await rt.admin(`/tenants/${tenant_id}/configuration`, {
+          method: 'PUT',
+          body: json({ version: 1, issuer: 'agentplane:project:p', trusted_keys: trustedKeysOf(await createKeyRing()), ceiling: { capabilities: ['chat'] } }),
+        });
+        expect(configured.status).toBe(200);
+      }
 
       const res = await rt.admin(`/tenants/${doomed.tenant_id}`, { method: 'DELETE' });
       expect(res.status).toBe(200);
       const report = (await res.json()) as Record<string, unknown>;
-      expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true, rows_deleted: { tenants: 1 } });
+      expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true });
+      expect(report.rows_deleted).toEqual({ tenant_configurations: 1, tenants: 1 });
       expect(report.steps).toEqual([
-        { step: 'rows', phase: 'rows', outcome: 'done', items: 1 },
+        { step: 'rows', phase: 'rows', outcome: 'done', items: 2 },
         { step: 'run_logs', phase: 'outside_database', outcome: 'done', items: 1 },
         { step: 'stored_bytes', phase: 'outside_database', outcome: 'done', items: 2 },
       ]);
 
       expect((await rt.admin(`/tenants/${doomed.tenant_id}`)).status).toBe(404);
+      expect((await rt.admin(`/tenants/${doomed.tenant_id}/configuration`)).status).toBe(404);
+      expect(await rt.runtime.configurations.stamp(doomed.tenant_id)).toBeUndefined();
+      expect((await rt.admin(`/tenants/${kept.tenant_id}/configuration`)).status).toBe(200);
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(doomed.tenant_id)}documents/a.txt`)).toBe(false);
       expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(doomed.tenant_id)}runs/r1`, 0)).state).toBe('missing');
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(kept.tenant_id)}documents/a.txt`)).toBe(true);
@@ -336,6 +466,11 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
     it('keeps every row and byte when the row purge fails part way, answering 500 without internals', async () => {
       const { tenant_id } = await createTenant({ settings_json: { default_model: 'm' } });
       await seed(tenant_id);
+      const configured = await rt.admin(`/tenants/${tenant_id}/configuration`, {
+        method: 'PUT',
+        body: json({ version: 1, issuer: 'agentplane:project:p', trusted_keys: trustedKeysOf(await createKeyRing()), ceiling: { capabilities: ['chat'] } }),
+      });
+      expect(configured.status).toBe(200);
       // The first purge really deletes the tenant's row; the second then fails: the transaction must undo both.
       rt.runtime.eraser.registerRows({
         table: 'early_feature',
@@ -357,6 +492,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(body.request_id).toBe(res.headers.get('x-request-id'));
 
       expect(await (await rt.admin(`/tenants/${tenant_id}`)).json()).toMatchObject({ settings_json: { default_model: 'm' } });
+      expect(await (await rt.admin(`/tenants/${tenant_id}/configuration`)).json()).toMatchObject({ version: 1 });
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(tenant_id)}documents/a.txt`)).toBe(true);
       expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(tenant_id)}runs/r1`, 0)).state).not.toBe('missing');
     });

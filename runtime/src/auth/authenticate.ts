@@ -1,0 +1,127 @@
+// End-user authentication on the data plane (DESIGN.md flow 1): picks the tenant a bearer token names, verifies
+// the token with that tenant's pushed keys and issuer alone, and works out what it may do under the tenant's
+// current ceiling. Knows nothing of HTTP: the guard hands it the two headers.
+import { decodeJwt } from 'jose';
+import { unauthenticated } from '../../../lib/src/errors.js';
+import { effectivePermission, type EffectivePermission } from '../../../lib/src/permissions/index.js';
+import type { AccessTokenClaims } from '../../../lib/src/tokens/claims.js';
+import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
+import {
+  MAX_TOKEN_LENGTH,
+  PROJECT_KEY_ON_DATA_PLANE,
+  accessTokenVerifier,
+  looksLikeProjectKey,
+  type AccessTokenVerifier,
+} from '../../../lib/src/tokens/verify.js';
+import type { StoredConfiguration, TenantConfigurationService } from '../tenants/configuration.js';
+
+/** The credential headers of a data-plane request, as sent. */
+export interface Credentials {
+  authorization: string | undefined;
+  apiKey: string | undefined;
+}
+
+/** Who is calling and what they may do; routes read it, services take it as plain input. */
+export interface Principal {
+  tenantId: string;
+  claims: AccessTokenClaims;
+  /** Ceiling ∩ token, before any per-request flag. */
+  permission: EffectivePermission;
+  /** The configuration the token was checked against: a request's own flags apply to its ceiling. */
+  configuration: StoredConfiguration;
+}
+
+/** A tenant's key set and issuer, made into a verifier once per configuration. */
+interface TenantIdentity {
+  configuration: StoredConfiguration;
+  verify: AccessTokenVerifier;
+}
+
+/** Tenant ids are lower-case UUIDs everywhere (docs/decisions/0003); a token naming one otherwise is not ours. */
+const canonicalUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+export class EndUserAuthenticator {
+  /** By tenant: the verifier of the configuration last seen, replaced when the stored version or digest moves. */
+  private readonly identities = new Map<string, TenantIdentity>();
+
+  constructor(private readonly configurations: TenantConfigurationService) {}
+
+  /** Resolves to the caller's principal, or throws `unauthenticated` (401) saying briefly why. */
+  async authenticate(credentials: Credentials): Promise<Principal> {
+    const token = bearerTokenOf(credentials);
+    const identity = await this.identityOf(claimedTenant(token));
+    const claims = await identity.verify(token);
+    const { configuration } = identity;
+    return {
+      tenantId: configuration.tenantId,
+      claims,
+      permission: effectivePermission({ ceiling: configuration.document.ceiling, token: claimsFromToken(claims) }),
+      configuration,
+    };
+  }
+
+  /**
+   * The verifier of the tenant's current configuration. One small read per request (version and digest) keeps
+   * every replica on the stored configuration: a push to any replica, or an erase, takes effect on the next request.
+   * The digest is part of the key because an erased tenant registered again starts over at version 1.
+   */
+  private async identityOf(tenantId: string): Promise<TenantIdentity> {
+    const stamp = await this.configurations.stamp(tenantId);
+    const cached = this.identities.get(tenantId);
+    if (!stamp) {
+      this.identities.delete(tenantId);
+      // Unknown, erased and not yet configured tenants answer alike: a token does not learn which tenants exist.
+      throw invalidToken();
+    }
+    if (cached && cached.configuration.version === stamp.version && cached.configuration.digest === stamp.digest) return cached;
+    const configuration = await this.configurations.load(tenantId);
+    if (!configuration) throw invalidToken();
+    const identity: TenantIdentity = {
+      configuration,
+      verify: accessTokenVerifier({
+        trustedKeys: configuration.document.trusted_keys,
+        issuer: configuration.document.issuer,
+        tenantId: configuration.tenantId,
+      }),
+    };
+    this.identities.set(tenantId, identity);
+    return identity;
+  }
+}
+
+/**
+ * The bearer token of a request. A project key is refused wherever it appears, in either header and even beside
+ * a valid token: it is a server credential that should never travel to the data plane, and saying so helps the
+ * developer who sent it. `X-API-Key` otherwise carries nothing the data plane uses.
+ */
+function bearerTokenOf({ authorization, apiKey }: Credentials): string {
+  const token = authorization === undefined ? undefined : bearer.exec(authorization.trim())?.[1];
+  // `Authorization: pk_...` without the scheme is the same mistake as `Bearer pk_...`.
+  if ([apiKey, token ?? authorization].some((sent) => sent !== undefined && looksLikeProjectKey(sent))) {
+    throw invalidToken(PROJECT_KEY_ON_DATA_PLANE);
+  }
+  if (token === undefined) throw invalidToken('missing bearer token');
+  if (token.length > MAX_TOKEN_LENGTH) throw invalidToken('token is too large');
+  return token;
+}
+
+/**
+ * The tenant the token says it is for, read WITHOUT verifying: it only chooses whose keys to verify with. A
+ * token that lies here is then checked against the keys of the tenant it names and fails there.
+ */
+function claimedTenant(token: string): string {
+  let tenantId: unknown;
+  try {
+    tenantId = decodeJwt(token).tenant_id;
+  } catch {
+    throw invalidToken();
+  }
+  if (typeof tenantId !== 'string' || !canonicalUuid.test(tenantId)) throw invalidToken();
+  return tenantId;
+}
+
+// The same wording and code as the verifier's refusals (lib/src/tokens/verify.ts), so a client cannot tell which
+// of the two said no.
+const invalidToken = (message = 'invalid token') => unauthenticated(message, { code: 'invalid_token' });

@@ -1,0 +1,55 @@
+// `GET /capabilities`: what the caller's token holds under the project's current ceiling, and which `enable_*`
+// switches would do anything, so a client shows only the features that work. The arithmetic is lib's.
+import { z } from 'zod';
+import {
+  CAPABILITIES,
+  EFFORTS,
+  REQUEST_FLAGS,
+  intersectAllowList,
+  isPrivileged,
+  type Capability,
+  type RequestFlag,
+} from '../../../lib/src/permissions/index.js';
+import type { Principal } from './authenticate.js';
+
+const switchesShape = Object.fromEntries(REQUEST_FLAGS.map((flag) => [flag, z.boolean()])) as Record<RequestFlag, z.ZodBoolean>;
+
+export const Capabilities = z
+  .object({
+    tenant_id: z.uuid(),
+    subject: z.string().meta({ description: 'The token\'s identity path' }),
+    scope: z.string().meta({ description: 'The visibility prefix: the token sees the subtree under it' }),
+    capabilities: z
+      .array(z.enum(CAPABILITIES as [Capability, ...Capability[]]))
+      .meta({ description: 'Effective now: the token\'s capabilities within the project\'s current ceiling, sorted. A capability the project has since removed is not listed' }),
+    switches: z
+      .strictObject(switchesShape)
+      .meta({ description: 'Per `enable_*` flag of ChatRequest: true when the token holds what the flag switches, so setting it (or leaving it unset) does something. `enable_plugins` is true whenever project skills can be used' }),
+    allowed_models: z
+      .array(z.string())
+      .nullable()
+      .meta({ description: 'Models this token may name: its allow-list within the project\'s registered models. null: any model the project registers' }),
+    max_effort: z.enum(EFFORTS).nullable().meta({ description: 'null: no effort ceiling' }),
+    max_tool_iterations: z.int().nullable().meta({ description: 'The tighter of the token\'s and the project\'s; null: unlimited' }),
+    max_context_tokens: z.int().nullable().meta({ description: 'The tighter of the token\'s and the project\'s; null: unlimited' }),
+    privileged: z.boolean().meta({ description: 'The token carries role `admin`, `owner` or `service`' }),
+  })
+  .meta({ id: 'Capabilities' });
+
+export type CapabilitiesOutput = z.infer<typeof Capabilities>;
+
+export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal): CapabilitiesOutput {
+  return {
+    tenant_id: tenantId,
+    subject: claims.sub,
+    scope: claims.scope,
+    capabilities: [...permission.capabilities].sort(),
+    switches: { ...permission.switches },
+    // A model the project has since unregistered is no longer usable, whatever the token lists.
+    allowed_models: intersectAllowList(permission.allowedModels, configuration.document.ceiling.registeredModels) ?? null,
+    max_effort: permission.maxEffort ?? null,
+    max_tool_iterations: permission.maxToolIterations ?? null,
+    max_context_tokens: permission.maxContextTokens ?? null,
+    privileged: isPrivileged(claims.roles),
+  };
+}
