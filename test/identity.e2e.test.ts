@@ -1,0 +1,143 @@
+// The identity path end to end, as a customer walks it: sign in on the control plane, create a project, create
+// keys, mint an end-user token, and call the data plane with it. The project's tenant and configuration reach
+// the runtime through the outbox and the local provisioner, over the runtime's real admin surface.
+import { createServer, type Server } from 'node:http';
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../lib/src/logging.js';
+import { PROJECT_KEY_ON_DATA_PLANE } from '../lib/src/tokens/verify.js';
+import { createControlApi, type ControlApi } from '../control-api/src/app.js';
+import { loadControlApiConfig } from '../control-api/src/config.js';
+import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
+import { freePort, makeTempDir } from './harness/process.js';
+import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('identity end to end: control plane to data plane', () => {
+  let rt: TestRuntime;
+  let control: ControlApi;
+  let server: Server;
+  let controlUrl: string;
+  let dataDir: string;
+
+  const control_ = (path: string, init: RequestInit & { key?: string; session?: string } = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.key) headers.set('x-api-key', init.key);
+    if (init.session) headers.set('authorization', `Bearer ${init.session}`);
+    if (init.body !== undefined) headers.set('content-type', 'application/json');
+    return fetch(`${controlUrl}${path}`, { ...init, headers });
+  };
+  const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
+  const delivered = (projectId: string) => until('the outbox to deliver', async () => ((await control.relay!.pending(projectId)) === 0 ? true : undefined));
+
+  beforeAll(async () => {
+    rt = await startTestRuntime();
+    dataDir = makeTempDir('identity-e2e');
+    const port = await freePort();
+    control = await createControlApi({
+      config: loadControlApiConfig({
+        CONTROL_PORT: String(port),
+        AGENTPLANE_DATA_DIR: dataDir,
+        AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
+        AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
+      }),
+      logger: silentLogger(),
+      provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }),
+    });
+    server = createServer(control.app);
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    controlUrl = `http://127.0.0.1:${port}`;
+  });
+  afterAll(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    await control?.close();
+    await rt?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('signs in, creates a project and keys, mints a token, and the data plane honours it and later ceiling changes', async () => {
+    const { token: session } = await json<{ token: string }>(
+      control_('/api/auth/login', { method: 'POST', body: JSON.stringify({ email: 'owner@example.com', password: 'a long enough password' }) }),
+    );
+    const orgId = (await json<{ orgs: { id: string }[] }>(control_('/api/me', { session }))).orgs[0]!.id;
+    const project = await json<{ id: string; tenant_id: string }>(
+      control_(`/api/orgs/${orgId}/projects`, { method: 'POST', session, body: JSON.stringify({ name: 'helpdesk' }) }),
+    );
+    const admin = await json<{ key: string }>(control_(`/api/projects/${project.id}/keys`, { method: 'POST', session, body: JSON.stringify({ scope: 'admin' }) }));
+    const mintKey = await json<{ key: string }>(control_(`/api/projects/${project.id}/keys`, { method: 'POST', key: admin.key, body: JSON.stringify({}) }));
+
+    const minted = await json<{ access_token: string; capabilities: string[] }>(
+      control_(`/api/projects/${project.id}/token`, {
+        method: 'POST',
+        key: mintKey.key,
+        body: JSON.stringify({ subject: 'helpdesk:alice', capabilities: ['chat', 'documents:read', 'web_search'] }),
+      }),
+    );
+    expect(minted.capabilities).toEqual(expect.arrayContaining(['chat', 'documents:read', 'web_search']));
+
+    await delivered(project.id);
+    const caps = await rt.endUser('/capabilities', minted.access_token);
+    expect(caps.status).toBe(200);
+    const held = (await caps.json()) as { tenant_id: string; subject: string; capabilities: string[]; switches: Record<string, boolean> };
+    expect(held).toMatchObject({ tenant_id: project.tenant_id, subject: 'helpdesk:alice' });
+    expect(held.capabilities).toEqual(expect.arrayContaining(['chat', 'documents:read', 'web_search']));
+    expect(held.switches.enable_web_search).toBe(true);
+
+    // The project drops web search: the change reaches the runtime and the same token loses it at once.
+    const patched = await control_(`/api/projects/${project.id}`, {
+      method: 'PATCH',
+      key: admin.key,
+      body: JSON.stringify({ ceiling: { capabilities: ['chat', 'documents:read'] } }),
+    });
+    expect(patched.status).toBe(200);
+    await delivered(project.id);
+    const after = (await (await rt.endUser('/capabilities', minted.access_token)).json()) as { capabilities: string[]; switches: Record<string, boolean> };
+    expect(after.capabilities).not.toContain('web_search');
+    expect(after.switches.enable_web_search).toBe(false);
+
+    // The project key is a control-plane credential: the data plane refuses it, saying so.
+    const withKey = await rt.endUser('/capabilities', mintKey.key);
+    expect(withKey.status).toBe(401);
+    expect(((await withKey.json()) as { detail: string }).detail).toBe(PROJECT_KEY_ON_DATA_PLANE);
+  });
+
+  it('keeps retrying while the runtime is unreachable, and delivers once it answers again', async () => {
+    const { token: session } = await control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
+    const account = await control.accounts.authenticate(session);
+    const orgId = (await control.accounts.orgsOf(account.id))[0]!.id;
+    const address = rt.server.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    rt.server.closeAllConnections();
+    await new Promise((resolve) => rt.server.close(resolve));
+    try {
+      const project = await control.projects.create(orgId, account.id, 'while down');
+      const failing = await until('a failed attempt', async () => {
+        const row = await control.database.db
+          .withSchema('control')
+          .selectFrom('outbox')
+          .select(['attempts', 'last_error'])
+          .where('project_id', '=', project.id)
+          .where('kind', '=', 'register_tenant')
+          .executeTakeFirst();
+        return row && row.attempts > 0 ? row : undefined;
+      });
+      expect(failing.last_error).toMatch(/did not answer/);
+      expect(await control.relay!.pending(project.id)).toBe(2);
+      await new Promise<void>((resolve) => rt.server.listen(port, '127.0.0.1', resolve));
+      await until('the outbox to deliver after the outage', async () => ((await control.relay!.pending(project.id)) === 0 ? true : undefined), 30_000);
+      expect((await rt.admin(`/tenants/${project.tenant_id}/configuration`)).status).toBe(200);
+    } finally {
+      if (!rt.server.listening) await new Promise<void>((resolve) => rt.server.listen(port, '127.0.0.1', resolve));
+    }
+  });
+});
