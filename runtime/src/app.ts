@@ -14,7 +14,9 @@ import type { Logger } from '../../lib/src/logging.js';
 import { adminKeyGuard } from './admin-auth.js';
 import { EndUserAuthenticator } from './auth/authenticate.js';
 import { bearerGuard } from './auth/guard.js';
-import { capabilityRoutes } from './auth/routes.js';
+import { NarrowingKeyRings } from './auth/narrowing-keys.js';
+import { TokenNarrowingService } from './auth/narrowing.js';
+import { capabilityRoutes, narrowingRoutes } from './auth/routes.js';
 import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
 import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
@@ -40,6 +42,8 @@ export interface Runtime {
   blobs: BlobStore;
   tenants: TenantService;
   configurations: TenantConfigurationService;
+  /** Each tenant's runtime-held keys for narrowed tokens (docs/decisions/0016). */
+  narrowingKeys: NarrowingKeyRings;
   eraser: TenantEraser;
   close(): Promise<void>;
 }
@@ -101,8 +105,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const eraser = new TenantEraser(database.db, logger);
     const tenants = new TenantService(database.db, secretBox, eraser);
     const configurations = new TenantConfigurationService(database.db);
+    const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     eraser.registerRows({ table: 'tenant_configurations', purge: (trx, tenantId) => configurations.purge(trx, tenantId) });
-    const authenticator = new EndUserAuthenticator(configurations);
+    // With the tenant's keys gone, every token it narrowed stops verifying, on every replica at its next request.
+    eraser.registerRows({ table: 'tenant_narrowing_keys', purge: (trx, tenantId) => narrowingKeys.purge(trx, tenantId) });
+    const authenticator = new EndUserAuthenticator(configurations, narrowingKeys);
+    const narrowing = new TokenNarrowingService(narrowingKeys);
     eraser.registerStep({
       name: 'run_logs',
       phase: 'outside_database',
@@ -124,7 +132,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [...tenantRoutes(tenants), ...tenantConfigurationRoutes(configurations), ...capabilityRoutes()],
+      routes: [...tenantRoutes(tenants), ...tenantConfigurationRoutes(configurations), ...capabilityRoutes(), ...narrowingRoutes(narrowing)],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {
         adminKey: { type: 'apiKey', in: 'header', name: 'X-Admin-Key', description: 'The runtime admin key (tenant routes)' },
@@ -132,7 +140,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: 'An end-user token minted by the control plane for this tenant. A project key (pk_...) is refused here, in any header',
+          description:
+            'An end-user token minted by the control plane for this tenant, or narrowed from one by POST /auth/token. A project key (pk_...) is refused here, in any header',
         },
       },
       readiness: {
@@ -155,6 +164,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       blobs,
       tenants,
       configurations,
+      narrowingKeys,
       eraser,
       async close() {
         for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));

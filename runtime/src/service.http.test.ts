@@ -76,13 +76,14 @@ describe('runtime service routes', () => {
         'PUT /tenants/{tenant_id}/configuration',
         'GET /tenants/{tenant_id}/configuration',
         'GET /capabilities',
+        'POST /auth/token',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);
     expect(doc.paths['/tenants']!.post!.requestBody).toBeDefined();
     expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
     const schemas = ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue'];
-    for (const name of [...schemas, 'TenantConfiguration', 'TenantConfigurationOut', 'CapabilityCeiling', 'Capabilities']) {
+    for (const name of [...schemas, 'TenantConfiguration', 'TenantConfigurationOut', 'CapabilityCeiling', 'Capabilities', 'TokenRequest', 'TokenResponse']) {
       expect(doc.components.schemas).toHaveProperty(name);
     }
     expect(Object.keys(doc.components.schemas).filter((name) => name.startsWith('__'))).toEqual([]);

@@ -24,6 +24,13 @@ export const issuerFor = (projectId: string) => `agentplane:project:${projectId}
 /** `aud`: the tenant data plane the token is for. A token for one tenant is refused by every other. */
 export const audienceFor = (tenantId: string) => `agentplane:tenant:${tenantId}`;
 
+/**
+ * `iss` of a token the tenant's runtime narrowed (`POST /auth/token`) and signed with its own narrowing key ring.
+ * A name of its own, outside the `agentplane:project:` space, so the verifier can tell by issuer alone which key
+ * set applies: the project's pushed keys or the runtime's narrowing keys, never a mix (docs/decisions/0016).
+ */
+export const narrowingIssuerFor = (tenantId: string) => `agentplane:tenant:${tenantId}:narrowing`;
+
 export const EFFORT_LEVELS = ['minimal', 'low', 'medium', 'high'] as const;
 export type EffortLevel = (typeof EFFORT_LEVELS)[number];
 

@@ -1,6 +1,7 @@
-// Per-project token signing keys: Ed25519 pairs named by their RFC 7638 thumbprint, and the ring that rotates
-// them. The control-api keeps the ring (stored sealed under the master key); the runtime receives only the public
-// set, pushed to it as configuration, and never takes a key from anywhere else.
+// Token signing keys: Ed25519 pairs named by their RFC 7638 thumbprint, and the ring that rotates them. The
+// control-api keeps each project's ring (stored sealed under the master key); the runtime receives only its public
+// set, pushed to it as configuration. The runtime's one ring of its own is each tenant's narrowing ring, which
+// signs only narrowed tokens under their own issuer (docs/decisions/0016). No key is ever taken from a token.
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey } from 'jose';
 import { z } from 'zod';
 import { DEFAULT_CLOCK_TOLERANCE_SECONDS, SIGNING_ALGORITHM } from './claims.js';

@@ -3,7 +3,8 @@
 import type { Capability, TokenClaims } from '../permissions/index.js';
 import type { AccessTokenClaims, AccessTokenGrant } from './claims.js';
 
-export function grantFromClaims(tenantId: string, claims: TokenClaims): AccessTokenGrant {
+/** `parentJti`: on a narrowed token, the `jti` of the token it was narrowed from. */
+export function grantFromClaims(tenantId: string, claims: TokenClaims, options: { parentJti?: string } = {}): AccessTokenGrant {
   return {
     sub: claims.subject,
     tenant_id: tenantId,
@@ -17,6 +18,7 @@ export function grantFromClaims(tenantId: string, claims: TokenClaims): AccessTo
     ...(claims.maxToolIterations === undefined ? {} : { max_tool_iterations: claims.maxToolIterations }),
     ...(claims.maxContextTokens === undefined ? {} : { max_context_tokens: claims.maxContextTokens }),
     ...(claims.allowedTools === undefined ? {} : { allowed_tools: [...claims.allowedTools] }),
+    ...(options.parentJti === undefined ? {} : { parent_jti: options.parentJti }),
   } as AccessTokenGrant;
 }
 

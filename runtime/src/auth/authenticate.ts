@@ -1,10 +1,12 @@
 // End-user authentication on the data plane (DESIGN.md flow 1): picks the tenant a bearer token names, verifies
-// the token with that tenant's pushed keys and issuer alone, and works out what it may do under the tenant's
-// current ceiling. Knows nothing of HTTP: the guard hands it the two headers.
+// the token with ONE of that tenant's two key sets (the project's pushed keys under the pushed issuer, or the
+// runtime's narrowing keys under the narrowing issuer, chosen by the token's issuer and never mixed), and works out
+// what it may do under the tenant's current ceiling. Knows nothing of HTTP: the guard hands it the two headers.
 import { decodeJwt } from 'jose';
 import { unauthenticated } from '../../../lib/src/errors.js';
 import { effectivePermission, type EffectivePermission } from '../../../lib/src/permissions/index.js';
-import type { AccessTokenClaims } from '../../../lib/src/tokens/claims.js';
+import { narrowingIssuerFor, type AccessTokenClaims } from '../../../lib/src/tokens/claims.js';
+import { trustedKeysOf } from '../../../lib/src/tokens/keys.js';
 import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
 import {
   MAX_TOKEN_LENGTH,
@@ -14,6 +16,7 @@ import {
   type AccessTokenVerifier,
 } from '../../../lib/src/tokens/verify.js';
 import type { StoredConfiguration, TenantConfigurationService } from '../tenants/configuration.js';
+import type { NarrowingKeyRings } from './narrowing-keys.js';
 
 /** The credential headers of a data-plane request, as sent. */
 export interface Credentials {
@@ -42,17 +45,34 @@ const canonicalUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 
 const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
+/** The tenant's narrowing keys, made into a verifier once per ring. */
+interface NarrowingIdentity {
+  keyIds: string;
+  verify: AccessTokenVerifier;
+}
+
 export class EndUserAuthenticator {
   /** By tenant: the verifier of the configuration last seen, replaced when the stored version or digest moves. */
   private readonly identities = new Map<string, TenantIdentity>();
+  /** By tenant: the verifier of the narrowing ring last seen, replaced when its key ids move. */
+  private readonly narrowingIdentities = new Map<string, NarrowingIdentity>();
 
-  constructor(private readonly configurations: TenantConfigurationService) {}
+  constructor(
+    private readonly configurations: TenantConfigurationService,
+    private readonly narrowingKeys: NarrowingKeyRings,
+  ) {}
 
   /** Resolves to the caller's principal, or throws `unauthenticated` (401) saying briefly why. */
   async authenticate(credentials: Credentials): Promise<Principal> {
     const token = bearerTokenOf(credentials);
-    const identity = await this.identityOf(claimedTenant(token));
-    const claims = await identity.verify(token);
+    const claimed = claimedOrigin(token);
+    // The tenant must be configured whichever key signed: its ceiling bounds narrowed tokens too, and an erased
+    // tenant's narrowed tokens die with it.
+    const identity = await this.identityOf(claimed.tenantId);
+    // The claimed issuer only picks the key set; each verifier then accepts exactly one issuer and its own keys, so
+    // a token naming the project but signed by the narrowing key (or the reverse) fails its signature check.
+    const verify = claimed.issuer === narrowingIssuerFor(claimed.tenantId) ? await this.narrowingVerifierOf(claimed.tenantId) : identity.verify;
+    const claims = await verify(token);
     const { configuration } = identity;
     return {
       tenantId: configuration.tenantId,
@@ -89,6 +109,20 @@ export class EndUserAuthenticator {
     this.identities.set(tenantId, identity);
     return identity;
   }
+
+  /** The verifier of the tenant's narrowing keys; a tenant that never narrowed a token has none, and no token verifies. */
+  private async narrowingVerifierOf(tenantId: string): Promise<AccessTokenVerifier> {
+    const current = await this.narrowingKeys.current(tenantId);
+    if (!current) {
+      this.narrowingIdentities.delete(tenantId);
+      throw invalidToken();
+    }
+    const cached = this.narrowingIdentities.get(tenantId);
+    if (cached?.keyIds === current.keyIds) return cached.verify;
+    const verify = accessTokenVerifier({ trustedKeys: trustedKeysOf(current.ring), issuer: narrowingIssuerFor(tenantId), tenantId });
+    this.narrowingIdentities.set(tenantId, { keyIds: current.keyIds, verify });
+    return verify;
+  }
 }
 
 /**
@@ -108,18 +142,19 @@ function bearerTokenOf({ authorization, apiKey }: Credentials): string {
 }
 
 /**
- * The tenant the token says it is for, read WITHOUT verifying: it only chooses whose keys to verify with. A
- * token that lies here is then checked against the keys of the tenant it names and fails there.
+ * The tenant and issuer the token claims, read WITHOUT verifying: they only choose which keys to verify with. A
+ * token that lies here is then checked against the keys it named and fails there.
  */
-function claimedTenant(token: string): string {
-  let tenantId: unknown;
+function claimedOrigin(token: string): { tenantId: string; issuer: unknown } {
+  let payload: Record<string, unknown>;
   try {
-    tenantId = decodeJwt(token).tenant_id;
+    payload = decodeJwt(token);
   } catch {
     throw invalidToken();
   }
+  const tenantId = payload.tenant_id;
   if (typeof tenantId !== 'string' || !canonicalUuid.test(tenantId)) throw invalidToken();
-  return tenantId;
+  return { tenantId, issuer: payload.iss };
 }
 
 // The same wording and code as the verifier's refusals (lib/src/tokens/verify.ts), so a client cannot tell which

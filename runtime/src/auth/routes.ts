@@ -1,7 +1,9 @@
-// HTTP adapter for what an end-user token may do (bearer): parse, ask, answer.
+// HTTP adapters for what an end-user token may do (bearer): parse, ask, answer.
 import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { PROJECT_KEY_ON_DATA_PLANE } from '../../../lib/src/tokens/verify.js';
 import { Capabilities, capabilitiesOf } from './capabilities.js';
 import { principalOf } from './guard.js';
+import { TokenRequest, TokenResponse, type TokenNarrowingService } from './narrowing.js';
 
 export function capabilityRoutes(): RouteDefinition[] {
   return [
@@ -18,6 +20,35 @@ export function capabilityRoutes(): RouteDefinition[] {
       },
       async handle({ res }) {
         return { body: capabilitiesOf(principalOf(res)) };
+      },
+    }),
+  ];
+}
+
+export function narrowingRoutes(narrowing: TokenNarrowingService): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/auth/token',
+      operationId: 'narrowToken',
+      summary: 'Narrow the calling end-user token into a child token that can do no more than it',
+      description:
+        'The credential is the end-user token being narrowed, as `Authorization: Bearer`; a narrowed token can be narrowed again. ' +
+        `A project key (pk_...) in either header is refused: "${PROJECT_KEY_ON_DATA_PLANE}". ` +
+        'Every field is optional and keeps the caller\'s value when omitted. Capabilities, models, roles, groups and tools only intersect; ' +
+        'effort and limits take the lowest of the request, the caller and the project; `expires_in` is clamped to the project\'s maximum.',
+      tags: ['auth'],
+      security: ['bearer'],
+      body: TokenRequest,
+      responses: {
+        200: { description: 'The child token and what it was granted', schema: TokenResponse },
+        400: { description: 'A malformed path, a scope that is not a prefix of user_ref, or a model the project does not register' },
+        401: { description: 'Missing, invalid or expired token, or a project key (pk_...) sent to the data plane' },
+        403: { description: 'user_ref, scope or data_scope outside the calling token\'s' },
+        422: { description: 'A field of the wrong type or out of range, or an unknown field' },
+      },
+      async handle({ res, body }) {
+        return { body: await narrowing.narrow(principalOf(res), body) };
       },
     }),
   ];

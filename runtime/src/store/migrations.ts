@@ -41,4 +41,18 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 3,
+    name: 'tenant_narrowing_keys',
+    statements: [
+      // One row per tenant: the key ring the runtime signs narrowed tokens with (POST /auth/token), created on the
+      // first narrowing and read by every replica. The key to tenants makes an erase that forgot it fail.
+      `create table tenant_narrowing_keys (
+        tenant_id uuid primary key references tenants (tenant_id),
+        key_ids text not null,
+        sealed_ring text not null,
+        created_at timestamptz not null default now()
+      )`,
+    ],
+  },
 ];

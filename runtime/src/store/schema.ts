@@ -38,9 +38,20 @@ export interface TenantConfigurationsTable {
   updated_at: Timestamp;
 }
 
+/** A tenant's narrowing key ring (docs/decisions/0016): signs the tokens `POST /auth/token` issues. */
+export interface TenantNarrowingKeysTable {
+  tenant_id: string;
+  /** The ring's key ids, active first, space-separated: public, and what tells a cached ring from a replaced one. */
+  key_ids: string;
+  /** The whole ring (private keys included) as JSON, sealed under the master key and bound to the tenant. */
+  sealed_ring: string;
+  created_at: Timestamp;
+}
+
 export interface RuntimeSchema {
   tenants: TenantsTable;
   tenant_configurations: TenantConfigurationsTable;
+  tenant_narrowing_keys: TenantNarrowingKeysTable;
   tenant_erasures: TenantErasuresTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }

@@ -164,7 +164,13 @@ export const TenantConfiguration = z
       .min(1)
       .max(maxConfigurationVersion)
       .meta({ description: 'The control plane\'s counter for this tenant. A lower one than stored is refused; the same one must carry the same content' }),
-    issuer: z.string().min(1).max(256).meta({ description: 'The `iss` every end-user token of this tenant carries (`agentplane:project:<project id>`)' }),
+    issuer: z
+      .string()
+      .min(1)
+      .max(256)
+      // Those name the runtime's own narrowing keys (docs/decisions/0016); the project's issuer must never be one.
+      .refine((issuer) => !issuer.startsWith('agentplane:tenant:'), 'issuers starting with agentplane:tenant: belong to the runtime\'s narrowed tokens')
+      .meta({ description: 'The `iss` every token the project mints carries (`agentplane:project:<project id>`); not one starting with `agentplane:tenant:`' }),
     trusted_keys: trustedKeysSchema
       .refine((set) => set.keys.length > 0, 'at least one key is needed')
       .meta({ description: 'The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token)' }),

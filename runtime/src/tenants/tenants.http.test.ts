@@ -331,6 +331,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         ['an origin with a path', { ...body, origins: ['https://app.example.com/login'] }, ['body', 'origins', 0]],
         ['a section this runtime does not know', { ...body, providers: [] }, ['body']],
         ['a ceiling without capabilities', { ...body, ceiling: { readOnly: true } }, ['body', 'ceiling', 'capabilities']],
+        ['the runtime\'s own narrowing issuer', { ...body, issuer: `agentplane:tenant:${tenant_id}:narrowing` }, ['body', 'issuer']],
       ];
       for (const [name, document, loc] of invalid) {
         const res = await put(tenant_id, document);
@@ -360,15 +361,17 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
           body: json({ version: 1, issuer: 'agentplane:project:p', trusted_keys: trustedKeysOf(await createKeyRing()), ceiling: { capabilities: ['chat'] } }),
         });
         expect(configured.status).toBe(200);
+        // What the tenant's first narrowed token (POST /auth/token) would create.
+        expect(await rt.runtime.narrowingKeys.currentOrCreate(tenant_id)).toBeDefined();
       }
 
       const res = await rt.admin(`/tenants/${doomed.tenant_id}`, { method: 'DELETE' });
       expect(res.status).toBe(200);
       const report = (await res.json()) as Record<string, unknown>;
       expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true });
-      expect(report.rows_deleted).toEqual({ tenant_configurations: 1, tenants: 1 });
+      expect(report.rows_deleted).toEqual({ tenant_configurations: 1, tenant_narrowing_keys: 1, tenants: 1 });
       expect(report.steps).toEqual([
-        { step: 'rows', phase: 'rows', outcome: 'done', items: 2 },
+        { step: 'rows', phase: 'rows', outcome: 'done', items: 3 },
         { step: 'run_logs', phase: 'outside_database', outcome: 'done', items: 1 },
         { step: 'stored_bytes', phase: 'outside_database', outcome: 'done', items: 2 },
       ]);
@@ -376,6 +379,8 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect((await rt.admin(`/tenants/${doomed.tenant_id}`)).status).toBe(404);
       expect((await rt.admin(`/tenants/${doomed.tenant_id}/configuration`)).status).toBe(404);
       expect(await rt.runtime.configurations.stamp(doomed.tenant_id)).toBeUndefined();
+      expect(await rt.runtime.narrowingKeys.current(doomed.tenant_id)).toBeUndefined();
+      expect(await rt.runtime.narrowingKeys.current(kept.tenant_id)).toBeDefined();
       expect((await rt.admin(`/tenants/${kept.tenant_id}/configuration`)).status).toBe(200);
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(doomed.tenant_id)}documents/a.txt`)).toBe(false);
       expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(doomed.tenant_id)}runs/r1`, 0)).state).toBe('missing');
@@ -471,6 +476,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         body: json({ version: 1, issuer: 'agentplane:project:p', trusted_keys: trustedKeysOf(await createKeyRing()), ceiling: { capabilities: ['chat'] } }),
       });
       expect(configured.status).toBe(200);
+      const narrowingKeys = await rt.runtime.narrowingKeys.currentOrCreate(tenant_id);
       // The first purge really deletes the tenant's row; the second then fails: the transaction must undo both.
       rt.runtime.eraser.registerRows({
         table: 'early_feature',
@@ -493,6 +499,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
 
       expect(await (await rt.admin(`/tenants/${tenant_id}`)).json()).toMatchObject({ settings_json: { default_model: 'm' } });
       expect(await (await rt.admin(`/tenants/${tenant_id}/configuration`)).json()).toMatchObject({ version: 1 });
+      expect((await rt.runtime.narrowingKeys.current(tenant_id))?.keyIds).toBe(narrowingKeys?.keyIds);
       expect(await rt.runtime.blobs.exists(`${tenantBlobPrefix(tenant_id)}documents/a.txt`)).toBe(true);
       expect((await rt.runtime.events.logs.read(`${tenantEventPrefix(tenant_id)}runs/r1`, 0)).state).not.toBe('missing');
     });
