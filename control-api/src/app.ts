@@ -1,5 +1,5 @@
 // The control-api's composition root: its store (schema `control`, in its own database or, in the all-in-one,
-// beside the runtime's), sign-in counters, the first owner, and the routes.
+// beside the runtime's), sign-in counters, the first owner, the providers' upstream client, and the routes.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Express } from 'express';
@@ -21,6 +21,9 @@ import { ProjectKeyService } from './keys/service.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
 import type { Provisioner } from './provisioning/provisioner.js';
+import { providerRoutes } from './providers/routes.js';
+import { ProviderService } from './providers/service.js';
+import { OpenAIUpstream } from './providers/upstream.js';
 import { projectRoutes } from './projects/routes.js';
 import { ProjectService } from './projects/service.js';
 import { TokenMintService } from './tokens/service.js';
@@ -34,6 +37,7 @@ export interface ControlApi {
   accounts: AccountService;
   projects: ProjectService;
   keys: ProjectKeyService;
+  providers: ProviderService;
   /** Delivers queued changes to the runtime; absent when no runtime is configured. */
   relay: OutboxRelay | undefined;
   database: Database<any>;
@@ -82,12 +86,16 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     }
     const keys = new ProjectKeyService(db, projects);
     const mint = new TokenMintService(projects, keys);
+    // Provider URLs are the customer's: vetted when registered, and every connection to them pinned by the guard.
+    // Plain http only where private addresses are allowed (a developer's own model server).
+    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
+    const providers = new ProviderService(db, secretBox, projects, new OpenAIUpstream({ policy: urlPolicy, timeoutMs: config.providerTimeoutMs }), urlPolicy);
     const generatedOwner = await ensureOwner(accounts, config);
 
     const { app, openapi } = createHttpApp({
       program: 'control-api',
       title: 'agentplane control plane',
-      description: 'The control plane: accounts and orgs (session), projects, project keys (X-API-Key, `pk_`), end-user token minting and project configuration.',
+      description: 'The control plane: accounts and orgs (session), projects, project keys (X-API-Key, `pk_`), end-user token minting, providers (bring your own keys) and project configuration.',
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
@@ -95,6 +103,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...accountRoutes(accounts, projects),
         ...keyRoutes(keys),
         ...projectRoutes(projects, keys, mint, { control: config.publicUrl, data: config.dataPlaneUrl }),
+        ...providerRoutes(providers, keys),
       ],
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {
@@ -111,6 +120,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       accounts,
       projects,
       keys,
+      providers,
       get relay() {
         return relay;
       },

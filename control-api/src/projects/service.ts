@@ -1,13 +1,14 @@
 // Projects of an org: each is one customer's hard-isolation unit with its own tenant on a runtime, its own
 // capability ceiling and configuration, and its own token signing key ring (sealed at rest).
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Selectable } from 'kysely';
+import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import { notFound } from '../../../lib/src/errors.js';
 import { issuerFor } from '../../../lib/src/tokens/claims.js';
 import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
+import { registeredModels } from '../providers/registered.js';
 import type { ControlSchema, StoredCeiling } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
 import type { z } from 'zod';
@@ -28,6 +29,9 @@ export interface ProjectDetail extends ProjectOut {
 }
 
 type ProjectRow = Selectable<ControlSchema['projects']>;
+
+/** Columns of a project a change may set; the version and `updated_at` are moved by the change itself. */
+export type ProjectChange = Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string; default_model: string | null }>;
 
 export class ProjectService {
   constructor(
@@ -90,9 +94,10 @@ export class ProjectService {
     return presentDetail(await this.row(projectId));
   }
 
-  async ceilingOf(projectId: string): Promise<{ tenantId: string; ceiling: StoredCeiling }> {
+  /** The ceiling with the models the project registered: what a mint is clamped against. */
+  async ceilingOf(projectId: string): Promise<{ tenantId: string; ceiling: StoredCeiling; registeredModels: string[] }> {
     const row = await this.row(projectId);
-    return { tenantId: row.tenant_id, ceiling: row.ceiling };
+    return { tenantId: row.tenant_id, ceiling: row.ceiling, registeredModels: await registeredModels(this.db, projectId) };
   }
 
   async update(projectId: string, patch: { name?: string; ceiling?: z.infer<typeof CeilingPatch> }): Promise<ProjectDetail> {
@@ -115,7 +120,7 @@ export class ProjectService {
     const row = await this.db.selectFrom('projects').selectAll().where('id', '=', projectId).executeTakeFirst();
     if (!row || !row.signing_keys) return null;
     const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys, signingKeysAad(row.id))));
-    const ceiling = permissionCeiling(row.ceiling, []);
+    const ceiling = permissionCeiling(row.ceiling, await registeredModels(this.db, row.id));
     return {
       version: row.config_version,
       issuer: issuerFor(row.id),
@@ -135,22 +140,41 @@ export class ProjectService {
     };
   }
 
-  /** Applies a change, bumps the configuration version and queues its push, in one transaction. */
-  private async change(projectId: string, values: (current: ProjectRow) => Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string }>): Promise<ProjectDetail> {
-    const row = await this.db.transaction().execute(async (trx) => {
+  private async change(projectId: string, values: (current: ProjectRow) => ProjectChange): Promise<ProjectDetail> {
+    const { project } = await this.applyChange(projectId, async (_trx, current) => ({ set: values(current), result: undefined }));
+    return presentDetail(project);
+  }
+
+  /**
+   * Every change the runtime must hear of goes through here (the project's own fields, and other modules' rows
+   * such as providers): in one transaction, with the project row locked, `apply` writes what it changes and
+   * names the project columns to set; then the configuration version is bumped and a push queued. A throw from
+   * `apply` rolls everything back, so nothing is stored and nothing is sent.
+   */
+  async applyChange<T>(
+    projectId: string,
+    apply: (trx: Transaction<ControlSchema>, current: ProjectRow) => Promise<{ set?: ProjectChange; result: T }>,
+  ): Promise<{ project: ProjectRow; result: T }> {
+    const outcome = await this.db.transaction().execute(async (trx) => {
       const current = await trx.selectFrom('projects').selectAll().where('id', '=', projectId).forUpdate().executeTakeFirst();
       if (!current) throw projectNotFound(projectId);
-      const updated = await trx
+      const { set, result } = await apply(trx, current);
+      const project = await trx
         .updateTable('projects')
-        .set({ ...values(current), config_version: current.config_version + 1, updated_at: new Date() })
+        .set({ ...set, config_version: current.config_version + 1, updated_at: new Date() })
         .where('id', '=', projectId)
         .returningAll()
         .executeTakeFirstOrThrow();
-      await enqueue(trx, { projectId, tenantId: updated.tenant_id, kind: 'push_configuration' });
-      return updated;
+      await enqueue(trx, { projectId, tenantId: project.tenant_id, kind: 'push_configuration' });
+      return { project, result };
     });
     this.afterChange();
-    return presentDetail(row);
+    return outcome;
+  }
+
+  /** The project's default model, or null: none is configured and none is shared. */
+  async defaultModel(projectId: string): Promise<string | null> {
+    return (await this.row(projectId)).default_model;
   }
 
   /** The project's signing key ring, opened. */

@@ -96,4 +96,28 @@ export const controlMigrations: Migration[] = [
       'create index outbox_pending on control.outbox (project_id, id) where delivered_at is null',
     ],
   },
+  {
+    version: 5,
+    name: 'providers and the default model',
+    statements: [
+      // The customer's own LLM credentials (bring your own keys). `api_key` is sealed under the master key with
+      // associated data naming the project and the credential, so a sealed key copied to another row won't open.
+      `create table control.providers (
+        id uuid primary key,
+        project_id uuid not null references control.projects (id) on delete cascade,
+        provider text not null check (provider in ('openai', 'openai_compatible')),
+        base_url text not null,
+        models jsonb not null,
+        embedding_model text,
+        embedding_dim integer,
+        api_key text not null,
+        key_last_four text,
+        created_at timestamptz not null default now(),
+        refreshed_at timestamptz not null default now()
+      )`,
+      'create index providers_project on control.providers (project_id, created_at)',
+      // Null: no default; nothing falls back to a shared model.
+      'alter table control.projects add column default_model text',
+    ],
+  },
 ];

@@ -12,6 +12,9 @@ export interface StoredCeiling {
   default_groups?: string[];
 }
 
+/** How a provider is spoken to: OpenAI itself, or any server speaking its API at a `base_url`. */
+export type ProviderKind = 'openai' | 'openai_compatible';
+
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
 export interface ControlSchema {
@@ -31,6 +34,24 @@ export interface ControlSchema {
     origins: ColumnType<string[], string | undefined, string>;
     signing_keys: string | null;
     config_version: Generated<number>;
+    /** A registered model turns use when a request names none; null: none (no shared fallback). */
+    default_model: string | null;
+  };
+  providers: {
+    id: string;
+    project_id: string;
+    provider: ProviderKind;
+    base_url: string;
+    /** Chat models registered through this credential, in the order given. */
+    models: ColumnType<string[], string, string>;
+    embedding_model: string | null;
+    /** Measured by an embeddings call, never assumed. */
+    embedding_dim: number | null;
+    /** Sealed with the SecretBox (providers/service.ts `apiKeyAad`); never returned or logged. */
+    api_key: string;
+    key_last_four: string | null;
+    created_at: Generated<Date>;
+    refreshed_at: ColumnType<Date, Date | undefined, Date>;
   };
   outbox: {
     id: Generated<number>;

@@ -51,9 +51,9 @@ export class TokenMintService {
 
   async mint(caller: ProjectCaller, projectId: string, request: z.infer<typeof TokenRequest>): Promise<z.infer<typeof TokenResponse>> {
     await this.keys.authorize(caller, projectId, 'mint');
-    const { tenantId, ceiling } = await this.projects.ceilingOf(projectId);
-    // No provider can be registered yet, so no model is: a request naming one is refused (SPEC: 400, listed).
-    const issued = clampMint(request, permissionCeiling(ceiling, []));
+    const { tenantId, ceiling, registeredModels } = await this.projects.ceilingOf(projectId);
+    // The same registered list the runtime is pushed: a model no provider registered is refused (SPEC: 400, listed).
+    const issued = clampMint(request, permissionCeiling(ceiling, registeredModels));
     const ring = await this.projects.signingKeys(projectId);
     const { token } = await signAccessToken(grantFromClaims(tenantId, issued.claims), ring.active, {
       issuer: issuerFor(projectId),

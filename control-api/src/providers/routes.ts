@@ -1,0 +1,173 @@
+// HTTP adapter for a project's providers and default model (admin key or signed-in session).
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { callerOf, ProjectParams } from '../keys/routes.js';
+import type { ProjectKeyService } from '../keys/service.js';
+import { DEFAULT_EMBEDDING_MODEL, OPENAI_BASE_URL, PRICES_NOTE, PROVIDER_KINDS, type ProviderService } from './service.js';
+
+const modelName = z.string().trim().min(1).max(256);
+
+const ProviderRegister = z
+  .strictObject({
+    provider: z.enum(PROVIDER_KINDS).meta({ description: `\`openai\` (base_url defaults to ${OPENAI_BASE_URL}) or \`openai_compatible\` (any server speaking the OpenAI API; base_url required)` }),
+    models: z.array(modelName).min(1).max(100).meta({ description: 'Chat models to register; each must be in the provider\'s catalog (GET /models). The first becomes the default when the project has none' }),
+    values: z
+      .strictObject({
+        api_key: z.string().trim().min(1).max(4096).meta({ description: 'The provider key: sealed at rest, never returned or logged' }),
+        base_url: z.string().trim().min(1).max(2048).optional().meta({ description: 'The API root, such as https://api.openai.com/v1; checked by the URL guard' }),
+        embedding_model: modelName.optional().meta({
+          description: `Embedding model whose dimension is measured; default for openai: ${DEFAULT_EMBEDDING_MODEL.openai}, none for openai_compatible`,
+        }),
+      })
+      .meta({ id: 'ProviderValues' }),
+  })
+  .superRefine((body, ctx) => {
+    if (body.provider === 'openai_compatible' && body.values.base_url === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['values', 'base_url'], message: 'base_url is required for provider openai_compatible' });
+    }
+  })
+  .meta({ id: 'ProviderRegister' });
+
+const Derived = z
+  .object({
+    defaultModel: z.string().nullable().meta({ description: "The project's default model after this call; null: none (no shared fallback)" }),
+    embeddingModel: z.string().nullable().meta({ description: 'null when the provider has no embedding model' }),
+    embeddingDim: z.number().int().nullable().meta({ description: 'Measured by an embeddings call, not assumed' }),
+  })
+  .meta({ id: 'ProviderDerived' });
+
+const ProviderOut = z
+  .object({
+    id: z.uuid(),
+    provider: z.enum(PROVIDER_KINDS),
+    models: z.array(z.string()),
+    base_url: z.string(),
+    key_last_four: z.string().nullable().meta({ description: 'null for a key shorter than 12 characters; the key itself is never returned' }),
+    created_at: z.iso.datetime(),
+    refreshed_at: z.iso.datetime().meta({ description: 'When the catalog was last read and the embedding dimension measured' }),
+    derived: Derived,
+    warnings: z.array(z.string()).optional().meta({ description: 'Accepted with a caveat: an empty catalog, an embedding model the provider refused' }),
+  })
+  .meta({ id: 'Provider' });
+
+const ProviderRefreshed = ProviderOut.extend({
+  missing_models: z.array(z.string()).meta({ description: 'Registered models the catalog no longer lists (still registered)' }),
+  prices: z.null().meta({ description: 'Always null: the provider publishes no prices' }),
+  prices_note: z.string().meta({ description: PRICES_NOTE }),
+}).meta({ id: 'ProviderRefreshed' });
+
+const DefaultModel = z
+  .object({ model: z.string().nullable().meta({ description: 'A registered model; null: none (turns end with `no_model`)' }) })
+  .meta({ id: 'DefaultModel' });
+
+const DefaultModelSet = z
+  .strictObject({ model: modelName.nullable().meta({ description: 'A registered model, or null to clear the default' }) })
+  .meta({ id: 'DefaultModelSet' });
+
+const ProviderParams = ProjectParams.extend({ credId: z.uuid({ error: 'credId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+
+const forbidden = { description: 'A mint-scope key on an admin route' };
+const hidden = { description: 'No such project (or provider), or not visible to the caller' };
+const upstream = {
+  502: { description: 'The provider failed with its own error, or could not be reached' },
+  504: { description: 'The provider did not answer in time (the upstream request timed out)' },
+};
+
+export function providerRoutes(providers: ProviderService, keys: ProjectKeyService): RouteDefinition[] {
+  const admin = async (locals: Record<string, unknown>, projectId: string) => keys.authorize(callerOf(locals), projectId, 'admin');
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/providers',
+      operationId: 'listProviders',
+      summary: "The project's provider credentials (never their keys)",
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'Oldest first', schema: z.object({ providers: z.array(ProviderOut) }).meta({ id: 'ProviderList' }) }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: { providers: await providers.list(params.id) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/providers',
+      operationId: 'registerProvider',
+      summary: 'Register a provider key: the URL is vetted, the key tried on the catalog and the embedding dimension measured before anything is stored',
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: ProviderRegister,
+      responses: {
+        201: { description: 'Registered; `derived` holds what was measured', schema: ProviderOut },
+        400: { description: 'base_url refused by the URL guard, the key refused by the provider, or a model the provider does not offer' },
+        403: forbidden,
+        404: hidden,
+        409: { description: 'A model is already registered by another provider of the project' },
+        ...upstream,
+      },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { status: 201, body: await providers.register(params.id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/projects/{id}/providers/{credId}',
+      operationId: 'removeProvider',
+      summary: 'Remove a provider key and its models; a default model it served is cleared, not replaced',
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProviderParams,
+      responses: { 200: { description: 'The removed provider; `derived.defaultModel` is the default after removal', schema: ProviderOut }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await providers.remove(params.id, params.credId) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/providers/{credId}/refresh',
+      operationId: 'refreshProvider',
+      summary: 'Re-read the catalog and re-measure the embedding dimension (prices: the provider publishes none)',
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProviderParams,
+      responses: { 200: { description: 'Refreshed', schema: ProviderRefreshed }, 400: { description: 'The provider now refuses the key' }, 403: forbidden, 404: hidden, ...upstream },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await providers.refresh(params.id, params.credId) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/default-model',
+      operationId: 'getDefaultModel',
+      summary: "The project's default model (null: none; there is no shared fallback)",
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The default model', schema: DefaultModel }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await providers.defaultModel(params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/default-model',
+      operationId: 'setDefaultModel',
+      summary: 'Set the default model (a registered one) or clear it with null',
+      tags: ['providers'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: DefaultModelSet,
+      responses: { 200: { description: 'The default model', schema: DefaultModel }, 400: { description: 'The model is not registered by the project' }, 403: forbidden, 404: hidden },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { body: await providers.setDefaultModel(params.id, body.model) };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,262 @@
+// A project's providers (bring your own keys): the customer's OpenAI or OpenAI-compatible credentials, checked
+// against the provider before anything is stored, the API key sealed at rest, and the project's default model.
+// Each change bumps the project's configuration version and queues its push (ProjectService.applyChange).
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
+import { AppError, conflict, invalidArgument, notFound } from '../../../lib/src/errors.js';
+import { checkUrl, type UrlPolicy } from '../../../lib/src/net/url-guard.js';
+import type { ProjectService } from '../projects/service.js';
+import type { ControlSchema, ProviderKind } from '../store/schema.js';
+import { modelNotRegistered, registeredModels } from './registered.js';
+import type { ProviderTarget, ProviderUpstream } from './upstream.js';
+
+export const PROVIDER_KINDS = ['openai', 'openai_compatible'] as const satisfies readonly ProviderKind[];
+
+/** Where `openai` is reached when no `base_url` is given. */
+export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
+/** The embedding model measured for `openai` when none is named; other providers have no default to assume. */
+export const DEFAULT_EMBEDDING_MODEL: Record<ProviderKind, string | undefined> = { openai: 'text-embedding-3-small', openai_compatible: undefined };
+
+/** OpenAI's API (and the compatible ones) publish no prices; refresh says so instead of inventing figures. */
+export const PRICES_NOTE = 'Prices are not available: the OpenAI API and OpenAI-compatible APIs publish no prices, so none are recorded or invented.';
+
+export interface ProviderRegistration {
+  provider: ProviderKind;
+  /** Chat models to register, the first becoming the default when the project has none. */
+  models: string[];
+  values: { api_key: string; base_url?: string | undefined; embedding_model?: string | undefined };
+}
+
+export interface Derived {
+  /** The project's default model after this call (null: none; nothing falls back to a shared model). */
+  defaultModel: string | null;
+  /** Null when the provider has no embedding model to measure. */
+  embeddingModel: string | null;
+  /** Measured by a real embeddings call, never assumed. */
+  embeddingDim: number | null;
+}
+
+export interface ProviderOut {
+  id: string;
+  provider: ProviderKind;
+  models: string[];
+  base_url: string;
+  /** The key's last four characters (null for keys too short to show any of); the key is never returned. */
+  key_last_four: string | null;
+  created_at: string;
+  refreshed_at: string;
+  derived: Derived;
+  /** Present when something was accepted with a caveat (an unlisted catalog, an embedding model refused). */
+  warnings?: string[];
+}
+
+export interface ProviderRefreshed extends ProviderOut {
+  /** Registered models the provider's catalog no longer lists (they stay registered until removed). */
+  missing_models: string[];
+  prices: null;
+  prices_note: string;
+}
+
+type ProviderRow = Selectable<ControlSchema['providers']>;
+
+// Names in a catalog refusal: enough to spot a typo, not a page of every model a provider offers.
+const CATALOG_SHOWN = 30;
+
+export class ProviderService {
+  constructor(
+    private readonly db: Kysely<ControlSchema>,
+    private readonly secrets: SecretBox,
+    private readonly projects: ProjectService,
+    private readonly upstream: ProviderUpstream,
+    private readonly urlPolicy: UrlPolicy,
+  ) {}
+
+  async list(projectId: string): Promise<ProviderOut[]> {
+    const defaultModel = await this.projects.defaultModel(projectId);
+    const rows = await this.db.selectFrom('providers').selectAll().where('project_id', '=', projectId).orderBy('created_at').orderBy('id').execute();
+    return rows.map((row) => present(row, defaultModel));
+  }
+
+  /**
+   * Registers a credential: the URL vetted, the key tried on the catalog, the embedding dimension measured, and
+   * only then the row stored (key sealed) with the configuration push. Any failure stores nothing.
+   */
+  async register(projectId: string, input: ProviderRegistration): Promise<ProviderOut> {
+    const models = [...new Set(input.models)];
+    const baseUrl = (input.values.base_url ?? OPENAI_BASE_URL).replace(/\/+$/, '');
+    await checkUrl(baseUrl, this.urlPolicy, 'base_url');
+    // Before any provider call: a model is served by exactly one credential, so a turn knows where to send it.
+    await this.assertModelsFree(this.db, projectId, models);
+
+    const target: ProviderTarget = { baseUrl, apiKey: input.values.api_key };
+    const warnings: string[] = [];
+    const catalog = await this.upstream.listModels(target);
+    if (catalog.length === 0) {
+      warnings.push('the provider lists no models (GET /models answered an empty list), so the model names were not checked');
+    } else {
+      const offered = new Set(catalog);
+      const absent = models.filter((model) => !offered.has(model));
+      if (absent.length > 0) throw notOffered(absent, catalog);
+    }
+    const explicitEmbedding = input.values.embedding_model;
+    const embeddingModel = explicitEmbedding ?? DEFAULT_EMBEDDING_MODEL[input.provider];
+    const embeddingDim = embeddingModel === undefined ? null : await this.measure(target, embeddingModel, explicitEmbedding !== undefined, warnings);
+
+    const id = randomUUID();
+    const { project, result: row } = await this.projects.applyChange(projectId, async (trx, current) => {
+      await this.assertModelsFree(trx, projectId, models);
+      const inserted = await trx
+        .insertInto('providers')
+        .values({
+          id,
+          project_id: projectId,
+          provider: input.provider,
+          base_url: baseUrl,
+          models: JSON.stringify(models),
+          embedding_model: embeddingDim === null ? null : embeddingModel!,
+          embedding_dim: embeddingDim,
+          api_key: this.secrets.seal(input.values.api_key, apiKeyAad(projectId, id)),
+          key_last_four: lastFour(input.values.api_key),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      // The first registered model becomes the default only when there is none: an explicit choice stands.
+      return { set: current.default_model === null ? { default_model: models[0]! } : {}, result: inserted };
+    });
+    return { ...present(row, project.default_model), ...(warnings.length > 0 ? { warnings } : {}) };
+  }
+
+  /**
+   * Removes a credential and with it its models. A default model it served is cleared, not replaced by another:
+   * nothing in the control plane picks a model the customer did not choose.
+   */
+  async remove(projectId: string, providerId: string): Promise<ProviderOut> {
+    const { project, result: row } = await this.projects.applyChange(projectId, async (trx, current) => {
+      const deleted = await trx.deleteFrom('providers').where('id', '=', providerId).where('project_id', '=', projectId).returningAll().executeTakeFirst();
+      if (!deleted) throw providerNotFound(providerId);
+      const stale = current.default_model !== null && !(await registeredModels(trx, projectId)).includes(current.default_model);
+      return { set: stale ? { default_model: null } : {}, result: deleted };
+    });
+    return present(row, project.default_model);
+  }
+
+  /**
+   * Re-reads the catalog and re-measures the embedding dimension with the stored key. Registered models the
+   * catalog no longer lists are reported, not removed; an embedding model now refused is recorded as none.
+   */
+  async refresh(projectId: string, providerId: string): Promise<ProviderRefreshed> {
+    const stored = await this.row(projectId, providerId);
+    const target: ProviderTarget = { baseUrl: stored.base_url, apiKey: this.secrets.open(stored.api_key, apiKeyAad(projectId, stored.id)) };
+    const warnings: string[] = [];
+    const catalog = await this.upstream.listModels(target);
+    const offered = new Set(catalog);
+    const missing = catalog.length === 0 ? [] : stored.models.filter((model) => !offered.has(model));
+    if (catalog.length === 0) warnings.push('the provider lists no models (GET /models answered an empty list), so the registered names were not checked');
+    if (missing.length > 0) warnings.push(`the provider no longer lists ${missing.map((m) => `'${m}'`).join(', ')}; turns on them will fail until the provider offers them again or they are removed`);
+    const embeddingModel = stored.embedding_model ?? DEFAULT_EMBEDDING_MODEL[stored.provider];
+    const embeddingDim = embeddingModel === undefined ? null : await this.measure(target, embeddingModel, false, warnings);
+
+    const { project, result: row } = await this.projects.applyChange(projectId, async (trx) => {
+      const updated = await trx
+        .updateTable('providers')
+        .set({ embedding_model: embeddingDim === null ? null : embeddingModel!, embedding_dim: embeddingDim, refreshed_at: new Date() })
+        .where('id', '=', providerId)
+        .where('project_id', '=', projectId)
+        .returningAll()
+        .executeTakeFirst();
+      // Removed while the provider was being asked.
+      if (!updated) throw providerNotFound(providerId);
+      return { result: updated };
+    });
+    return {
+      ...present(row, project.default_model),
+      ...(warnings.length > 0 ? { warnings } : {}),
+      missing_models: missing,
+      prices: null,
+      prices_note: PRICES_NOTE,
+    };
+  }
+
+  async defaultModel(projectId: string): Promise<{ model: string | null }> {
+    return { model: await this.projects.defaultModel(projectId) };
+  }
+
+  /** Sets (or, with null, clears) the default model; it must be one the project registered. */
+  async setDefaultModel(projectId: string, model: string | null): Promise<{ model: string | null }> {
+    const { project } = await this.projects.applyChange(projectId, async (trx) => {
+      if (model !== null) {
+        const registered = await registeredModels(trx, projectId);
+        if (!registered.includes(model)) throw modelNotRegistered(model, registered);
+      }
+      return { set: { default_model: model }, result: undefined };
+    });
+    return { model: project.default_model };
+  }
+
+  /** The credential's key in clear, for the turn engine's push (never for an HTTP answer). */
+  async apiKeyOf(projectId: string, providerId: string): Promise<string> {
+    const row = await this.row(projectId, providerId);
+    return this.secrets.open(row.api_key, apiKeyAad(projectId, row.id));
+  }
+
+  /**
+   * Measures the embedding model's dimension. A model the customer named must work (its refusal is theirs to
+   * fix); the provider default is tried, and when the provider refuses it there is none (null), not a guess.
+   * Provider failures (502, 504) fail the call whichever it is: a measurement that did not happen is no answer.
+   */
+  private async measure(target: ProviderTarget, model: string, named: boolean, warnings: string[]): Promise<number | null> {
+    try {
+      return await this.upstream.measureEmbedding(target, model);
+    } catch (error) {
+      const refused = error instanceof AppError && error.code === 'provider_rejected';
+      if (!refused) throw error;
+      if (named) throw invalidArgument(`embedding_model '${model}' could not be used: ${error.message}`, { code: 'provider_rejected' });
+      warnings.push(`no embedding model: the provider refused '${model}' (${error.message}), so embeddingModel and embeddingDim are null`);
+      return null;
+    }
+  }
+
+  private async assertModelsFree(db: Kysely<ControlSchema> | Transaction<ControlSchema>, projectId: string, models: string[]): Promise<void> {
+    const taken = await db.selectFrom('providers').select(['id', 'models']).where('project_id', '=', projectId).execute();
+    for (const row of taken) {
+      const clash = models.find((model) => row.models.includes(model));
+      if (clash !== undefined) throw conflict(`model '${clash}' is already registered by provider ${row.id}; remove it there first`, { code: 'model_registered' });
+    }
+  }
+
+  private async row(projectId: string, providerId: string): Promise<ProviderRow> {
+    const row = await this.db.selectFrom('providers').selectAll().where('id', '=', providerId).where('project_id', '=', projectId).executeTakeFirst();
+    if (!row) throw providerNotFound(providerId);
+    return row;
+  }
+}
+
+/** Binds a sealed key to its project and credential: moved to another row, it does not open. */
+const apiKeyAad = (projectId: string, providerId: string) => `project:${projectId}:provider:${providerId}:api-key`;
+
+const providerNotFound = (providerId: string) => notFound(`provider ${providerId} not found`);
+
+// Four characters of a short key would be much of it.
+const lastFour = (key: string) => (key.length >= 12 ? key.slice(-4) : null);
+
+function notOffered(absent: string[], catalog: string[]) {
+  const shown = [...catalog].sort().slice(0, CATALOG_SHOWN);
+  const more = catalog.length > shown.length ? ` and ${catalog.length - shown.length} more` : '';
+  const names = absent.map((model) => `'${model}'`).join(', ');
+  return invalidArgument(`the provider does not offer ${names} (not in GET /models). Offered: ${shown.join(', ')}${more}`, { code: 'model_not_offered' });
+}
+
+function present(row: ProviderRow, defaultModel: string | null): ProviderOut {
+  return {
+    id: row.id,
+    provider: row.provider,
+    models: row.models,
+    base_url: row.base_url,
+    key_last_four: row.key_last_four,
+    created_at: row.created_at.toISOString(),
+    refreshed_at: row.refreshed_at.toISOString(),
+    derived: { defaultModel, embeddingModel: row.embedding_model, embeddingDim: row.embedding_dim },
+  };
+}
