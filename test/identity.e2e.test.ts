@@ -9,6 +9,7 @@ import { PROJECT_KEY_ON_DATA_PLANE } from '../lib/src/tokens/verify.js';
 import { createControlApi, type ControlApi } from '../control-api/src/app.js';
 import { loadControlApiConfig } from '../control-api/src/config.js';
 import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
+import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { freePort, makeTempDir } from './harness/process.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 
@@ -28,6 +29,7 @@ describe('identity end to end: control plane to data plane', () => {
   let server: Server;
   let controlUrl: string;
   let dataDir: string;
+  let provider: FakeOpenAIServer;
 
   const control_ = (path: string, init: RequestInit & { key?: string; session?: string } = {}) => {
     const headers = new Headers(init.headers);
@@ -41,6 +43,7 @@ describe('identity end to end: control plane to data plane', () => {
 
   beforeAll(async () => {
     rt = await startTestRuntime();
+    provider = await FakeOpenAIServer.start({ apiKey: 'sk-customer-own-key-0001', chatModels: ['gpt-test', 'gpt-other'], embeddingModels: { 'embed-test': 384 } });
     dataDir = makeTempDir('identity-e2e');
     const port = await freePort();
     control = await createControlApi({
@@ -49,6 +52,8 @@ describe('identity end to end: control plane to data plane', () => {
         AGENTPLANE_DATA_DIR: dataDir,
         AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
         AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
+        // The fake provider listens on loopback.
+        AGENTPLANE_ALLOW_PRIVATE_URLS: 'true',
       }),
       logger: silentLogger(),
       provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }),
@@ -62,6 +67,7 @@ describe('identity end to end: control plane to data plane', () => {
     await new Promise((resolve) => server?.close(resolve));
     await control?.close();
     await rt?.stop();
+    await provider?.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -76,20 +82,33 @@ describe('identity end to end: control plane to data plane', () => {
     const admin = await json<{ key: string }>(control_(`/api/projects/${project.id}/keys`, { method: 'POST', session, body: JSON.stringify({ scope: 'admin' }) }));
     const mintKey = await json<{ key: string }>(control_(`/api/projects/${project.id}/keys`, { method: 'POST', key: admin.key, body: JSON.stringify({}) }));
 
-    const minted = await json<{ access_token: string; capabilities: string[] }>(
+    // The customer's own provider: the embedding dimension is measured by a real call, not assumed.
+    const registered = await control_(`/api/projects/${project.id}/providers`, {
+      method: 'POST',
+      key: admin.key,
+      body: JSON.stringify({ provider: 'openai_compatible', models: ['gpt-test'], values: { api_key: 'sk-customer-own-key-0001', base_url: provider.url, embedding_model: 'embed-test' } }),
+    });
+    expect(registered.status).toBe(201);
+    expect(((await registered.json()) as { derived: object }).derived).toEqual({ defaultModel: 'gpt-test', embeddingModel: 'embed-test', embeddingDim: 384 });
+
+    const minted = await json<{ access_token: string; capabilities: string[]; allowed_models: string[] }>(
       control_(`/api/projects/${project.id}/token`, {
         method: 'POST',
         key: mintKey.key,
-        body: JSON.stringify({ subject: 'helpdesk:alice', capabilities: ['chat', 'documents:read', 'web_search'] }),
+        body: JSON.stringify({ subject: 'helpdesk:alice', capabilities: ['chat', 'documents:read', 'web_search'], models: ['gpt-test'] }),
       }),
     );
     expect(minted.capabilities).toEqual(expect.arrayContaining(['chat', 'documents:read', 'web_search']));
+    expect(minted.allowed_models).toEqual(['gpt-test']);
+    const unregistered = await control_(`/api/projects/${project.id}/token`, { method: 'POST', key: mintKey.key, body: JSON.stringify({ subject: 'helpdesk:bob', models: ['gpt-other'] }) });
+    expect(unregistered.status).toBe(400);
+    expect(await unregistered.json()).toEqual({ detail: "model 'gpt-other' is not available to this project. Registered: gpt-test" });
 
     await delivered(project.id);
     const caps = await rt.endUser('/capabilities', minted.access_token);
     expect(caps.status).toBe(200);
     const held = (await caps.json()) as { tenant_id: string; subject: string; capabilities: string[]; switches: Record<string, boolean> };
-    expect(held).toMatchObject({ tenant_id: project.tenant_id, subject: 'helpdesk:alice' });
+    expect(held).toMatchObject({ tenant_id: project.tenant_id, subject: 'helpdesk:alice', allowed_models: ['gpt-test'] });
     expect(held.capabilities).toEqual(expect.arrayContaining(['chat', 'documents:read', 'web_search']));
     expect(held.switches.enable_web_search).toBe(true);
 
