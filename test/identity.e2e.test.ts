@@ -124,6 +124,22 @@ describe('identity end to end: control plane to data plane', () => {
     expect(after.capabilities).not.toContain('web_search');
     expect(after.switches.enable_web_search).toBe(false);
 
+    // Rotating the signing key: new tokens carry the new kid; the one minted before keeps working until it expires.
+    const rotated = await control_(`/api/projects/${project.id}/signing-keys/rotate`, { method: 'POST', key: admin.key });
+    expect(rotated.status).toBe(200);
+    const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;
+    const { active_kid, trusted_kids } = (await rotated.json()) as { active_kid: string; trusted_kids: string[] };
+    expect(active_kid).not.toBe(kidOf(minted.access_token));
+    expect(trusted_kids).toContain(kidOf(minted.access_token));
+    expect((await control_(`/api/projects/${project.id}/signing-keys/rotate`, { method: 'POST', key: mintKey.key })).status).toBe(403);
+    await delivered(project.id);
+    const fresh = await json<{ access_token: string }>(
+      control_(`/api/projects/${project.id}/token`, { method: 'POST', key: mintKey.key, body: JSON.stringify({ subject: 'helpdesk:carol', capabilities: ['chat'] }) }),
+    );
+    expect(kidOf(fresh.access_token)).toBe(active_kid);
+    expect((await rt.endUser('/capabilities', fresh.access_token)).status).toBe(200);
+    expect((await rt.endUser('/capabilities', minted.access_token)).status).toBe(200);
+
     // The project key is a control-plane credential: the data plane refuses it, saying so.
     const withKey = await rt.endUser('/capabilities', mintKey.key);
     expect(withKey.status).toBe(401);

@@ -153,6 +153,29 @@ export function projectRoutes(projects: ProjectService, keys: ProjectKeyService,
       },
     }),
     defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/signing-keys/rotate',
+      operationId: 'rotateSigningKeys',
+      summary: 'Rotate the end-user token signing key; tokens signed before keep verifying until they expire',
+      tags: ['tokens'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: {
+        200: {
+          description: 'Rotated; the runtime hears of it through the configuration push',
+          schema: z
+            .object({ active_kid: z.string(), trusted_kids: z.array(z.string()).meta({ description: 'Every key the runtime trusts: active, next, and retired ones whose tokens may still live' }), rotated_at: z.iso.datetime() })
+            .meta({ id: 'SigningKeysRotated' }),
+        },
+        403: forbidden,
+        404: hidden,
+      },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.rotateSigningKeys(params.id) };
+      },
+    }),
+    defineRoute({
       method: 'get',
       path: '/api/projects/{id}/connect',
       operationId: 'getConnect',

@@ -5,7 +5,7 @@ import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import { notFound } from '../../../lib/src/errors.js';
 import { issuerFor } from '../../../lib/src/tokens/claims.js';
-import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
+import { createKeyRing, exportKeyRing, importKeyRing, pruneKeyRing, rotateKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
 import { registeredModels } from '../providers/registered.js';
@@ -31,7 +31,7 @@ export interface ProjectDetail extends ProjectOut {
 type ProjectRow = Selectable<ControlSchema['projects']>;
 
 /** Columns of a project a change may set; the version and `updated_at` are moved by the change itself. */
-export type ProjectChange = Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string; default_model: string | null }>;
+export type ProjectChange = Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string; default_model: string | null; signing_keys: string }>;
 
 export class ProjectService {
   constructor(
@@ -175,6 +175,26 @@ export class ProjectService {
   /** The project's default model, or null: none is configured and none is shared. */
   async defaultModel(projectId: string): Promise<string | null> {
     return (await this.row(projectId)).default_model;
+  }
+
+  /**
+   * Rotates the token signing keys: the published `next` key starts signing, a new `next` is published, and the
+   * old active key stays trusted until every token it signed has expired (then it is dropped at a later rotation).
+   * Goes out as a configuration push like any change.
+   */
+  async rotateSigningKeys(projectId: string): Promise<{ active_kid: string; trusted_kids: string[]; rotated_at: string }> {
+    const { result } = await this.applyChange(projectId, async (_trx, current) => {
+      if (!current.signing_keys) throw new Error(`project ${projectId} has no signing keys`);
+      const ring = await importKeyRing(JSON.parse(this.secrets.open(current.signing_keys, signingKeysAad(current.id))));
+      const lifetime = ceilingView(current.ceiling).max_token_lifetime_seconds;
+      const rotated = pruneKeyRing(await rotateKeyRing(ring), { maxTokenLifetimeSeconds: lifetime });
+      const sealed = this.secrets.seal(JSON.stringify(await exportKeyRing(rotated)), signingKeysAad(current.id));
+      return {
+        set: { signing_keys: sealed },
+        result: { active_kid: rotated.active.kid, trusted_kids: trustedKeysOf(rotated).keys.map((key) => String(key.kid)), rotated_at: new Date().toISOString() },
+      };
+    });
+    return result;
   }
 
   /** The project's signing key ring, opened. */
