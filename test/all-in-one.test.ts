@@ -5,6 +5,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { walkThrough } from '../hack/identity-walkthrough.js';
 import { freePort, makeTempDir } from './harness/process.js';
 
 const root = join(import.meta.dirname, '..');
@@ -158,6 +159,28 @@ describe('npm start (all-in-one)', () => {
     expect(started.child.exitCode).toBeNull();
     started.child.kill('SIGTERM');
     expect(await started.exited).toBe(1);
+  });
+
+  it('walks the identity path on a fresh npm start: every step and every refusal with its status', async () => {
+    const dir = makeTempDir('walkthrough');
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const started = await startAllInOne({ AGENTPLANE_DATA_DIR: dir, CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort), AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' });
+    try {
+      await waitForLine(started, /agentplane is up/);
+      const steps = await walkThrough({
+        controlUrl: `http://127.0.0.1:${controlPort}`,
+        dataUrl: `http://127.0.0.1:${dataPort}`,
+        email: 'owner@localhost',
+        password: readFileSync(join(dir, 'secrets', 'owner-password'), 'utf8').trim(),
+      });
+      expect(steps.filter((step) => step.status !== step.expected)).toEqual([]);
+      expect(steps.map((step) => step.name)).toEqual(expect.arrayContaining(['sign in', 'register the provider (its embedding dimension measured)', 'mint an end-user token', 'call the data plane with the token', 'narrow the token on the data plane']));
+      expect(steps).toHaveLength(17);
+    } finally {
+      started.child.kill('SIGTERM');
+      await started.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses a second process on the same data dir, naming the one that holds it', async () => {
