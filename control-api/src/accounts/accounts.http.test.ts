@@ -124,6 +124,21 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
     expect(new Date(body.retry_at).getTime()).toBeGreaterThan(Date.now());
   });
 
+  it('counts a burst of concurrent guesses: no more than the limit get a password check', async () => {
+    const email = `burst-${setup}@example.com`;
+    await api.control.accounts.createOwner(email, ownerPassword, 'burst');
+    const statuses = await Promise.all(Array.from({ length: 20 }, (_, i) => login(email, `guess ${i}`).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 401)).toHaveLength(3);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(17);
+    expect((await login(email, ownerPassword)).status).toBe(429);
+  });
+
+  it('does not count successful sign-ins as failures', async () => {
+    const email = `regular-${setup}@example.com`;
+    await api.control.accounts.createOwner(email, ownerPassword, 'regular');
+    for (let i = 0; i < 6; i++) expect((await login(email, ownerPassword)).status).toBe(200);
+  });
+
   it('refuses an expired session', async () => {
     const { token } = (await (await login(ownerEmail, ownerPassword)).json()) as { token: string };
     await sql`update control.sessions set expires_at = now() - interval '1 second'`.execute(api.control.database.db);

@@ -76,16 +76,16 @@ export class AccountService {
       { key: `signin:email:${email}`, max: this.limits.maxFailures },
       { key: `signin:addr:${clientAddress}`, max: this.limits.maxFailuresPerAddress },
     ];
-    for (const { key, max } of limits) {
-      const { value, resetAt } = await this.counters.get(key);
-      if (value >= max && resetAt) throw tooManyFailures(resetAt);
-    }
+    // Each attempt is counted atomically *before* the slow password check: checking first and counting after
+    // would let a burst of concurrent guesses all pass the check before any of them is counted.
+    const counted = await Promise.all(limits.map(({ key }) => this.counters.increment(key, 1, this.limits.windowSeconds)));
+    const over = counted.find((window, i) => window.value > limits[i]!.max);
+    if (over) throw tooManyFailures(over.resetAt);
     const account = await this.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
     const valid = await verifyPassword(password, account?.password_hash ?? (await decoyHash()));
-    if (!account || !valid) {
-      for (const { key } of limits) await this.counters.increment(key, 1, this.limits.windowSeconds);
-      throw unauthenticated('invalid email or password');
-    }
+    if (!account || !valid) throw unauthenticated('invalid email or password');
+    // A success was not a failure: give its count back, so people signing in often are never locked out.
+    await Promise.all(limits.map(({ key }) => this.counters.increment(key, -1, this.limits.windowSeconds)));
     const token = `${sessionPrefix}${randomBytes(32).toString('base64url')}`;
     const expiresAt = new Date(Date.now() + this.sessions.ttlSeconds * 1000);
     await this.db

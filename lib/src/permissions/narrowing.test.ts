@@ -171,14 +171,15 @@ describe('narrowClaims (POST /auth/token)', () => {
     );
   });
 
-  it('keeps the subject at or under the parent’s, even for a privileged parent', () => {
-    expect(narrowClaims(parent, { subject: 'acme:u1:bot' }, project).claims.subject).toBe('acme:u1:bot');
+  it('keeps the subject the parent’s own, even for a privileged parent or a path under it', () => {
+    expect(narrowClaims(parent, { subject: 'acme:u1' }, project).claims.subject).toBe('acme:u1');
+    // A path under the parent's could be another user's (`acme` -> `acme:alice`), with her `self` documents.
+    expect(refusal(() => narrowClaims(parent, { subject: 'acme:u1:bot' }, project))).toBe('permission_denied');
     expect(refusal(() => narrowClaims(parent, { subject: 'acme:u2' }, project))).toBe('permission_denied');
     const admin = { ...parent, roles: ['admin'] };
     expect(refusal(() => narrowClaims(admin, { subject: 'acme:u2' }, project))).toBe('permission_denied');
-    expect(refusal(() => narrowClaims(parent, { subject: 'acme:u1:bot', scope: 'acme:u1:bot:x' }, project))).toBe(
-      'invalid_argument',
-    );
+    expect(refusal(() => narrowClaims({ ...parent, subject: 'acme', scope: 'acme' }, { subject: 'acme:alice' }, project))).toBe('permission_denied');
+    expect(refusal(() => narrowClaims(parent, { scope: 'acme:u1:x' }, project))).toBe('invalid_argument');
   });
 
   it('never adds roles or groups; a kept privileged role still warns', () => {

@@ -57,6 +57,18 @@ export interface IssuedClaims {
   warnings: string[];
 }
 
+/** SPEC.md Errors rule 1: a model the project did not register, named anywhere, in these words. */
+export function modelNotAvailable(model: string, registered: readonly string[]) {
+  return invalidArgument(`model '${model}' is not available to this project. Registered: ${[...registered].sort().join(', ')}`);
+}
+
+/** Refuses the first of `models` the project does not register; unset `registered` means registration is not checked. */
+export function requireRegisteredModels(models: readonly string[] | undefined, registered: readonly string[] | undefined): void {
+  if (!models || !registered) return;
+  const unknown = models.find((model) => !registered.includes(model));
+  if (unknown !== undefined) throw modelNotAvailable(unknown, registered);
+}
+
 /** The mint path: every field of the request clamped against the project's ceiling and maxima. */
 export function clampMint(request: MintRequest, ceiling: CapabilityCeiling): IssuedClaims {
   const scope = resolveScope(request.subject, request.scope);
@@ -65,15 +77,7 @@ export function clampMint(request: MintRequest, ceiling: CapabilityCeiling): Iss
     ceiling,
   );
   const models = request.models === undefined ? undefined : [...new Set(request.models)].sort();
-  if (models && ceiling.registeredModels) {
-    const registered = ceiling.registeredModels;
-    const unknown = models.find((model) => !registered.includes(model));
-    if (unknown !== undefined) {
-      throw invalidArgument(
-        `model '${unknown}' is not available to this project. Registered: ${[...registered].sort().join(', ')}`,
-      );
-    }
-  }
+  requireRegisteredModels(models, ceiling.registeredModels);
   const roles = union(ceiling.defaultRoles, request.roles);
   const claims: TokenClaims = {
     subject: request.subject,
@@ -107,12 +111,13 @@ export function clampMint(request: MintRequest, ceiling: CapabilityCeiling): Iss
  * on the child; one the parent has is never loosened. Refuses a subject or scope outside the parent's.
  */
 export function narrowClaims(parent: TokenClaims, requested: NarrowRequest, project: CapabilityCeiling): IssuedClaims {
-  // The child's subject must be the parent's own or under it. Whatever the parent's roles or scope, acting as a
-  // sibling would read that sibling's `self` documents, which not even a privileged token sees.
+  // The child is the parent's own subject, never another: whatever the parent's roles or scope, acting as any
+  // other path (a sibling, or a user under the parent's path) would read that user's `self` documents, which not
+  // even a privileged token sees. A child narrows what the subject may do, not who it is.
   const subject = requested.subject ?? parent.subject;
   requirePath('user_ref', subject);
-  if (!isWithinScope(subject, parent.subject)) {
-    throw permissionDenied(`user_ref '${subject}' is outside the calling token's subject '${parent.subject}'`);
+  if (subject !== parent.subject) {
+    throw permissionDenied(`user_ref '${subject}' is not the calling token's subject '${parent.subject}': a narrowed token acts as the same subject`);
   }
   const scope = requested.scope ?? parent.scope;
   requirePath('scope', scope);

@@ -2,8 +2,8 @@
 // clamped by `lib/src/permissions`' `narrowClaims` against the caller's claims and the tenant's current ceiling;
 // the child is signed with the tenant's narrowing key ring. docs/decisions/0016-token-narrowing.md.
 import { z } from 'zod';
-import { invalidArgument, unauthenticated } from '../../../lib/src/errors.js';
-import { EFFORTS, narrowClaims, type CapabilityCeiling, type NarrowRequest } from '../../../lib/src/permissions/index.js';
+import { unauthenticated } from '../../../lib/src/errors.js';
+import { EFFORTS, narrowClaims, requireRegisteredModels, type CapabilityCeiling, type NarrowRequest } from '../../../lib/src/permissions/index.js';
 import { narrowingIssuerFor } from '../../../lib/src/tokens/claims.js';
 import { signAccessToken } from '../../../lib/src/tokens/mint.js';
 import { claimsFromToken, grantFromClaims } from '../../../lib/src/tokens/permission-claims.js';
@@ -122,10 +122,5 @@ function narrowRequestOf(request: TokenRequestInput): NarrowRequest {
  * with the mint's wording, rather than a child token listing a model nothing will serve.
  */
 function requireRegistered(models: readonly string[] | undefined, ceiling: CapabilityCeiling): void {
-  const registered = ceiling.registeredModels;
-  if (!models || !registered) return;
-  const unknown = models.find((model) => !registered.includes(model));
-  if (unknown !== undefined) {
-    throw invalidArgument(`model '${unknown}' is not available to this project. Registered: ${[...registered].sort().join(', ')}`);
-  }
+  requireRegisteredModels(models, ceiling.registeredModels);
 }
