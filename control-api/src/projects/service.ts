@@ -124,7 +124,8 @@ export class ProjectService {
     return {
       version: row.config_version,
       issuer: issuerFor(row.id),
-      trusted_keys: trustedKeysOf(ring),
+      // Retired keys whose tokens have all expired are left out of every push, not only at the next rotation.
+      trusted_keys: trustedKeysOf(pruneKeyRing(ring, { maxTokenLifetimeSeconds: ceilingView(row.ceiling).max_token_lifetime_seconds })),
       ceiling: {
         capabilities: [...ceiling.capabilities],
         readOnly: ceiling.readOnly ?? false,

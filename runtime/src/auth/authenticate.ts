@@ -8,6 +8,7 @@ import { effectivePermission, type EffectivePermission } from '../../../lib/src/
 import { narrowingIssuerFor, type AccessTokenClaims } from '../../../lib/src/tokens/claims.js';
 import { trustedKeysOf } from '../../../lib/src/tokens/keys.js';
 import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS } from '../../../lib/src/permissions/index.js';
 import {
   MAX_TOKEN_LENGTH,
   PROJECT_KEY_ON_DATA_PLANE,
@@ -74,6 +75,10 @@ export class EndUserAuthenticator {
     const verify = claimed.issuer === narrowingIssuerFor(claimed.tenantId) ? await this.narrowingVerifierOf(claimed.tenantId) : identity.verify;
     const claims = await verify(token);
     const { configuration } = identity;
+    // No legitimate token lives longer than the project allows (mint and narrowing both clamp to it), so one that
+    // does was signed by someone holding a key, not by us: refuse it, however far off its `exp`.
+    const maxLifetime = configuration.document.ceiling.maxTokenLifetimeSeconds ?? DEFAULT_MAX_TOKEN_LIFETIME_SECONDS;
+    if (claims.exp - claims.iat > maxLifetime) throw invalidToken();
     return {
       tenantId: configuration.tenantId,
       claims,

@@ -233,6 +233,13 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
       await expectRefused(await capabilities(expired), 'token has expired', 'token_expired');
     });
 
+    it('refuses a token signed with a real key but living longer than the project allows', async () => {
+      // Nothing we sign outlives the project maximum (a day unless set), so such a token means a leaked key.
+      const forever = await acme.mint({}, { lifetimeSeconds: 365 * 24 * 3600 });
+      await expectRefused(await capabilities(forever), 'invalid token');
+      expect((await capabilities(await acme.mint({}, { lifetimeSeconds: 24 * 3600 }))).status).toBe(200);
+    });
+
     it('refuses a token for a tenant that does not exist or has no configuration, alike', async () => {
       const stranger = await configuredTenant(rt, { ceiling });
       // A real, well-signed token naming a tenant this runtime has never heard of.
