@@ -47,8 +47,15 @@ const KeyCreated = KeyOut.extend({ key: z.string().meta({ description: 'The key 
   id: 'ProjectKeyCreated',
 });
 
-const forbidden = { description: 'A mint-scope key on an admin route' };
-const hidden = { description: 'No such project (or key), or not visible to the caller' };
+/** Answers every project route may give besides its own. */
+export const mintKeyOnAdminRoute = { description: 'A mint-scope key on an admin route' };
+export const projectHidden = { description: 'No such project (or thing in it), or not visible to the caller' };
+const forbidden = mintKeyOnAdminRoute;
+const hidden = projectHidden;
+
+/** Resolves when the route's caller may administer the project (a signed-in member, or an admin key of it). */
+export const authorizeAdmin = (keys: ProjectKeyService) => (locals: Record<string, unknown>, projectId: string) =>
+  keys.authorize(callerOf(locals), projectId, 'admin');
 
 export function keyRoutes(keys: ProjectKeyService): RouteDefinition[] {
   return [

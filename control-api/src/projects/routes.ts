@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { CATALOGUE, modalitySide } from '../../../lib/src/permissions/index.js';
 import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { callerOf, ProjectParams } from '../keys/routes.js';
+import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
 import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
@@ -52,11 +52,11 @@ const origin = z
     }
   }, 'an origin is https://host[:port] (http only for localhost), with no path or trailing slash');
 
-const hidden = { description: 'No such project, or not visible to the caller' };
-const forbidden = { description: 'A mint-scope key on an admin route' };
+const forbidden = mintKeyOnAdminRoute;
+const hidden = projectHidden;
 
 export function projectRoutes(projects: ProjectService, keys: ProjectKeyService, mint: TokenMintService, urls: { control: string; data: string }): RouteDefinition[] {
-  const admin = async (locals: Record<string, unknown>, projectId: string) => keys.authorize(callerOf(locals), projectId, 'admin');
+  const admin = authorizeAdmin(keys);
   return [
     defineRoute({
       method: 'get',

@@ -1,7 +1,7 @@
 // HTTP adapter for a project's providers and default model (admin key or signed-in session).
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { callerOf, ProjectParams } from '../keys/routes.js';
+import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import { DEFAULT_EMBEDDING_MODEL, OPENAI_BASE_URL, PRICES_NOTE, PROVIDER_KINDS, type ProviderService } from './service.js';
 
@@ -66,15 +66,15 @@ const DefaultModelSet = z
 
 const ProviderParams = ProjectParams.extend({ credId: z.uuid({ error: 'credId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 
-const forbidden = { description: 'A mint-scope key on an admin route' };
-const hidden = { description: 'No such project (or provider), or not visible to the caller' };
+const forbidden = mintKeyOnAdminRoute;
+const hidden = projectHidden;
 const upstream = {
   502: { description: 'The provider failed with its own error, or could not be reached' },
   504: { description: 'The provider did not answer in time (the upstream request timed out)' },
 };
 
 export function providerRoutes(providers: ProviderService, keys: ProjectKeyService): RouteDefinition[] {
-  const admin = async (locals: Record<string, unknown>, projectId: string) => keys.authorize(callerOf(locals), projectId, 'admin');
+  const admin = authorizeAdmin(keys);
   return [
     defineRoute({
       method: 'get',
