@@ -1,16 +1,12 @@
 // The identity path end to end, as a customer walks it: sign in on the control plane, create a project, create
 // keys, mint an end-user token, and call the data plane with it. The project's tenant and configuration reach
 // the runtime through the outbox and the local provisioner, over the runtime's real admin surface.
-import { createServer, type Server } from 'node:http';
-import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../lib/src/logging.js';
 import { PROJECT_KEY_ON_DATA_PLANE } from '../lib/src/tokens/verify.js';
-import { createControlApi, type ControlApi } from '../control-api/src/app.js';
-import { loadControlApiConfig } from '../control-api/src/config.js';
+import type { ControlApi } from '../control-api/src/app.js';
 import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
-import { freePort, makeTempDir } from './harness/process.js';
+import { startTestControl, type TestControl } from './harness/control.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
@@ -25,50 +21,33 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 
 describe('identity end to end: control plane to data plane', () => {
   let rt: TestRuntime;
+  let api: TestControl;
   let control: ControlApi;
-  let server: Server;
-  let controlUrl: string;
-  let dataDir: string;
   let provider: FakeOpenAIServer;
 
-  const control_ = (path: string, init: RequestInit & { key?: string; session?: string } = {}) => {
-    const headers = new Headers(init.headers);
-    if (init.key) headers.set('x-api-key', init.key);
-    if (init.session) headers.set('authorization', `Bearer ${init.session}`);
-    if (init.body !== undefined) headers.set('content-type', 'application/json');
-    return fetch(`${controlUrl}${path}`, { ...init, headers });
-  };
+  const control_ = (path: string, { session, ...init }: RequestInit & { key?: string; session?: string } = {}) =>
+    api.call(path, { ...init, ...(session ? { token: session } : {}) });
   const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
   const delivered = (projectId: string) => until('the outbox to deliver', async () => ((await control.relay!.pending(projectId)) === 0 ? true : undefined));
 
   beforeAll(async () => {
     rt = await startTestRuntime();
     provider = await FakeOpenAIServer.start({ apiKey: 'sk-customer-own-key-0001', chatModels: ['gpt-test', 'gpt-other'], embeddingModels: { 'embed-test': 384 } });
-    dataDir = makeTempDir('identity-e2e');
-    const port = await freePort();
-    control = await createControlApi({
-      config: loadControlApiConfig({
-        CONTROL_PORT: String(port),
-        AGENTPLANE_DATA_DIR: dataDir,
+    api = await startTestControl(
+      {
         AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
         AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
         // The fake provider listens on loopback.
         AGENTPLANE_ALLOW_PRIVATE_URLS: 'true',
-      }),
-      logger: silentLogger(),
-      provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }),
-    });
-    server = createServer(control.app);
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    controlUrl = `http://127.0.0.1:${port}`;
+      },
+      { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }) },
+    );
+    control = api.control;
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-    await control?.close();
+    await api?.stop();
     await rt?.stop();
     await provider?.close();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('signs in, creates a project and keys, mints a token, and the data plane honours it and later ceiling changes', async () => {

@@ -1,39 +1,15 @@
 // Signing in and the org routes through HTTP, on the embedded store and on PostgreSQL + Redis.
-import { createServer, type Server } from 'node:http';
 import { rmSync, statSync } from 'node:fs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/src/logging.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
-import { freePort, makeTempDir } from '../../../test/harness/process.js';
+import { makeTempDir } from '../../../test/harness/process.js';
 import { redisServerBinary, startRedis, type RedisServer } from '../../../test/harness/redis.js';
-import { createControlApi, defaultOwnerEmail, type ControlApi } from '../app.js';
-import { loadControlApiConfig } from '../config.js';
+import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import { defaultOwnerEmail } from '../app.js';
 import { projectKeyOnOrgRoute } from './routes.js';
 
 const setups = postgresBinaries() && redisServerBinary() ? (['embedded', 'scale'] as const) : (['embedded'] as const);
-
-interface Started {
-  url: string;
-  control: ControlApi;
-  stop(): Promise<void>;
-}
-
-async function startControl(env: Record<string, string>): Promise<Started> {
-  const port = await freePort();
-  const control = await createControlApi({ config: loadControlApiConfig({ CONTROL_PORT: String(port), ...env }), logger: silentLogger() });
-  const server: Server = createServer(control.app);
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    control,
-    async stop() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      await control.close();
-    },
-  };
-}
 
 const ownerEmail = 'Owner@Example.com';
 const ownerPassword = 'correct horse battery staple';
@@ -42,7 +18,7 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
   let postgres: PostgresServer | undefined;
   let redis: RedisServer | undefined;
   let dataDir: string;
-  let api: Started;
+  let api: TestControl;
 
   const call = (path: string, init: RequestInit & { token?: string } = {}) => {
     const headers = new Headers(init.headers);
@@ -65,7 +41,7 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
       env.CONTROL_DATABASE_URL = await postgres.createDatabase();
       env.REDIS_URL = redis.url;
     }
-    api = await startControl(env);
+    api = await startTestControl(env);
   });
   afterAll(async () => {
     await api?.stop();
@@ -101,7 +77,7 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
 
   it('limits guessing across many emails from one address', async () => {
     const dir = makeTempDir('control-addr');
-    const limited = await startControl({ AGENTPLANE_DATA_DIR: dir, SIGNIN_MAX_FAILURES_PER_ADDRESS: '4' });
+    const limited = await startTestControl({ AGENTPLANE_DATA_DIR: dir, SIGNIN_MAX_FAILURES_PER_ADDRESS: '4' });
     try {
       const attempt = (email: string) =>
         fetch(`${limited.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'guess' }) });
@@ -184,7 +160,7 @@ describe('first start without an owner configured', () => {
   it('creates the owner with a one-time password kept in the data dir, once', async () => {
     const dataDir = makeTempDir('control-owner');
     try {
-      const first = await startControl({ AGENTPLANE_DATA_DIR: dataDir });
+      const first = await startTestControl({ AGENTPLANE_DATA_DIR: dataDir });
       expect(first.control.generatedOwner).toEqual({ email: defaultOwnerEmail, passwordFile: `${dataDir}/secrets/owner-password` });
       expect(statSync(`${dataDir}/secrets/owner-password`).mode & 0o777).toBe(0o600);
       const { readFileSync } = await import('node:fs');
@@ -196,7 +172,7 @@ describe('first start without an owner configured', () => {
       });
       expect(res.status).toBe(200);
       await first.stop();
-      const second = await startControl({ AGENTPLANE_DATA_DIR: dataDir });
+      const second = await startTestControl({ AGENTPLANE_DATA_DIR: dataDir });
       expect(second.control.generatedOwner).toBeUndefined();
       await second.stop();
     } finally {

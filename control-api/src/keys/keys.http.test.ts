@@ -1,47 +1,23 @@
 // Project keys through HTTP: who may create, list and revoke them, scopes, and what a revoked key can do.
-import { createServer, type Server } from 'node:http';
-import { rmSync } from 'node:fs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/src/logging.js';
-import { freePort, makeTempDir } from '../../../test/harness/process.js';
-import { createControlApi, type ControlApi } from '../app.js';
-import { loadControlApiConfig } from '../config.js';
+import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import type { ControlApi } from '../app.js';
 
 describe('project keys', () => {
+  let api: TestControl;
   let control: ControlApi;
-  let server: Server;
-  let url: string;
-  let dataDir: string;
   let session: string;
   let projectId: string;
   let otherProjectId: string;
 
-  const call = (path: string, init: RequestInit & { key?: string; token?: string } = {}) => {
-    const headers = new Headers(init.headers);
-    if (init.key) headers.set('x-api-key', init.key);
-    if (init.token) headers.set('authorization', `Bearer ${init.token}`);
-    if (init.body !== undefined) headers.set('content-type', 'application/json');
-    return fetch(`${url}${path}`, { ...init, headers });
-  };
+  const call = (path: string, init: RequestInit & { key?: string; token?: string } = {}) => api.call(path, init);
   const createKey = async (auth: { key?: string; token?: string }, body: object = {}, project = projectId) =>
     call(`/api/projects/${project}/keys`, { method: 'POST', body: JSON.stringify(body), ...auth });
 
   beforeAll(async () => {
-    dataDir = makeTempDir('control-keys');
-    const port = await freePort();
-    control = await createControlApi({
-      config: loadControlApiConfig({
-        CONTROL_PORT: String(port),
-        AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
-        AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
-      }),
-      logger: silentLogger(),
-    });
-    server = createServer(control.app);
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${port}`;
+    api = await startTestControl({ AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' });
+    control = api.control;
     session = (await control.accounts.signIn('owner@example.com', 'a long enough password', 'test')).token;
     const orgId = (await control.accounts.orgsOf((await control.accounts.authenticate(session)).id))[0]!.id;
     const accountId = (await control.accounts.authenticate(session)).id;
@@ -49,10 +25,7 @@ describe('project keys', () => {
     otherProjectId = (await control.projects.create(orgId, accountId, 'two')).id;
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-    await control?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await api?.stop();
   });
 
   it('lets a signed-in account create the first key, mint scope by default, shown once and stored as a hash', async () => {

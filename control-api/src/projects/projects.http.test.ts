@@ -1,52 +1,32 @@
 // A project's routes through HTTP: reading and changing its ceiling and configuration, and minting tokens that
 // the data plane's verifier accepts, with every clamp and warning of SPEC.md's token request.
-import { createServer, type Server } from 'node:http';
-import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/src/logging.js';
 import { issuerFor } from '../../../lib/src/tokens/claims.js';
 import { trustedKeysOf } from '../../../lib/src/tokens/keys.js';
 import { verifyAccessToken } from '../../../lib/src/tokens/verify.js';
-import { freePort, makeTempDir } from '../../../test/harness/process.js';
-import { createControlApi, type ControlApi } from '../app.js';
-import { loadControlApiConfig } from '../config.js';
+import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import type { ControlApi } from '../app.js';
 
 describe('project routes and minting', () => {
+  let api: TestControl;
   let control: ControlApi;
-  let server: Server;
-  let url: string;
-  let dataDir: string;
   let projectId: string;
   let tenantId: string;
   let adminKey: string;
   let mintKey: string;
 
-  const call = (path: string, init: RequestInit & { key?: string } = {}) => {
-    const headers = new Headers(init.headers);
-    if (init.key) headers.set('x-api-key', init.key);
-    if (init.body !== undefined) headers.set('content-type', 'application/json');
-    return fetch(`${url}${path}`, { ...init, headers });
-  };
+  const call = (path: string, init: RequestInit & { key?: string } = {}) => api.call(path, init);
   const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
   const mint = (body: object, key = mintKey) => call(`/api/projects/${projectId}/token`, { method: 'POST', key, body: JSON.stringify(body) });
   const patch = (body: object) => call(`/api/projects/${projectId}`, { method: 'PATCH', key: adminKey, body: JSON.stringify(body) });
 
   beforeAll(async () => {
-    dataDir = makeTempDir('control-projects');
-    const port = await freePort();
-    control = await createControlApi({
-      config: loadControlApiConfig({
-        CONTROL_PORT: String(port),
-        AGENTPLANE_DATA_DIR: dataDir,
-        AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
-        AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
-        DATA_PLANE_URL: 'https://data.example.com',
-      }),
-      logger: silentLogger(),
+    api = await startTestControl({
+      AGENTPLANE_OWNER_EMAIL: 'owner@example.com',
+      AGENTPLANE_OWNER_PASSWORD: 'a long enough password',
+      DATA_PLANE_URL: 'https://data.example.com',
     });
-    server = createServer(control.app);
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${port}`;
+    control = api.control;
     const { token, account } = await control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
     const orgId = (await control.accounts.orgsOf(account.id))[0]!.id;
     const project = await control.projects.create(orgId, account.id, 'support');
@@ -58,10 +38,7 @@ describe('project routes and minting', () => {
     expect(token).toBeTruthy();
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-    await control?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await api?.stop();
   });
 
   it('starts with a ceiling of every capability; admin keys read the project, mint keys only the ceiling', async () => {
@@ -160,7 +137,7 @@ describe('project routes and minting', () => {
 
   it('gives the endpoints and a snippet to start from', async () => {
     const connect = await json<{ control_url: string; data_url: string; snippet: string; tenant_id: string }>(call(`/api/projects/${projectId}/connect`, { key: adminKey }));
-    expect(connect).toMatchObject({ control_url: url, data_url: 'https://data.example.com', tenant_id: tenantId });
+    expect(connect).toMatchObject({ control_url: api.url, data_url: 'https://data.example.com', tenant_id: tenantId });
     expect(connect.snippet).toContain(`/api/projects/${projectId}/token`);
   });
 });

@@ -2,17 +2,14 @@
 // dimension for real, keys are sealed and never returned or logged, provider failures map to 400/502/504 with
 // nothing stored, the default model and minting follow the registered models, and the URL guard holds when
 // private addresses are not allowed.
-import { createServer, type Server } from 'node:http';
-import { rmSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { sql } from 'kysely';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../lib/src/logging.js';
-import { freePort, makeTempDir } from '../../../test/harness/process.js';
+import { startTestControl } from '../../../test/harness/control.js';
+import { freePort } from '../../../test/harness/process.js';
 import { FakeOpenAIServer } from '../../../test/fakes/openai-server.js';
-import { createControlApi, type ControlApi } from '../app.js';
-import { loadControlApiConfig } from '../config.js';
 
 interface Provider {
   id: string;
@@ -30,24 +27,15 @@ const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PA
 
 /** A control-api on a free port with one project, an admin key and a mint key. */
 async function startControl(env: Record<string, string>, logger = silentLogger()) {
-  const dataDir = makeTempDir('control-providers');
-  const port = await freePort();
-  const control = await createControlApi({ config: loadControlApiConfig({ CONTROL_PORT: String(port), AGENTPLANE_DATA_DIR: dataDir, ...owner, ...env }), logger });
-  const server: Server = createServer(control.app);
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const api = await startTestControl({ ...owner, ...env }, { logger });
+  const { control } = api;
   const { account } = await control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
   const orgId = (await control.accounts.orgsOf(account.id))[0]!.id;
   const projectId = (await control.projects.create(orgId, account.id, 'support')).id;
   const caller = { kind: 'account' as const, accountId: account.id };
   const adminKey = (await control.keys.create(caller, projectId, { scope: 'admin', name: 'admin' })).key;
   const mintKey = (await control.keys.create(caller, projectId, { scope: 'mint', name: 'mint' })).key;
-  const url = `http://127.0.0.1:${port}`;
-  const call = (path: string, init: RequestInit & { key?: string } = {}) => {
-    const headers = new Headers(init.headers);
-    headers.set('x-api-key', init.key ?? adminKey);
-    if (init.body !== undefined) headers.set('content-type', 'application/json');
-    return fetch(`${url}/api/projects/${projectId}${path}`, { ...init, headers });
-  };
+  const call = (path: string, init: RequestInit & { key?: string } = {}) => api.call(`/api/projects/${projectId}${path}`, { ...init, key: init.key ?? adminKey });
   return {
     control,
     projectId,
@@ -57,12 +45,7 @@ async function startControl(env: Record<string, string>, logger = silentLogger()
     register: (body: object, key?: string) => call('/providers', { method: 'POST', body: JSON.stringify(body), ...(key ? { key } : {}) }),
     storedProviders: async () => (await sql<{ row: string }>`select row_to_json(p)::text as row from control.providers p`.execute(control.database.db)).rows.map((r) => r.row),
     version: async () => (await control.projects.configurationDocument(projectId))!.version,
-    async stop() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      await control.close();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
+    stop: () => api.stop(),
   };
 }
 
