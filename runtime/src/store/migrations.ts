@@ -55,4 +55,99 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: 'conversations',
+    statements: [
+      // A conversation. `owner` is the subject that created it (visibility is decided against it and the caller's
+      // scope); `status` and `model` are the rollup the latest turn leaves; `pending` is the open pause (approvals,
+      // questions, client tool calls) that the next request must answer, kept here so any replica can resume it.
+      `create table sessions (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        owner text not null,
+        title text not null default '',
+        model text,
+        status text not null default 'idle',
+        parent_session_id uuid,
+        pending jsonb,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now()
+      )`,
+      'create index sessions_list on sessions (tenant_id, updated_at desc, id desc)',
+      // `seq` orders a conversation and answers `after`; `id` is what clients name.
+      `create table messages (
+        seq bigint generated always as identity primary key,
+        id uuid not null unique,
+        tenant_id uuid not null references tenants (tenant_id),
+        session_id uuid not null references sessions (id),
+        run_id text,
+        role text not null,
+        content text not null default '',
+        tool_calls jsonb,
+        tool_call_id text,
+        name text,
+        model text,
+        metadata jsonb,
+        created_at timestamptz not null default now()
+      )`,
+      'create index messages_session on messages (session_id, seq)',
+      // One row per turn. `lease_expires_at` is renewed by the process running it; a run whose lease lapsed is
+      // failed by any replica, so a crashed process never leaves a turn that looks alive.
+      `create table runs (
+        id text primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        session_id uuid not null references sessions (id),
+        subject text not null,
+        model text,
+        status text not null,
+        finish_reason text,
+        error jsonb,
+        cancel_requested boolean not null default false,
+        lease_owner text,
+        lease_expires_at timestamptz,
+        created_at timestamptz not null default now(),
+        finished_at timestamptz
+      )`,
+      // At most one running turn per conversation, enforced by the database on every replica.
+      "create unique index runs_one_running on runs (session_id) where status = 'running'",
+      "create index runs_leases on runs (lease_expires_at) where status = 'running'",
+      'create index runs_tenant on runs (tenant_id)',
+      // Steer messages waiting for the run's next step boundary.
+      `create table run_steers (
+        seq bigint generated always as identity primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        run_id text not null references runs (id),
+        message text not null,
+        consumed_at timestamptz,
+        created_at timestamptz not null default now()
+      )`,
+      'create index run_steers_run on run_steers (run_id, seq)',
+      // Token usage and cost of every model call, per tenant, model and session (the usage views read it).
+      `create table usage_records (
+        id bigint generated always as identity primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        session_id uuid,
+        run_id text,
+        model text not null,
+        purpose text not null,
+        input_tokens integer not null,
+        output_tokens integer not null,
+        cost_usd double precision,
+        created_at timestamptz not null default now()
+      )`,
+      'create index usage_records_tenant on usage_records (tenant_id, created_at)',
+      // One vote per person per message.
+      `create table message_feedback (
+        tenant_id uuid not null references tenants (tenant_id),
+        message_id uuid not null references messages (id),
+        subject text not null,
+        rating text not null,
+        comment text,
+        model text,
+        updated_at timestamptz not null default now(),
+        primary key (message_id, subject)
+      )`,
+    ],
+  },
 ];

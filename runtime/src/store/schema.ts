@@ -48,8 +48,109 @@ export interface TenantNarrowingKeysTable {
   created_at: Timestamp;
 }
 
+/** What a paused turn waits for (docs/decisions/0017); the next request on the session must answer it. */
+export interface SessionPending {
+  run_id: string;
+  /** Calls that need the client's results (client tools, and approved client calls waiting to run). */
+  tool_calls: { id: string; name: string; arguments: unknown }[];
+  approvals: { tool_call_id: string; action: string; detail: string; tool: string | null; arguments: Record<string, unknown> }[];
+  questions: { tool_call_id: string; question: string; options?: string[] }[];
+}
+
+export interface SessionsTable {
+  id: string;
+  tenant_id: string;
+  /** The subject that created it; visibility is decided against it. */
+  owner: string;
+  title: Generated<string>;
+  model: string | null;
+  /** Rollup of the latest turn: idle, running, requires_action, completed, failed, cancelled. */
+  status: Generated<string>;
+  parent_session_id: string | null;
+  pending: ColumnType<SessionPending | null, string | null | undefined, string | null>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface MessagesTable {
+  seq: Generated<string>;
+  id: string;
+  tenant_id: string;
+  session_id: string;
+  run_id: string | null;
+  /** user, assistant or tool. */
+  role: string;
+  content: Generated<string>;
+  tool_calls: ColumnType<{ id: string; name: string; arguments: string }[] | null, string | null | undefined, string | null>;
+  tool_call_id: string | null;
+  /** The tool's name on a tool message. */
+  name: string | null;
+  /** The model that wrote an assistant message. */
+  model: string | null;
+  metadata: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  created_at: Timestamp;
+}
+
+export interface RunsTable {
+  id: string;
+  tenant_id: string;
+  session_id: string;
+  subject: string;
+  model: string | null;
+  /** running, completed, requires_action, failed, cancelled. */
+  status: string;
+  finish_reason: string | null;
+  error: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  cancel_requested: Generated<boolean>;
+  lease_owner: string | null;
+  lease_expires_at: Timestamp | null;
+  created_at: Timestamp;
+  finished_at: Timestamp | null;
+}
+
+export interface RunSteersTable {
+  seq: Generated<string>;
+  tenant_id: string;
+  run_id: string;
+  message: string;
+  consumed_at: Timestamp | null;
+  created_at: Timestamp;
+}
+
+export interface UsageRecordsTable {
+  id: Generated<string>;
+  tenant_id: string;
+  session_id: string | null;
+  run_id: string | null;
+  model: string;
+  /** turn, title, followups, recap. */
+  purpose: string;
+  input_tokens: number;
+  output_tokens: number;
+  /** Null when the project set no price for the model. */
+  cost_usd: number | null;
+  created_at: Timestamp;
+}
+
+export interface MessageFeedbackTable {
+  tenant_id: string;
+  message_id: string;
+  subject: string;
+  /** up or down. */
+  rating: string;
+  comment: string | null;
+  model: string | null;
+  updated_at: Timestamp;
+}
+
 export interface RuntimeSchema {
   tenants: TenantsTable;
+  sessions: SessionsTable;
+  messages: MessagesTable;
+  runs: RunsTable;
+  run_steers: RunSteersTable;
+  usage_records: UsageRecordsTable;
+  message_feedback: MessageFeedbackTable;
   tenant_configurations: TenantConfigurationsTable;
   tenant_narrowing_keys: TenantNarrowingKeysTable;
   tenant_erasures: TenantErasuresTable;

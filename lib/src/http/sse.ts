@@ -1,0 +1,102 @@
+// Server-sent events: one small writer over a sequence of frames (STYLE.md 9: streams are data). It sets the
+// headers, writes `id:`/`event:`/`data:` lines, keeps idle connections alive with comments, respects
+// backpressure, and aborts its signal when the client goes away so whatever feeds it stops reading.
+import type { Request, Response } from 'express';
+
+export interface SseFrame {
+  /** The SSE `id:` a client sends back as Last-Event-ID. */
+  id?: number | string;
+  /** The SSE `event:` name (the frame type). */
+  event?: string;
+  /** Serialised as JSON on one `data:` line. */
+  data: unknown;
+}
+
+export interface SseOptions {
+  /** A comment line this often while nothing else is written, so proxies keep the connection (default 15 s). */
+  keepAliveMs?: number;
+  /** Extra response headers (for example `X-Run-Id`). */
+  headers?: Record<string, string>;
+}
+
+export interface SseWriter {
+  /** Aborts when the client disconnects (or `end` is called). */
+  readonly signal: AbortSignal;
+  /** Writes one frame; resolves once the socket takes more (backpressure). False when the client is gone. */
+  write(frame: SseFrame): Promise<boolean>;
+  end(): void;
+}
+
+/** Starts an event stream on `res` (status 200) and returns its writer. */
+export function openSse(req: Request, res: Response, options: SseOptions = {}): SseWriter {
+  const controller = new AbortController();
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-cache, no-transform');
+  res.setHeader('Connection', 'keep-alive');
+  // nginx and some ingress controllers buffer responses unless told not to.
+  res.setHeader('X-Accel-Buffering', 'no');
+  for (const [name, value] of Object.entries(options.headers ?? {})) res.setHeader(name, value);
+  res.flushHeaders();
+  // Frames are small and latency matters more than packet count.
+  req.socket.setNoDelay(true);
+
+  let ended = false;
+  const abort = () => {
+    clearInterval(keepAlive);
+    if (!controller.signal.aborted) controller.abort();
+  };
+  res.on('close', abort);
+  const keepAlive = setInterval(() => {
+    if (!ended && res.writable) res.write(': keep-alive\n\n');
+  }, options.keepAliveMs ?? 15_000);
+  keepAlive.unref();
+
+  return {
+    signal: controller.signal,
+    async write(frame) {
+      if (ended || controller.signal.aborted || !res.writable) return false;
+      if (res.write(serialise(frame))) return true;
+      return new Promise<boolean>((resolve) => {
+        const settle = (ok: boolean) => {
+          res.off('drain', onDrain);
+          controller.signal.removeEventListener('abort', onAbort);
+          resolve(ok);
+        };
+        const onDrain = () => settle(true);
+        const onAbort = () => settle(false);
+        res.once('drain', onDrain);
+        controller.signal.addEventListener('abort', onAbort, { once: true });
+      });
+    },
+    end() {
+      if (ended) return;
+      ended = true;
+      clearInterval(keepAlive);
+      res.end();
+      abort();
+    },
+  };
+}
+
+/** The text of one frame. Data is JSON, so it never contains a raw newline that would split the frame. */
+export function serialise(frame: SseFrame): string {
+  let text = '';
+  if (frame.id !== undefined) text += `id: ${String(frame.id).replace(/[\r\n]/g, '')}\n`;
+  if (frame.event !== undefined) text += `event: ${frame.event.replace(/[\r\n]/g, '')}\n`;
+  return `${text}data: ${JSON.stringify(frame.data)}\n\n`;
+}
+
+/**
+ * The id after which a resuming client wants frames: the `Last-Event-ID` header (what EventSource sends on
+ * reconnect) or a `last_event_id` query value, the header winning. Undefined when neither is sent; a value that
+ * is not a non-negative integer is the caller's 422 to give.
+ */
+export function lastEventIdOf(req: Request, queryValue: number | undefined): number | undefined | 'invalid' {
+  const header = req.get('last-event-id');
+  if (header !== undefined && header.trim() !== '') {
+    const trimmed = header.trim();
+    return /^\d{1,15}$/.test(trimmed) ? Number(trimmed) : 'invalid';
+  }
+  return queryValue;
+}

@@ -1,0 +1,42 @@
+// Who sees which conversation (SPEC.md Authentication 6 and 9): a privileged token (role admin, owner or service)
+// sees every conversation of its tenant; any other token sees conversations whose owner lies under its `scope`.
+// A narrowed token's `data_scope` limits both further. One rule, used as a predicate for one row and as a SQL
+// filter for lists, so history, lists, events and the turn engine can never disagree.
+import { sql, type ExpressionBuilder, type Expression, type SqlBool } from 'kysely';
+import { isPrivileged, isWithinScope } from '../../../lib/src/permissions/index.js';
+import type { Principal } from '../auth/authenticate.js';
+import type { RuntimeSchema } from '../store/schema.js';
+
+/** The owner prefixes a principal may see; `all` for a privileged token without a data scope. */
+export function visibleOwnerPrefixes(principal: Principal): string[] | 'all' {
+  const { claims } = principal;
+  const prefixes: string[] = [];
+  if (!isPrivileged(claims.roles)) prefixes.push(claims.scope);
+  if (claims.data_scope !== undefined) prefixes.push(claims.data_scope);
+  return prefixes.length === 0 ? 'all' : prefixes;
+}
+
+/** Whether the principal may see a conversation owned by `owner` (in its own tenant: callers check the tenant). */
+export function canSeeOwner(principal: Principal, owner: string): boolean {
+  const prefixes = visibleOwnerPrefixes(principal);
+  return prefixes === 'all' || prefixes.every((prefix) => isWithinScope(owner, prefix));
+}
+
+/**
+ * The same rule as a filter on `sessions` rows: tenant, then every prefix. Compared by whole segments
+ * (`owner = p or owner starts with p:`), never with LIKE, so no character of a path can act as a wildcard.
+ */
+export function visibleSessions(principal: Principal) {
+  return (eb: ExpressionBuilder<RuntimeSchema, 'sessions'>): Expression<SqlBool> => {
+    const prefixes = visibleOwnerPrefixes(principal);
+    const conditions = [eb('sessions.tenant_id', '=', principal.tenantId)];
+    if (prefixes !== 'all') {
+      for (const prefix of prefixes) {
+        conditions.push(
+          eb.or([eb('sessions.owner', '=', prefix), sql<SqlBool>`starts_with(sessions.owner, ${`${prefix}:`})`]),
+        );
+      }
+    }
+    return eb.and(conditions);
+  };
+}
