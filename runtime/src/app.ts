@@ -1,6 +1,7 @@
 // The runtime's composition root: wires the configured adapters (relational store, event bus, blob store) to
 // the services and routes of the data plane. Nothing below this file reads the environment.
-import { hkdfSync } from 'node:crypto';
+import { hkdfSync, randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Express } from 'express';
 import { loadMasterKey, loadOrCreateSecret } from '../../lib/src/crypto/local-secrets.js';
@@ -17,11 +18,23 @@ import { bearerGuard } from './auth/guard.js';
 import { NarrowingKeyRings } from './auth/narrowing-keys.js';
 import { TokenNarrowingService } from './auth/narrowing.js';
 import { capabilityRoutes, narrowingRoutes } from './auth/routes.js';
+import { TurnEngine } from './chat/engine.js';
+import { UsageLimiter } from './chat/limits.js';
+import { chatRoutes } from './chat/routes.js';
+import { RunStore } from './chat/runs.js';
+import { ChatService } from './chat/service.js';
+import { SideGenerations } from './chat/side.js';
+import { UsageRecorder } from './chat/usage.js';
+import { createOpenAIModelFactory } from './models/openai.js';
+import type { ModelFactory } from './models/port.js';
+import { Conversations } from './sessions/conversations.js';
+import { sessionRoutes } from './sessions/routes.js';
+import { SessionService } from './sessions/service.js';
 import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
 import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
-import { TenantConfigurationService } from './tenants/configuration.js';
+import { configurationDigestKey, TenantConfigurationService } from './tenants/configuration.js';
 import { TenantEraser } from './tenants/erase.js';
 import { tenantBlobPrefix, tenantEventPrefix } from './tenants/keys.js';
 import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
@@ -45,6 +58,11 @@ export interface Runtime {
   /** Each tenant's runtime-held keys for narrowed tokens (docs/decisions/0016). */
   narrowingKeys: NarrowingKeyRings;
   eraser: TenantEraser;
+  conversations: Conversations;
+  sessions: SessionService;
+  chat: ChatService;
+  engine: TurnEngine;
+  runs: RunStore;
   close(): Promise<void>;
 }
 
@@ -52,9 +70,11 @@ export interface RuntimeDeps {
   config: RuntimeConfig;
   logger: Logger;
   lifecycle?: Lifecycle;
+  /** Replaces the OpenAI-compatible model factory (benchmarks measure the engine against a model in process). */
+  models?: ModelFactory;
 }
 
-export async function createRuntime({ config, logger, lifecycle = new Lifecycle() }: RuntimeDeps): Promise<Runtime> {
+export async function createRuntime({ config, logger, lifecycle = new Lifecycle(), models }: RuntimeDeps): Promise<Runtime> {
   const secretsDir = join(config.dataDir, 'secrets');
   const adminKeyFile = join(secretsDir, 'runtime-admin-key');
   const adminKey = config.adminKey ? { value: config.adminKey, created: false } : loadOrCreateSecret(adminKeyFile, () => newSecret('ak_'));
@@ -104,7 +124,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
 
     const eraser = new TenantEraser(database.db, logger);
     const tenants = new TenantService(database.db, secretBox, eraser);
-    const configurations = new TenantConfigurationService(database.db);
+    const configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey));
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     eraser.registerRows({ table: 'tenant_configurations', purge: (trx, tenantId) => configurations.purge(trx, tenantId) });
     // With the tenant's keys gone, every token it narrowed stops verifying, on every replica at its next request.
@@ -125,6 +145,45 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       },
     });
 
+    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
+    const conversations = new Conversations(database.db, events.pubsub);
+    const runs = new RunStore(database.db, `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, config.runLeaseSeconds);
+    const limiter = new UsageLimiter(events.counters);
+    const usage = new UsageRecorder(database.db, limiter);
+    const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs });
+    const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, logger });
+    const engine = new TurnEngine({
+      db: database.db,
+      events,
+      conversations,
+      runs,
+      limiter,
+      usage,
+      models: modelFactory,
+      lifecycle,
+      logger,
+      leaseSeconds: config.runLeaseSeconds,
+      onTitleWanted: (turn) => side.titleAfterTurn(turn),
+    });
+    const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
+    const chat = new ChatService({ db: database.db, events, conversations, runs, engine, limiter, tenants, logger });
+    side.attach(chat);
+    // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
+    const sweep = setInterval(
+      () => void engine.sweepLost().catch((err: unknown) => logger.warn({ err }, 'lost-run sweep failed')),
+      Math.max(500, (config.runLeaseSeconds * 1000) / 2),
+    );
+    sweep.unref();
+    closers.unshift(async () => clearInterval(sweep));
+    eraser.registerStep({ name: 'runs', phase: 'stop_work', run: async (tenantId) => ({ items: await engine.cancelTenantRuns(tenantId) }) });
+    // Children before parents (the foreign keys say so); usage rows are the tenant's too.
+    for (const table of ['message_feedback', 'run_steers', 'usage_records', 'messages', 'runs', 'sessions'] as const) {
+      eraser.registerRows({
+        table,
+        purge: async (trx, tenantId) => Number((await trx.deleteFrom(table).where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
+      });
+    }
+
     const { app, openapi } = createHttpApp({
       program: 'runtime',
       title: 'agentplane data plane',
@@ -132,7 +191,14 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [...tenantRoutes(tenants), ...tenantConfigurationRoutes(configurations), ...capabilityRoutes(), ...narrowingRoutes(narrowing)],
+      routes: [
+        ...tenantRoutes(tenants),
+        ...tenantConfigurationRoutes(configurations),
+        ...capabilityRoutes(),
+        ...narrowingRoutes(narrowing),
+        ...chatRoutes(chat, side),
+        ...sessionRoutes(sessions),
+      ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {
         adminKey: { type: 'apiKey', in: 'header', name: 'X-Admin-Key', description: 'The runtime admin key (tenant routes)' },
@@ -166,6 +232,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       configurations,
       narrowingKeys,
       eraser,
+      conversations,
+      sessions,
+      chat,
+      engine,
+      runs,
       async close() {
         for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));
       },

@@ -29,6 +29,12 @@ export interface RuntimeConfig extends ServiceBasics {
   adminKey: string | undefined;
   /** Configured base64 master key; when absent the runtime generates one in the data dir. */
   masterKey: string | undefined;
+  /** Lets provider base URLs (and other user-supplied URLs) reach private and loopback addresses, over http too. */
+  allowPrivateUrls: boolean;
+  /** How long a provider may take to answer, and to send the next chunk of a stream. */
+  providerTimeoutMs: number;
+  /** How long a run's lease lasts without renewal; a run whose process died is failed this long after. */
+  runLeaseSeconds: number;
 }
 
 /** Shorter admin keys are refused, configured or read from the data dir. */
@@ -93,6 +99,9 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     blobMaxUploadBytes: read.integer('BLOB_MAX_UPLOAD_BYTES', 5 * 1024 ** 3, { min: 1024, max: 5 * 1024 ** 3 }),
     adminKey,
     masterKey,
+    allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
+    providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 60_000, { min: 100, max: 10 * 60_000 }),
+    runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
   };
   read.done();
   return config;

@@ -52,8 +52,16 @@ export interface TenantNarrowingKeysTable {
 export interface SessionPending {
   run_id: string;
   /** Calls that need the client's results (client tools, and approved client calls waiting to run). */
-  tool_calls: { id: string; name: string; arguments: unknown }[];
-  approvals: { tool_call_id: string; action: string; detail: string; tool: string | null; arguments: Record<string, unknown> }[];
+  tool_calls: { id: string; name: string; arguments: Record<string, unknown> }[];
+  approvals: {
+    tool_call_id: string;
+    action: string;
+    detail: string;
+    tool: string | null;
+    arguments: Record<string, unknown>;
+    /** What approving does: a client call goes back to the client; `request_approval` is answered "approved". */
+    kind: 'client' | 'request_approval';
+  }[];
   questions: { tool_call_id: string; question: string; options?: string[] }[];
 }
 

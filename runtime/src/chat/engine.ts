@@ -1,0 +1,457 @@
+// The agent loop of one run (DESIGN.md "Runs"): detached from the request that started it, it calls the model,
+// relays what it says into the run log, handles the tool calls it makes (refusing anything outside the turn's tool
+// set, pausing on client calls, approvals and questions), picks up steer messages at step boundaries, and ends with
+// exactly one terminal frame. Its process holds a lease on the run; cancel reaches it through pub/sub.
+import type { Kysely } from 'kysely';
+import { AppError } from '../../../lib/src/errors.js';
+import type { EventBus } from '../../../lib/src/events/port.js';
+import { describeError } from '../../../lib/src/http/errors.js';
+import type { Lifecycle } from '../../../lib/src/http/lifecycle.js';
+import type { Logger } from '../../../lib/src/logging.js';
+import type { Effort } from '../../../lib/src/permissions/index.js';
+import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
+import type { Conversations, MessageRow, NewMessage, SessionStatus } from '../sessions/conversations.js';
+import type { RuntimeSchema, SessionPending } from '../store/schema.js';
+import { clampHistory, toModelMessages } from './history.js';
+import type { UsageLimiter, UsageLimits } from './limits.js';
+import type { ModelPrice } from './model-choice.js';
+import type { UsageRecorder } from './usage.js';
+import { runControlChannel, runLogKey, runLostError, type RunControl, type RunStatus, type RunStore } from './runs.js';
+import type { ChatResponseOutput, Frame } from './schemas.js';
+import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
+import type { ProviderTarget } from '../models/port.js';
+
+/** Everything a run needs, decided before it starts (ChatService.start). */
+export interface Turn {
+  runId: string;
+  sessionId: string;
+  tenantId: string;
+  model: string;
+  target: ProviderTarget;
+  price: ModelPrice | undefined;
+  tools: ToolSet;
+  systemPrompt: string | null;
+  effort: Effort | undefined;
+  limits: UsageLimits | undefined;
+  maxToolIterations: number | undefined;
+  maxContextTokens: number | undefined;
+  /** Title the conversation after this turn when it has none. */
+  autoTitle: boolean;
+}
+
+export interface TurnTotals {
+  inputTokens: number;
+  outputTokens: number;
+  costUsd: number | null;
+}
+
+/** The `usage` of a ChatResponse. */
+export function usageOut(totals: TurnTotals): ChatResponseOutput['usage'] {
+  return {
+    input_tokens: totals.inputTokens,
+    output_tokens: totals.outputTokens,
+    total_tokens: totals.inputTokens + totals.outputTokens,
+    cost_usd: totals.costUsd,
+  };
+}
+
+export const emptyTotals = (): TurnTotals => ({ inputTokens: 0, outputTokens: 0, costUsd: null });
+
+/** Finish reasons of the model that the turn reports (null: the agent finished on its own). */
+const reportedFinish: Partial<Record<ModelFinishReason, 'length' | 'content_filter'>> = { length: 'length', content_filter: 'content_filter' };
+
+export interface EngineDeps {
+  db: Kysely<RuntimeSchema>;
+  events: EventBus;
+  conversations: Conversations;
+  runs: RunStore;
+  limiter: UsageLimiter;
+  usage: UsageRecorder;
+  models: ModelFactory;
+  lifecycle: Lifecycle;
+  logger: Logger;
+  leaseSeconds: number;
+  /** Runs when a turn ended without a title on its conversation (auto_title); best effort. */
+  onTitleWanted?: (turn: Turn) => void;
+}
+
+interface Outcome {
+  status: Exclude<RunStatus, 'running' | 'failed'>;
+  finishReason: ChatResponseOutput['finish_reason'];
+  content: string;
+  messageId: string | null;
+  pending: SessionPending | null;
+}
+
+export class TurnEngine {
+  /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
+  private readonly held = new Map<string, AbortController>();
+
+  constructor(private readonly deps: EngineDeps) {}
+
+  get heldRuns(): number {
+    return this.held.size;
+  }
+
+  /** Appends a frame to a run's log. A log already closed (the run was swept as lost) takes nothing more. */
+  async frame(tenantId: string, runId: string, frame: Frame): Promise<void> {
+    try {
+      await this.deps.events.logs.append(runLogKey(tenantId, runId), frame);
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'log_closed') return;
+      throw error;
+    }
+  }
+
+  /** Writes the terminal frame and closes the log. */
+  async end(tenantId: string, runId: string, frame: Extract<Frame, { type: 'done' | 'error' }>): Promise<void> {
+    await this.frame(tenantId, runId, frame);
+    await this.deps.events.logs.close(runLogKey(tenantId, runId));
+  }
+
+  /** The `error` frame of a failure: the status and body a blocking call would answer with. */
+  errorFrame(error: unknown, runId: string, sessionId: string | null): Extract<Frame, { type: 'error' }> {
+    const { status, body } = describeError(error);
+    const message = typeof body.detail === 'string' ? body.detail : body.detail.map((problem) => problem.msg).join('; ');
+    return {
+      type: 'error',
+      status,
+      code: body.code ?? (error instanceof AppError ? error.kind : 'internal'),
+      message,
+      retryable: error instanceof AppError ? error.isRetryable : true,
+      run_id: runId,
+      session_id: sessionId,
+      ...(typeof body.reset_at === 'string' ? { reset_at: body.reset_at } : {}),
+    };
+  }
+
+  /** Starts the run in the background; the caller has already written its `start` frame and its running row. */
+  launch(turn: Turn): void {
+    const finished = this.deps.lifecycle.beginWork();
+    void this.execute(turn)
+      .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
+      .finally(finished);
+  }
+
+  /** Cancels a run this process holds; false when it holds none by that id. */
+  cancelHeld(runId: string): boolean {
+    const controller = this.held.get(runId);
+    if (!controller) return false;
+    controller.abort(cancelReason());
+    return true;
+  }
+
+  /**
+   * Fails the runs whose process stopped renewing their lease: their row, their session's rollup, and a terminal
+   * `error` frame (500 `run_lost`) for whoever follows their log. Any replica may do it; each run is failed once.
+   */
+  async sweepLost(): Promise<number> {
+    const lost = await this.deps.runs.sweepLost();
+    for (const run of lost) {
+      const error = runLostError();
+      await this.deps.conversations.setRollup(this.deps.db, run.session_id, { status: 'failed' });
+      await this.end(run.tenant_id, run.id, { type: 'error', ...error, retryable: true, run_id: run.id, session_id: run.session_id }).catch((err: unknown) =>
+        this.deps.logger.warn({ err, run_id: run.id }, 'could not end the log of a lost run'),
+      );
+      this.deps.logger.warn({ run_id: run.id, tenant_id: run.tenant_id }, 'run lost: its process stopped renewing the lease');
+    }
+    return lost.length;
+  }
+
+  /** Cancels every running run of a tenant, wherever it runs (the first step of a tenant erase). */
+  async cancelTenantRuns(tenantId: string): Promise<number> {
+    const running = await this.deps.db.selectFrom('runs').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
+    for (const { id } of running) {
+      await this.deps.runs.requestCancel(id);
+      if (!this.cancelHeld(id)) await this.deps.events.pubsub.publish(runControlChannel(tenantId, id), { type: 'cancel' });
+    }
+    return running.length;
+  }
+
+  private async execute(turn: Turn): Promise<void> {
+    const { deps } = this;
+    const controller = new AbortController();
+    this.held.set(turn.runId, controller);
+    let lost = false;
+    const unsubscribe = await deps.events.pubsub
+      .subscribe(runControlChannel(turn.tenantId, turn.runId), (message) => {
+        if ((message as RunControl | null)?.type === 'cancel') controller.abort(cancelReason());
+      })
+      .catch((error: unknown) => {
+        deps.logger.warn({ err: error, run_id: turn.runId }, 'run control subscription failed; cancel is read from the database');
+        return async () => undefined;
+      });
+    const lease = setInterval(
+      () =>
+        void deps.runs.renew(turn.runId).then(
+          async (held) => {
+            if (!held) {
+              lost = true;
+              controller.abort(new AppError('internal', 'lost', { code: 'run_lost' }));
+              return;
+            }
+            // A cancel whose notice was missed (another replica published before this one subscribed) is in the row.
+            if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(cancelReason());
+          },
+          (error: unknown) => deps.logger.warn({ err: error, run_id: turn.runId }, 'lease renewal failed'),
+        ),
+      Math.max(200, (deps.leaseSeconds * 1000) / 3),
+    );
+    lease.unref();
+    const totals = emptyTotals();
+    try {
+      if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(cancelReason());
+      const outcome = await this.loop(turn, controller.signal, totals);
+      if (lost) return;
+      await this.complete(turn, outcome, totals);
+    } catch (error) {
+      if (lost) return;
+      if (controller.signal.aborted && (controller.signal.reason as AppError | undefined)?.code === 'cancelled') {
+        await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals);
+        return;
+      }
+      await this.fail(turn, error);
+    } finally {
+      clearInterval(lease);
+      this.held.delete(turn.runId);
+      await unsubscribe().catch(() => undefined);
+    }
+  }
+
+  private async loop(turn: Turn, signal: AbortSignal, totals: TurnTotals): Promise<Outcome> {
+    const { deps } = this;
+    const model = deps.models(turn.target, turn.model);
+    let toolRounds = 0;
+    let lastMessageId: string | null = null;
+    for (;;) {
+      await this.takeSteers(turn);
+      if (signal.aborted) return this.cancelled(lastMessageId);
+      const history = await this.history(turn.sessionId);
+      const messages = clampHistory(
+        turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
+        toModelMessages(history),
+        turn.maxContextTokens,
+      );
+      await deps.limiter.acquire(turn.tenantId, turn.limits);
+      const step = await this.step(turn, model, messages, signal, totals);
+      if (step.failure !== undefined) {
+        // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
+        // calls of a broken step are dropped, since their arguments may be cut short.
+        if (step.text !== '') {
+          const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
+            { role: 'assistant', content: step.text, runId: turn.runId, model: turn.model, metadata: { incomplete: true } },
+          ]);
+          lastMessageId = row!.id;
+        }
+        if (signal.aborted) return this.cancelled(lastMessageId, step.text);
+        throw step.failure;
+      }
+      const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
+        { role: 'assistant', content: step.text, runId: turn.runId, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model },
+      ]);
+      lastMessageId = row!.id;
+      if (step.calls.length === 0) {
+        return { status: 'completed', finishReason: reportedFinish[step.finishReason] ?? null, content: step.text, messageId: lastMessageId, pending: null };
+      }
+      if (turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations) {
+        return { status: 'completed', finishReason: 'max_tool_iterations', content: step.text, messageId: lastMessageId, pending: null };
+      }
+      toolRounds += 1;
+      const pending = await this.handleCalls(turn, step.calls);
+      if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
+    }
+  }
+
+  /** One model call, relayed token by token. A failure comes back as `failure`, with whatever text arrived first. */
+  private async step(turn: Turn, model: LanguageModel, messages: ModelMessage[], signal: AbortSignal, totals: TurnTotals) {
+    let text = '';
+    const calls: ModelToolCall[] = [];
+    let finishReason: ModelFinishReason = 'stop';
+    let usage: Usage | undefined;
+    let failure: unknown;
+    const tools = turn.tools.definitions();
+    for await (const part of model.stream({
+      model: turn.model,
+      messages,
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(turn.effort === undefined ? {} : { effort: turn.effort }),
+      signal,
+    })) {
+      if (part.type === 'text-delta') {
+        if (part.text === '') continue;
+        text += part.text;
+        await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
+      } else if (part.type === 'tool-call') calls.push(part.call);
+      else if (part.type === 'finish') {
+        finishReason = part.finishReason;
+        usage = part.usage;
+      } else failure = part.error;
+    }
+    if (usage) await this.recordUsage(turn, usage, totals, 'turn');
+    return { text, calls, finishReason, failure };
+  }
+
+  /**
+   * Tool calls of one step. Calls outside the turn's set, or with arguments that are not a JSON object, are answered
+   * with a refusal the model can read (and the turn goes on); client calls, approvals and questions pause the turn.
+   */
+  private async handleCalls(turn: Turn, calls: ModelToolCall[]): Promise<SessionPending | null> {
+    const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
+    const answers: NewMessage[] = [];
+    const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
+      await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
+      await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: false, result });
+      answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId });
+    };
+    for (const call of calls) {
+      const tool = turn.tools.get(call.name);
+      const args = parseArguments(call.arguments);
+      if (!tool) {
+        await refuse(call, toolNotAvailable(call.name), args ?? call.arguments);
+        continue;
+      }
+      if (!args) {
+        await refuse(call, `The arguments of '${call.name}' were not a JSON object; call it again with valid JSON arguments.`, call.arguments);
+        continue;
+      }
+      if (tool.kind === 'ask_user') {
+        const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
+        pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
+      } else if (tool.kind === 'request_approval') {
+        pending.approvals.push({
+          tool_call_id: call.id,
+          action: oneLine(String(args.action ?? 'approve this step')),
+          detail: typeof args.detail === 'string' ? args.detail : '',
+          tool: null,
+          arguments: args,
+          kind: 'request_approval',
+        });
+      } else if (tool.requiresApproval) {
+        pending.approvals.push({
+          tool_call_id: call.id,
+          action: oneLine(tool.definition.description) || `call ${call.name}`,
+          detail: JSON.stringify(args),
+          tool: call.name,
+          arguments: args,
+          kind: 'client',
+        });
+      } else {
+        pending.tool_calls.push({ id: call.id, name: call.name, arguments: args });
+      }
+    }
+    await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
+    const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
+    return paused ? pending : null;
+  }
+
+  private async history(sessionId: string): Promise<MessageRow[]> {
+    return this.deps.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
+  }
+
+  /** Steer messages waiting for this boundary become ordinary user messages. */
+  private async takeSteers(turn: Turn): Promise<void> {
+    const steers = await this.deps.runs.takeSteers(this.deps.db, turn.runId);
+    await this.deps.conversations.append(
+      turn.tenantId,
+      turn.sessionId,
+      steers.map((message) => ({ role: 'user' as const, content: message, runId: turn.runId, metadata: { steer: true } })),
+    );
+  }
+
+  private cancelled(messageId: string | null, content = ''): Outcome {
+    return { status: 'cancelled', finishReason: 'cancelled', content, messageId, pending: null };
+  }
+
+  private async recordUsage(turn: Turn, usage: Usage, totals: TurnTotals, purpose: string): Promise<void> {
+    const cost = await this.deps.usage.record({
+      tenantId: turn.tenantId,
+      sessionId: turn.sessionId,
+      runId: turn.runId,
+      model: turn.model,
+      price: turn.price,
+      limits: turn.limits,
+      usage,
+      purpose,
+    });
+    totals.inputTokens += usage.inputTokens;
+    totals.outputTokens += usage.outputTokens;
+    if (cost !== null) totals.costUsd = (totals.costUsd ?? 0) + cost;
+  }
+
+
+  /**
+   * Ends the run: its row, the session's rollup and pause, then the `done` frame. A steer that arrived after the
+   * last boundary reopens the loop instead (the run row is locked, so a steer either lands before this check or is
+   * refused as too late).
+   */
+  private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals): Promise<void> {
+    const { deps } = this;
+    const steered = await deps.db.transaction().execute(async (trx) => {
+      await deps.runs.lock(trx, turn.runId);
+      if (outcome.status === 'completed' && outcome.finishReason === null) {
+        const waiting = await trx.selectFrom('run_steers').select('seq').where('run_id', '=', turn.runId).where('consumed_at', 'is', null).executeTakeFirst();
+        if (waiting) return true;
+      }
+      await deps.runs.finish(trx, turn.runId, { status: outcome.status, finishReason: outcome.finishReason });
+      await deps.conversations.setRollup(trx, turn.sessionId, { status: rollupOf(outcome.status), model: turn.model, pending: outcome.pending });
+      return false;
+    });
+    if (steered) {
+      // The loop runs again under the same run: its own lease and subscription are still live.
+      const controller = this.held.get(turn.runId) ?? new AbortController();
+      const next = await this.loop(turn, controller.signal, totals);
+      await this.complete(turn, next, totals);
+      return;
+    }
+    await this.end(turn.tenantId, turn.runId, this.doneFrame(turn, outcome, totals));
+    if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
+  }
+
+  doneFrame(
+    turn: Pick<Turn, 'runId' | 'sessionId'> & { model: string | null },
+    outcome: Omit<Outcome, 'status'>,
+    totals: TurnTotals,
+  ): Extract<Frame, { type: 'done' }> {
+    const pending = outcome.pending;
+    return {
+      type: 'done',
+      run_id: turn.runId,
+      session_id: turn.sessionId,
+      message_id: outcome.messageId,
+      model: turn.model,
+      content: outcome.content,
+      finish_reason: outcome.finishReason,
+      requires_action: pending !== null,
+      tool_calls: pending?.tool_calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments as never })) ?? [],
+      approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => ({ ...approval, arguments: approval.arguments as never })) ?? [],
+      questions: pending?.questions ?? [],
+      usage: usageOut(totals),
+    };
+  }
+
+  private async fail(turn: Turn, error: unknown): Promise<void> {
+    const frame = this.errorFrame(error, turn.runId, turn.sessionId);
+    if (frame.status >= 500) this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed');
+    else this.deps.logger.info({ run_id: turn.runId, status: frame.status, code: frame.code }, 'run ended with an error');
+    await this.deps.db.transaction().execute(async (trx) => {
+      const moved = await this.deps.runs.finish(trx, turn.runId, {
+        status: 'failed',
+        error: { status: frame.status, code: frame.code, message: frame.message },
+      });
+      if (moved) await this.deps.conversations.setRollup(trx, turn.sessionId, { status: 'failed', model: turn.model });
+    });
+    await this.end(turn.tenantId, turn.runId, frame);
+  }
+}
+
+const cancelReason = () => new AppError('internal', 'cancelled', { code: 'cancelled' });
+
+function rollupOf(status: Outcome['status']): SessionStatus {
+  return status;
+}
+
+/** The first line of a text, trimmed to what fits on one line of a UI. */
+function oneLine(text: string): string {
+  const line = text.split('\n', 1)[0]!.trim();
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+}

@@ -1,0 +1,63 @@
+// A conversation as the model sees it: the stored messages turned into model messages (every tool call answered,
+// in the order providers require), then clamped to the token's context ceiling with a real tokenizer (o200k, what
+// current OpenAI models use; for other vendors' models it is an estimate, not an exact count).
+import { countTokens } from 'gpt-tokenizer';
+import type { ModelMessage, ModelToolCall } from '../models/port.js';
+import type { MessageRow } from '../sessions/conversations.js';
+
+/** What a call without a stored result is answered with (a fork, a cancel, or a crash cut the turn short). */
+export const UNANSWERED_CALL = 'No result: this call was not completed.';
+
+/** Every message and call costs a few tokens of framing beyond its text (OpenAI's published rule of thumb). */
+const MESSAGE_OVERHEAD = 4;
+
+/**
+ * Model messages in conversation order. A tool message is placed right after the assistant message that made its
+ * call, wherever it was stored (answers to a pause can arrive after a later user message), and a call with no
+ * result gets one, so the sequence is always one a provider accepts.
+ */
+export function toModelMessages(rows: readonly MessageRow[]): ModelMessage[][] {
+  const results = new Map<string, MessageRow>();
+  for (const row of rows) if (row.role === 'tool' && row.tool_call_id) results.set(row.tool_call_id, row);
+  const groups: ModelMessage[][] = [];
+  for (const row of rows) {
+    if (row.role === 'user') groups.push([{ role: 'user', content: row.content }]);
+    else if (row.role === 'assistant') {
+      const calls: ModelToolCall[] = row.tool_calls ?? [];
+      const group: ModelMessage[] = [{ role: 'assistant', content: row.content, ...(calls.length > 0 ? { toolCalls: calls } : {}) }];
+      for (const call of calls) {
+        const result = results.get(call.id);
+        group.push({ role: 'tool', toolCallId: call.id, content: result ? result.content : UNANSWERED_CALL });
+      }
+      groups.push(group);
+    }
+    // Tool messages travel with their call; one whose call is not stored (cannot happen through the engine) is dropped.
+  }
+  return groups;
+}
+
+export function tokensOf(message: ModelMessage): number {
+  let text = message.content;
+  if (message.role === 'assistant' && message.toolCalls) text += message.toolCalls.map((call) => call.name + call.arguments).join('');
+  return countTokens(text) + MESSAGE_OVERHEAD;
+}
+
+/**
+ * The newest groups that fit in `maxTokens` together with the system prompt, oldest first. A group (a user message,
+ * or an assistant message with its tool results) is kept or dropped whole; the newest group is always kept, since a
+ * turn without its own message means nothing. Unset `maxTokens` keeps everything.
+ */
+export function clampHistory(system: ModelMessage | null, groups: readonly ModelMessage[][], maxTokens: number | undefined): ModelMessage[] {
+  const head = system ? [system] : [];
+  if (maxTokens === undefined) return [...head, ...groups.flat()];
+  let budget = maxTokens - (system ? tokensOf(system) : 0);
+  const kept: ModelMessage[][] = [];
+  for (let i = groups.length - 1; i >= 0; i--) {
+    const group = groups[i]!;
+    const cost = group.reduce((sum, message) => sum + tokensOf(message), 0);
+    if (kept.length > 0 && cost > budget) break;
+    kept.unshift(group);
+    budget -= cost;
+  }
+  return [...head, ...kept.flat()];
+}

@@ -1,0 +1,78 @@
+// Which model a turn runs on and where its calls go (SPEC.md What the service does 8, Errors rules 1 and 3):
+// the request's model, else the tenant's `default_model` setting, else the project's default; checked against the
+// models the project registered and the token's allow-list before anything is sent; served by the one provider
+// credential that registered it, with the tenant's `litellm_key` (when set) in place of the project's key.
+import { conflict, permissionDenied } from '../../../lib/src/errors.js';
+import { modelNotAvailable, type EffectivePermission } from '../../../lib/src/permissions/index.js';
+import type { ProviderTarget } from '../models/port.js';
+import type { StoredConfiguration } from '../tenants/configuration.js';
+import type { TenantRouting } from '../tenants/service.js';
+import type { UsageLimits } from './limits.js';
+
+export interface ModelPrice {
+  input_per_million_usd: number;
+  output_per_million_usd: number;
+}
+
+interface ProviderSection {
+  id: string;
+  kind: string;
+  base_url: string;
+  api_key: string;
+  models: string[];
+  prices?: Record<string, ModelPrice> | undefined;
+}
+
+/** The members of a configuration the engine reads (pushed by the control plane; docs/decisions/0018). */
+interface EngineSections {
+  providers?: ProviderSection[] | undefined;
+  default_model?: string | null | undefined;
+  limits?: UsageLimits | undefined;
+}
+
+export type ModelChoice =
+  | { kind: 'none' }
+  | { kind: 'model'; model: string; target: ProviderTarget; price: ModelPrice | undefined };
+
+const sections = (configuration: StoredConfiguration) => configuration.document as unknown as EngineSections;
+
+export function limitsOf(configuration: StoredConfiguration): UsageLimits | undefined {
+  return sections(configuration).limits;
+}
+
+/**
+ * The model of a turn, or `none` when nothing names one (the turn then ends `no_model` and costs nothing). Throws 400
+ * for an unregistered model, 403 for one outside the token's allow-list, 409 `no_provider` when no credential serves it.
+ */
+export function chooseModel(
+  configuration: StoredConfiguration,
+  permission: EffectivePermission,
+  routing: TenantRouting,
+  requested: string | undefined,
+): ModelChoice {
+  const { providers = [], default_model: projectDefault } = sections(configuration);
+  const model = requested ?? routing.defaultModel ?? projectDefault ?? undefined;
+  if (model === undefined) return { kind: 'none' };
+  const registered = configuration.document.ceiling.registeredModels;
+  if (registered !== undefined && !registered.includes(model)) throw modelNotAvailable(model, registered);
+  if (!permission.modelAllowed(model)) throw permissionDenied(`model '${model}' is not allowed for this token`, { code: 'model_not_allowed' });
+  const provider = providers.find((candidate) => candidate.models.includes(model));
+  if (!provider) {
+    throw conflict(
+      `no provider serves model '${model}': its credential was removed or rotated out. Register a provider for it (POST /api/projects/{id}/providers) or choose another model`,
+      { code: 'no_provider' },
+    );
+  }
+  return {
+    kind: 'model',
+    model,
+    target: { baseUrl: provider.base_url, apiKey: routing.litellmKey ?? provider.api_key },
+    price: provider.prices?.[model],
+  };
+}
+
+/** Cost of one call in USD, or null when the project set no price for the model. */
+export function costOf(price: ModelPrice | undefined, usage: { inputTokens: number; outputTokens: number }): number | null {
+  if (!price) return null;
+  return (usage.inputTokens * price.input_per_million_usd + usage.outputTokens * price.output_per_million_usd) / 1_000_000;
+}

@@ -1,0 +1,203 @@
+// HTTP adapters of the chat routes: parse, call ChatService, answer. The stream routes are one SSE writer over the
+// run log (STYLE.md 9); the blocking route waits for the same log's terminal frame.
+import type { Response } from 'express';
+import { ValidationError } from '../../../lib/src/errors.js';
+import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { lastEventIdOf, openSse } from '../../../lib/src/http/sse.js';
+import type { RunLogEvent } from '../../../lib/src/events/port.js';
+import { principalOf } from '../auth/guard.js';
+import type { ChatService } from './service.js';
+import type { SideGenerations } from './side.js';
+import {
+  ChatRequest,
+  ChatResponse,
+  FollowupsOut,
+  FollowupsRequest,
+  RecapOut,
+  ResumeQuery,
+  RunAccepted,
+  RunIdParams,
+  SessionIdParams,
+  SteerRequest,
+  TERMINAL_FRAMES,
+  type Frame,
+} from './schemas.js';
+
+const streamDescription =
+  'Server-sent events. Frames, in order: `start` (run_id, session_id, model), then `token` (text), `tool_start` and `tool_end`, then exactly one ' +
+  'terminal `done` (the ChatResponse) or `error` (status, code, message, retryable, run_id, session_id). Every frame has an `id:`; the SSE `event:` is the frame type. ' +
+  'A failed turn is still HTTP 200: its `error` frame carries the status a blocking POST /chat would answer with.';
+
+const turnErrors = {
+  400: { description: 'A model the project did not register, a provider rejection, a malformed tool list, or answers to nothing pending' },
+  403: { description: 'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, or a model outside the token\'s allow-list' },
+  404: { description: 'The session does not exist or is not visible to this token' },
+  409: { description: 'A turn is already running in this session (`turn_running`), or no provider serves the model (`no_provider`)' },
+  429: { description: 'The project\'s rpm/tpm limit (`rate_limited`) or spend cap (`budget_exceeded`) is reached; the message says when it resets' },
+  502: { description: 'The provider failed with its own error' },
+  504: { description: 'The provider did not answer in time' },
+};
+
+export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/chat',
+      operationId: 'chat',
+      summary: 'Run a turn and wait for its answer',
+      description:
+        'Starts a turn (or answers a paused one with `tool_results`, `approval_decisions` or `question_answers`) and answers when it ends. ' +
+        'The turn runs detached: if the client goes away it goes on, and its frames can be read with GET /chat/stream/{run_id}. ' +
+        'Errors carry `run_id` and `session_id`.',
+      tags: ['chat'],
+      security: ['bearer'],
+      body: ChatRequest,
+      responses: { 200: { description: 'The turn\'s answer, or its pause', schema: ChatResponse }, ...turnErrors },
+      async handle({ req, res, body }) {
+        const principal = principalOf(res);
+        const { runId } = await chat.start(principal, body);
+        res.setHeader('X-Run-Id', runId);
+        return { body: await chat.result(principal.tenantId, runId, closedSignal(res)) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/stream',
+      operationId: 'chatStream',
+      summary: 'Run a turn and stream it',
+      description: `${streamDescription} The response header \`X-Run-Id\` names the run. To resume after a disconnect use GET /chat/stream/{run_id} with Last-Event-ID; a \`Last-Event-ID\` sent here is ignored (this call always starts a new turn).`,
+      tags: ['chat'],
+      security: ['bearer'],
+      body: ChatRequest,
+      responses: {
+        200: { description: 'The run\'s frames', contentType: 'text/event-stream' },
+        403: turnErrors[403],
+        404: turnErrors[404],
+        400: { description: 'A malformed tool list, or answers with no session' },
+      },
+      async handle({ req, res, body }) {
+        const principal = principalOf(res);
+        const { runId } = await chat.start(principal, body);
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': runId } });
+        await relay(writer, await chat.resume(principal, runId, 0, writer.signal));
+        return 'handled';
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/chat/stream/{run_id}',
+      operationId: 'resumeChatStream',
+      summary: 'Resume a run\'s stream',
+      description:
+        `Replays the frames after \`Last-Event-ID\` (header) or \`last_event_id\` (query), then follows live ones until the terminal frame. ${streamDescription} ` +
+        'Works on any replica sharing the event store. A finished run whose frames are no longer held answers one terminal `error` frame (code `run_events_expired`) naming its conversation.',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: RunIdParams,
+      query: ResumeQuery,
+      responses: {
+        200: { description: 'The run\'s later frames', contentType: 'text/event-stream' },
+        404: { description: 'No run by that id is known, or its conversation is not visible to this token' },
+      },
+      async handle({ req, res, params, query }) {
+        const principal = principalOf(res);
+        const after = lastEventIdOf(req, query.last_event_id);
+        if (after === 'invalid') throw new ValidationError([{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }]);
+        const controller = new AbortController();
+        const frames = await chat.resume(principal, params.run_id, after ?? 0, controller.signal);
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id } });
+        writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
+        await relay(writer, frames);
+        return 'handled';
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/stream/{run_id}/steer',
+      operationId: 'steerRun',
+      summary: 'Send a message into a running turn',
+      description:
+        'Needs capability `steer`. The message is picked up at the run\'s next step boundary, after any tool in flight, and appended as a normal user message.',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: RunIdParams,
+      body: SteerRequest,
+      responses: {
+        202: { description: 'Queued for the next step boundary', schema: RunAccepted },
+        403: { description: 'Capability `steer` missing' },
+        404: { description: 'No such run, or not visible to this token' },
+        409: { description: 'The run is not running (`run_not_running`)' },
+      },
+      async handle({ res, params, body }) {
+        return { status: 202, body: await chat.steer(principalOf(res), params.run_id, body.message) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/stream/{run_id}/cancel',
+      operationId: 'cancelRun',
+      summary: 'Cancel a run',
+      description:
+        'Idempotent, and 202 whether or not any process still holds the run. A running turn stops at once (the provider call is aborted) and ends with a `done` frame whose finish_reason is `cancelled`; what it wrote stays in the session.',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: RunIdParams,
+      responses: { 202: { description: 'Accepted', schema: RunAccepted } },
+      async handle({ res, params }) {
+        return { status: 202, body: await chat.cancel(principalOf(res), params.run_id) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/sessions/{session_id}/followups',
+      operationId: 'suggestFollowups',
+      summary: 'Suggested next messages for a conversation',
+      description: 'Needs capability `followups`. Generated beside the turn from the conversation; nothing is stored and the agent never sees them.',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: SessionIdParams,
+      body: FollowupsRequest,
+      responses: { 200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut }, 403: { description: 'Capability `followups` missing' } },
+      async handle({ res, params, body }) {
+        return { body: await side.followups(principalOf(res), params.session_id, body.count) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/sessions/{session_id}/recap',
+      operationId: 'recapSession',
+      summary: 'A one-line recap of a conversation, for the person',
+      description: 'Needs capability `recap`. Nothing is stored and the agent never sees it.',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: SessionIdParams,
+      responses: { 200: { description: 'The recap (empty when the project has no model)', schema: RecapOut }, 403: { description: 'Capability `recap` missing' } },
+      async handle({ res, params }) {
+        return { body: await side.recap(principalOf(res), params.session_id) };
+      },
+    }),
+  ];
+}
+
+/** Writes frames until the terminal one (or the client leaves), then ends the response. */
+async function relay(writer: ReturnType<typeof openSse>, frames: AsyncIterable<RunLogEvent<Frame>>): Promise<void> {
+  try {
+    for await (const event of frames) {
+      if (!(await writer.write({ id: event.id, event: event.data.type, data: event.data }))) break;
+      if (TERMINAL_FRAMES.has(event.data.type)) break;
+    }
+  } catch (error) {
+    // The log vanished mid-stream (erased, expired): end the stream; the client's reconnect gets the answer.
+    if (!writer.signal.aborted) await writer.write({ event: 'error', data: { status: 404, code: 'run_events_expired', message: String((error as Error).message), retryable: false } });
+  } finally {
+    writer.end();
+  }
+}
+
+/** Aborts when the client closes the connection of a blocking call: the wait stops, the run goes on. */
+function closedSignal(res: Response): AbortSignal {
+  const controller = new AbortController();
+  res.once('close', () => controller.abort());
+  return controller.signal;
+}
+

@@ -1,0 +1,159 @@
+// The durable record of runs (DESIGN.md "Runs"): one row per turn, at most one running per session (the database
+// says so on every replica), a lease the running process renews, and the sweep that fails runs whose process
+// died. The frames a client sees live in the run log on the event port; this is what outlives them.
+import { randomBytes } from 'node:crypto';
+import { type Kysely, type Selectable, type Transaction } from 'kysely';
+import { conflict } from '../../../lib/src/errors.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import { tenantEventPrefix } from '../tenants/keys.js';
+
+export type RunRow = Selectable<RuntimeSchema['runs']>;
+export type RunStatus = 'running' | 'completed' | 'requires_action' | 'failed' | 'cancelled';
+
+/** `run_` and 24 random hex digits: unguessable, so an id alone reveals nothing about other runs. */
+export const newRunId = () => `run_${randomBytes(12).toString('hex')}`;
+
+/** The run log of a run, on the event port, under its tenant's prefix (so a tenant erase finds it). */
+export const runLogKey = (tenantId: string, runId: string) => `${tenantEventPrefix(tenantId)}run:${runId}`;
+/** Cancel and steer notices for a run reach whichever process holds it. */
+export const runControlChannel = (tenantId: string, runId: string) => `${tenantEventPrefix(tenantId)}run:${runId}:control`;
+
+export type RunControl = { type: 'cancel' } | { type: 'steer' };
+
+export const turnRunning = () =>
+  conflict('a turn is already running in this session; wait for it to finish or cancel it', { code: 'turn_running' });
+
+const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23505';
+
+export class RunStore {
+  constructor(
+    private readonly db: Kysely<RuntimeSchema>,
+    /** This process, as the lease owner. */
+    readonly owner: string,
+    private readonly leaseSeconds: number,
+  ) {}
+
+  /**
+   * Inserts a running run. A run of the same session whose lease lapsed is failed first (its process is gone); a
+   * live one makes this 409 `turn_running`.
+   */
+  async begin(trx: Transaction<RuntimeSchema>, run: { id: string; tenantId: string; sessionId: string; subject: string; model: string | null }): Promise<void> {
+    await trx
+      .updateTable('runs')
+      .set({ status: 'failed', error: JSON.stringify(runLostError()), finished_at: new Date() })
+      .where('session_id', '=', run.sessionId)
+      .where('status', '=', 'running')
+      .where('lease_expires_at', '<', new Date())
+      .execute();
+    try {
+      await trx
+        .insertInto('runs')
+        .values({
+          id: run.id,
+          tenant_id: run.tenantId,
+          session_id: run.sessionId,
+          subject: run.subject,
+          model: run.model,
+          status: 'running',
+          lease_owner: this.owner,
+          lease_expires_at: this.leaseEnd(),
+        })
+        .execute();
+    } catch (error) {
+      if (isUniqueViolation(error)) throw turnRunning();
+      throw error;
+    }
+  }
+
+  async get(runId: string): Promise<RunRow | undefined> {
+    return this.db.selectFrom('runs').selectAll().where('id', '=', runId).executeTakeFirst();
+  }
+
+  /** Extends the lease; false when the run is no longer this process's to run (finished, or swept as lost). */
+  async renew(runId: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('runs')
+      .set({ lease_expires_at: this.leaseEnd() })
+      .where('id', '=', runId)
+      .where('status', '=', 'running')
+      .where('lease_owner', '=', this.owner)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Records how the run ended; only a running run moves (a swept run stays failed). */
+  async finish(
+    db: Kysely<RuntimeSchema> | Transaction<RuntimeSchema>,
+    runId: string,
+    outcome: { status: Exclude<RunStatus, 'running'>; finishReason?: string | null; error?: Record<string, unknown> | null },
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('runs')
+      .set({
+        status: outcome.status,
+        finish_reason: outcome.finishReason ?? null,
+        error: outcome.error ? JSON.stringify(outcome.error) : null,
+        finished_at: new Date(),
+        lease_expires_at: null,
+      })
+      .where('id', '=', runId)
+      .where('status', '=', 'running')
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async requestCancel(runId: string): Promise<void> {
+    await this.db.updateTable('runs').set({ cancel_requested: true }).where('id', '=', runId).where('status', '=', 'running').execute();
+  }
+
+  /** Fails every running run whose lease lapsed and returns them, so the sweeper can end their logs. */
+  async sweepLost(): Promise<RunRow[]> {
+    return this.db
+      .updateTable('runs')
+      .set({ status: 'failed', error: JSON.stringify(runLostError()), finished_at: new Date() })
+      .where('status', '=', 'running')
+      .where('lease_expires_at', '<', new Date())
+      .returningAll()
+      .execute();
+  }
+
+  /** Queues a steer message if the run is still running; false otherwise. Locks the run so a finishing run sees it. */
+  async queueSteer(tenantId: string, runId: string, message: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const run = await trx.selectFrom('runs').select('status').where('id', '=', runId).forUpdate().executeTakeFirst();
+      if (run?.status !== 'running') return false;
+      await trx.insertInto('run_steers').values({ tenant_id: tenantId, run_id: runId, message }).execute();
+      return true;
+    });
+  }
+
+  /** Takes the steer messages not yet picked up, oldest first, marking them consumed. */
+  async takeSteers(db: Kysely<RuntimeSchema> | Transaction<RuntimeSchema>, runId: string): Promise<string[]> {
+    const rows = await db
+      .updateTable('run_steers')
+      .set({ consumed_at: new Date() })
+      .where('run_id', '=', runId)
+      .where('consumed_at', 'is', null)
+      .returning(['seq', 'message'])
+      .execute();
+    return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.message);
+  }
+
+  /** Locks the run row for the rest of the transaction (a finishing run against a concurrent steer). */
+  async lock(trx: Transaction<RuntimeSchema>, runId: string): Promise<void> {
+    await trx.selectFrom('runs').select('id').where('id', '=', runId).forUpdate().execute();
+  }
+
+  private leaseEnd(): Date {
+    return new Date(Date.now() + this.leaseSeconds * 1000);
+  }
+}
+
+/** What a run whose process died answers: a 500 the client may retry once, saying what happened. */
+export function runLostError() {
+  return {
+    status: 500,
+    code: 'run_lost',
+    message: 'the process running this turn stopped before it finished; what it wrote is in the session, send the message again to continue',
+  };
+}

@@ -1,0 +1,116 @@
+// Generations beside the turn (SPEC.md Chat): a conversation's title (auto_title), suggested follow-ups and a recap
+// for the person. They read the conversation but never write to it (the title aside) and never reach the agent.
+// Their model calls count against the project's limits and are recorded in usage like any other.
+import type { Kysely } from 'kysely';
+import type { Logger } from '../../../lib/src/logging.js';
+import { effectivePermission } from '../../../lib/src/permissions/index.js';
+import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
+import type { ModelFactory, ModelMessage } from '../models/port.js';
+import type { Principal } from '../auth/authenticate.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import type { TenantService } from '../tenants/service.js';
+import { permissionDenied } from '../../../lib/src/errors.js';
+import type { Turn } from './engine.js';
+import { clampHistory, toModelMessages } from './history.js';
+import type { UsageLimiter } from './limits.js';
+import { chooseModel, limitsOf } from './model-choice.js';
+import type { ChatService } from './service.js';
+import type { UsageRecorder } from './usage.js';
+
+/** How much of the conversation a side generation reads: enough for its gist, cheap to send. */
+const SIDE_CONTEXT_TOKENS = 4000;
+
+export interface SideDeps {
+  db: Kysely<RuntimeSchema>;
+  models: ModelFactory;
+  limiter: UsageLimiter;
+  tenants: TenantService;
+  usage: UsageRecorder;
+  logger: Logger;
+}
+
+export class SideGenerations {
+  private chat: ChatService | undefined;
+
+  constructor(private readonly deps: SideDeps) {}
+
+  /** The chat service resolves visibility; set once at composition (the two need each other). */
+  attach(chat: ChatService): void {
+    this.chat = chat;
+  }
+
+  async followups(principal: Principal, sessionId: string, count: number): Promise<{ followups: string[] }> {
+    this.require(principal, 'followups');
+    const session = await this.chat!.visibleSession(principal, sessionId);
+    const text = await this.generate(principal, session.id, session.model, 'followups', [
+      `Suggest ${count} short messages the person might send next in this conversation, one per line, no numbering, no quotes, in the person's language.`,
+    ]);
+    const followups = text
+      .split('\n')
+      .map((line) => line.replace(/^\s*(?:[-*•]|\d+[.)])\s*/, '').trim())
+      .filter((line) => line !== '')
+      .slice(0, count);
+    return { followups };
+  }
+
+  async recap(principal: Principal, sessionId: string): Promise<{ recap: string }> {
+    this.require(principal, 'recap');
+    const session = await this.chat!.visibleSession(principal, sessionId);
+    const text = await this.generate(principal, session.id, session.model, 'recap', [
+      'Recap this conversation for the person in one line of at most 25 words, in their language. Answer with the line only.',
+    ]);
+    return { recap: text.split('\n').find((line) => line.trim() !== '')?.trim() ?? '' };
+  }
+
+  /** Titles a conversation that has none after its turn; best effort, nothing fails the turn. */
+  titleAfterTurn(turn: Turn): void {
+    void (async () => {
+      const session = await this.deps.db.selectFrom('sessions').select(['title']).where('id', '=', turn.sessionId).executeTakeFirst();
+      if (!session || session.title !== '') return;
+      const history = await this.history(turn.sessionId);
+      await this.deps.limiter.acquire(turn.tenantId, turn.limits);
+      const model = this.deps.models(turn.target, turn.model);
+      const result = await model.generate({
+        model: turn.model,
+        messages: [
+          ...history,
+          { role: 'user', content: 'Give this conversation a title of at most 6 words, in its language. Answer with the title only, no quotes.' },
+        ],
+      });
+      await this.deps.usage.record({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, model: turn.model, price: turn.price, limits: turn.limits, usage: result.usage, purpose: 'title' });
+      const title = result.text.split('\n')[0]!.replace(/^["'\s]+|["'\s.]+$/g, '').slice(0, 200);
+      if (title === '') return;
+      // Only if still untitled: a title the caller set meanwhile stands.
+      await this.deps.db.updateTable('sessions').set({ title }).where('id', '=', turn.sessionId).where('title', '=', '').execute();
+    })().catch((error: unknown) => this.deps.logger.warn({ err: error, run_id: turn.runId }, 'auto title failed'));
+  }
+
+  private require(principal: Principal, capability: 'followups' | 'recap'): void {
+    if (!principal.permission.has(capability)) {
+      throw permissionDenied(`${capability} needs capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
+    }
+  }
+
+  /** One generation over the conversation's recent history; '' when the project has no model (it costs nothing). */
+  private async generate(principal: Principal, sessionId: string, sessionModel: string | null, purpose: string, instructions: string[]): Promise<string> {
+    const permission = effectivePermission({ ceiling: principal.configuration.document.ceiling, token: claimsFromToken(principal.claims) });
+    const routing = await this.deps.tenants.routing(principal.tenantId);
+    const choice = chooseModel(principal.configuration, permission, routing, sessionModel ?? undefined);
+    if (choice.kind === 'none') return '';
+    const limits = limitsOf(principal.configuration);
+    await this.deps.limiter.acquire(principal.tenantId, limits);
+    const model = this.deps.models(choice.target, choice.model);
+    const result = await model.generate({
+      model: choice.model,
+      messages: [...(await this.history(sessionId)), { role: 'user', content: instructions.join('\n') }],
+    });
+    await this.deps.usage.record({ tenantId: principal.tenantId, sessionId, runId: null, model: choice.model, price: choice.price, limits, usage: result.usage, purpose });
+    return result.text;
+  }
+
+  private async history(sessionId: string): Promise<ModelMessage[]> {
+    const rows = await this.deps.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
+    return clampHistory(null, toModelMessages(rows), SIDE_CONTEXT_TOKENS);
+  }
+
+}

@@ -1,0 +1,103 @@
+// The tools offered to one turn, computed once (DESIGN.md "Runs"): the built-in human-in-the-loop tools whose
+// capability survives ceiling ∩ token ∩ flag, and the client tools the request declares, each passed through the
+// same permission check. A call to anything outside this set is refused, never run.
+import { invalidArgument } from '../../../lib/src/errors.js';
+import type { EffectivePermission } from '../../../lib/src/permissions/index.js';
+import type { ModelTool } from '../models/port.js';
+import type { ChatRequestInput } from './schemas.js';
+
+export type ToolKind = 'client' | 'ask_user' | 'request_approval';
+
+export interface OfferedTool {
+  kind: ToolKind;
+  definition: ModelTool;
+  requiresApproval: boolean;
+}
+
+export const ASK_USER: ModelTool = {
+  name: 'ask_user',
+  description:
+    'Ask the person a question and wait for the answer. Use it when you cannot go on without information only they have. The turn pauses until they answer.',
+  parameters: {
+    type: 'object',
+    properties: {
+      question: { type: 'string', description: 'The question, as the person will read it' },
+      options: { type: 'array', items: { type: 'string' }, description: 'Suggested answers, when there are a few obvious ones' },
+    },
+    required: ['question'],
+  },
+};
+
+export const REQUEST_APPROVAL: ModelTool = {
+  name: 'request_approval',
+  description:
+    'Ask the person to approve something before you do it, when it is irreversible or has consequences they should decide on. The turn pauses until they decide; if they refuse, stop that work and do not try another way.',
+  parameters: {
+    type: 'object',
+    properties: {
+      action: { type: 'string', description: 'One line: what you will do if approved' },
+      detail: { type: 'string', description: 'The specifics the person is deciding on' },
+    },
+    required: ['action'],
+  },
+};
+
+const BUILTIN_NAMES = new Set([ASK_USER.name, REQUEST_APPROVAL.name]);
+
+export class ToolSet {
+  private constructor(private readonly tools: Map<string, OfferedTool>) {}
+
+  /** Refuses (400) client tools that collide with each other or with a built-in. */
+  static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>): ToolSet {
+    const tools = new Map<string, OfferedTool>();
+    if (permission.toolAllowed(ASK_USER.name)) tools.set(ASK_USER.name, { kind: 'ask_user', definition: ASK_USER, requiresApproval: false });
+    if (permission.toolAllowed(REQUEST_APPROVAL.name)) {
+      tools.set(REQUEST_APPROVAL.name, { kind: 'request_approval', definition: REQUEST_APPROVAL, requiresApproval: false });
+    }
+    const seen = new Set<string>();
+    for (const tool of request.tools ?? []) {
+      if (BUILTIN_NAMES.has(tool.name)) throw invalidArgument(`tool name '${tool.name}' is reserved for a built-in tool; rename the client tool`);
+      if (seen.has(tool.name)) throw invalidArgument(`tool '${tool.name}' is declared twice`);
+      seen.add(tool.name);
+      if (!permission.toolAllowed(tool.name)) continue;
+      tools.set(tool.name, {
+        kind: 'client',
+        definition: { name: tool.name, description: tool.description, parameters: tool.parameters as Record<string, unknown> },
+        requiresApproval: tool.requiresApproval === true,
+      });
+    }
+    return new ToolSet(tools);
+  }
+
+  get(name: string): OfferedTool | undefined {
+    return this.tools.get(name);
+  }
+
+  definitions(): ModelTool[] {
+    return [...this.tools.values()].map((tool) => tool.definition);
+  }
+}
+
+/** The arguments the model wrote, as an object; undefined when they are not a JSON object. */
+export function parseArguments(text: string): Record<string, unknown> | undefined {
+  if (text.trim() === '') return {};
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the agent is told when the person refuses (SPEC.md Approval pause): stop, and no other route. */
+export function refusalMessage(note: string | undefined): string {
+  const base = 'The person did not approve this. Stop this work: do not do it, and do not try to achieve it another way. Tell them you stopped.';
+  return note ? `${base} Their note: ${note}` : base;
+}
+
+export function approvalMessage(note: string | undefined): string {
+  return note ? `Approved. Their note: ${note}` : 'Approved.';
+}
+
+/** Refusal of a call outside the turn's tool set (SPEC.md Authentication 11). */
+export const toolNotAvailable = (name: string) => `Tool '${name}' is not available in this conversation; do not call it again.`;
