@@ -1,10 +1,11 @@
 // A fake OpenAI-compatible provider at the protocol level: a real HTTP server on 127.0.0.1 that speaks the wire
-// format the `openai` SDK (and any OpenAI-compatible client) expects, checks the bearer key, can be told to fail
-// or hang, and records every request for the test to read. Routes live in one table so later issues can add
-// streaming and tool calls without reshaping it.
+// format the `openai` SDK (and any OpenAI-compatible client) expects, streamed (SSE chunks, tool-call deltas, the
+// usage chunk) or not, checks the bearer key, answers scripted chat replies in order, can be told to fail, hang,
+// drip or cut a stream, and records every request and how its connection ended for the test to read.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface RecordedRequest {
   method: string;
@@ -13,7 +14,17 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
   /** The parsed JSON body, when there was one. */
   body: unknown;
+  /** How the exchange ended, as the fake saw it; `pending` while the connection is open. */
+  outcome: RequestOutcome;
+  /** SSE events written so far, for a streamed answer. */
+  chunksSent: number;
 }
+
+/**
+ * `answered`: the whole answer was written. `client_closed`: the client went away first (an abort, its timeout).
+ * `dropped`: the fake cut the connection itself (`failAfterChunks`, a `drop` answer, or `close()`).
+ */
+export type RequestOutcome = 'pending' | 'answered' | 'client_closed' | 'dropped';
 
 /** OpenAI's error object: what every non-2xx answer carries under `error`. */
 export interface OpenAIErrorBody {
@@ -25,12 +36,50 @@ export interface OpenAIErrorBody {
 
 export interface ChatRequest {
   model: string;
-  messages: { role: string; content?: unknown }[];
+  messages: { role: string; content?: unknown; tool_calls?: unknown; tool_call_id?: unknown }[];
   [field: string]: unknown;
 }
 
-/** A scripted chat answer: the assistant text, or a function of the request. */
-export type ChatScript = string | ((request: ChatRequest) => string);
+export interface ScriptedToolCall {
+  /** Default `call_<n>_<i>`. */
+  id?: string;
+  name: string;
+  /** An object is sent as its JSON text; a string is sent as is (it may be invalid JSON on purpose). */
+  arguments: object | string;
+}
+
+/** A scripted successful answer. Streamed one word per chunk (`chunkBy: 'char'`: one character per chunk). */
+export interface ScriptedAnswer {
+  text?: string;
+  toolCalls?: ScriptedToolCall[];
+  /** Default `tool_calls` when there are tool calls, else `stop`. */
+  finishReason?: 'stop' | 'tool_calls' | 'length' | 'content_filter';
+  /** Default: counted roughly (words of the messages, words of the answer). */
+  usage?: { prompt_tokens: number; completion_tokens: number };
+  /** Streamed: the pause between chunks, so a test can cancel mid-stream. Not streamed: the wait before answering. */
+  dripMs?: number;
+  chunkBy?: 'word' | 'char';
+  /** Streamed: the connection is cut after this many chunks. Not streamed: it is cut without an answer. */
+  failAfterChunks?: number;
+}
+
+/** A scripted failure: `status` with OpenAI's error body. */
+export interface ScriptedError {
+  status: number;
+  message: string;
+  /** Default by status (`invalid_request_error`, `rate_limit_exceeded`'s `requests`, `server_error`). */
+  type?: string;
+  code?: string | null;
+}
+
+/**
+ * One scripted chat reply: the assistant's text, an answer, an error, `'hang'` (accepted and never answered; a
+ * model that must say "hang" is `{ text: 'hang' }`), or a function of the request returning one of those.
+ */
+export type ChatReply = string | ScriptedAnswer | ScriptedError | ((request: ChatRequest) => ChatReply);
+
+/** The name earlier tests use for a chat reply. */
+export type ChatScript = ChatReply;
 
 export interface FakeOpenAIOptions {
   /** The key callers must send as `Authorization: Bearer <apiKey>`. */
@@ -41,14 +90,26 @@ export interface FakeOpenAIOptions {
   embeddingModels?: Record<string, number>;
 }
 
-/** A request handler of the fake: the recorded request in, a status and JSON body out. */
-export type FakeRoute = (request: RecordedRequest, fake: FakeOpenAIServer) => { status: number; body: unknown };
+/** What a route answers. */
+export type FakeAnswer =
+  | { status: number; body: unknown; delayMs?: number }
+  /** Accepted and never answered. */
+  | { hang: true }
+  /** The connection is cut without an answer. */
+  | { drop: true; delayMs?: number }
+  /** 200 `text/event-stream`: each event as a `data:` line, then `data: [DONE]`, unless cut after `failAfterChunks`. */
+  | { events: unknown[]; dripMs?: number; failAfterChunks?: number };
+
+/** A request handler of the fake: the recorded request in, what to answer out. */
+export type FakeRoute = (request: RecordedRequest, fake: FakeOpenAIServer) => FakeAnswer;
 
 interface Fault {
   path: string | undefined;
   remaining: number;
-  answer: { status: number; body: unknown } | 'hang';
+  answer: FakeAnswer;
 }
+
+const ARGUMENT_PIECE = 6;
 
 export class FakeOpenAIServer {
   readonly requests: RecordedRequest[] = [];
@@ -58,22 +119,28 @@ export class FakeOpenAIServer {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
   private readonly routes = new Map<string, FakeRoute>();
+  private readonly endings = new WeakMap<RecordedRequest, Promise<RequestOutcome>>();
+  // Wakes every dripping answer when the fake closes, so nothing it started outlives it.
+  private readonly closing = new AbortController();
   private faults: Fault[] = [];
-  private chatScripts: ChatScript[] = [];
+  private chatScripts: ChatReply[] = [];
   private port = 0;
 
   private constructor(options: FakeOpenAIOptions) {
     this.apiKey = options.apiKey;
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
-    this.server = createServer((req, res) => void this.serve(req, res));
+    this.server = createServer((req, res) => {
+      // A client that leaves while its body is read rejects the read: nothing to answer then.
+      this.serve(req, res).catch(() => res.destroy());
+    });
     this.server.on('connection', (socket) => {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
     this.route('GET', '/models', () => ({ status: 200, body: this.catalog() }));
     this.route('POST', '/embeddings', (request) => this.embeddings(request.body as Record<string, unknown>));
-    this.route('POST', '/chat/completions', (request) => this.chatCompletion(request.body as ChatRequest));
+    this.route('POST', '/chat/completions', (request) => this.chatCompletion((request.body ?? {}) as ChatRequest));
   }
 
   /** Starts a fake on a free port of 127.0.0.1. */
@@ -104,7 +171,7 @@ export class FakeOpenAIServer {
 
   /** The next `times` requests (to `path`, or any path) are accepted and never answered. */
   hang(options: { path?: string; times?: number } = {}): void {
-    this.faults.push({ path: options.path, remaining: options.times ?? Infinity, answer: 'hang' });
+    this.faults.push({ path: options.path, remaining: options.times ?? Infinity, answer: { hang: true } });
   }
 
   /** Back to answering normally. */
@@ -112,9 +179,27 @@ export class FakeOpenAIServer {
     this.faults = [];
   }
 
-  /** Queues chat answers, used in order; when none is queued the assistant answers `ok`. */
-  scriptChat(...scripts: ChatScript[]): void {
-    this.chatScripts.push(...scripts);
+  /**
+   * Queues what the next chat calls answer, used in order (a call the fake refuses, such as an unknown model,
+   * uses none). When none is queued the assistant echoes the last user message.
+   */
+  script(...replies: ChatReply[]): void {
+    this.chatScripts.push(...replies);
+  }
+
+  /** Drops the replies not used yet (a test that failed half way leaves none for the next). */
+  clearScripts(): void {
+    this.chatScripts = [];
+  }
+
+  /** The earlier name of `script`. */
+  scriptChat(...replies: ChatReply[]): void {
+    this.script(...replies);
+  }
+
+  /** Scripted replies not used yet. */
+  get scriptsLeft(): number {
+    return this.chatScripts.length;
   }
 
   /** Requests to one path (without `/v1`), in arrival order. */
@@ -122,9 +207,28 @@ export class FakeOpenAIServer {
     return this.requests.filter((request) => request.path === path);
   }
 
+  /** The bodies of the chat calls received, in arrival order. */
+  chatRequests(): ChatRequest[] {
+    return this.requestsTo('/chat/completions').map((request) => request.body as ChatRequest);
+  }
+
+  /** Resolves once the request's connection has ended, with how it ended. */
+  ended(request: RecordedRequest): Promise<RequestOutcome> {
+    return this.endings.get(request) ?? Promise.resolve(request.outcome);
+  }
+
+  /** Stops at once: open, hanging and dripping answers are cut. */
   async close(): Promise<void> {
+    this.closing.abort();
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // Every outcome is settled by the time close() returns.
+    await Promise.all(this.requests.map((request) => this.ended(request)));
+  }
+
+  /** The same as `close()`. */
+  stop(): Promise<void> {
+    return this.close();
   }
 
   private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -137,8 +241,19 @@ export class FakeOpenAIServer {
     } catch {
       return send(res, 400, errorBody('We could not parse the JSON body of your request.', 'invalid_request_error'));
     }
-    const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: { ...req.headers }, body };
+    const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: { ...req.headers }, body, outcome: 'pending', chunksSent: 0 };
     this.requests.push(request);
+    this.endings.set(
+      request,
+      new Promise((resolve) => {
+        const settle = () => {
+          if (request.outcome === 'pending') request.outcome = res.writableFinished ? 'answered' : this.closing.signal.aborted ? 'dropped' : 'client_closed';
+          resolve(request.outcome);
+        };
+        if (res.destroyed) settle();
+        else res.once('close', settle);
+      }),
+    );
 
     const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (presented !== this.apiKey) {
@@ -149,13 +264,37 @@ export class FakeOpenAIServer {
     const fault = this.faults.find((f) => f.remaining > 0 && (f.path === undefined || f.path === path));
     if (fault) {
       fault.remaining -= 1;
-      if (fault.answer === 'hang') return;
-      return send(res, fault.answer.status, fault.answer.body);
+      return this.answer(res, request, fault.answer);
     }
     const handler = this.routes.get(`${request.method} ${path}`);
     if (!handler) return send(res, 404, errorBody(`Invalid URL (${request.method} /v1${path})`, 'invalid_request_error'));
-    const answer = handler(request, this);
-    send(res, answer.status, answer.body);
+    return this.answer(res, request, handler(request, this));
+  }
+
+  private async answer(res: ServerResponse, request: RecordedRequest, answer: FakeAnswer): Promise<void> {
+    const signal = this.closing.signal;
+    if ('hang' in answer) return;
+    if ('drop' in answer) {
+      if (answer.delayMs) await sleep(answer.delayMs, undefined, { signal }).catch(() => undefined);
+      return drop(res, request);
+    }
+    if ('status' in answer) {
+      if (answer.delayMs) await sleep(answer.delayMs, undefined, { signal }).catch(() => undefined);
+      if (!res.destroyed) send(res, answer.status, answer.body);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    for (const [index, event] of answer.events.entries()) {
+      if (answer.failAfterChunks !== undefined && index >= answer.failAfterChunks) return drop(res, request);
+      if (answer.dripMs && index > 0) await sleep(answer.dripMs, undefined, { signal }).catch(() => undefined);
+      if (res.destroyed) return;
+      await write(res, `data: ${JSON.stringify(event)}\n\n`);
+      request.chunksSent += 1;
+    }
+    if (answer.failAfterChunks !== undefined && answer.events.length >= answer.failAfterChunks) return drop(res, request);
+    await write(res, 'data: [DONE]\n\n');
+    res.end();
   }
 
   private catalog() {
@@ -163,7 +302,7 @@ export class FakeOpenAIServer {
     return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) };
   }
 
-  private embeddings(body: Record<string, unknown>) {
+  private embeddings(body: Record<string, unknown>): FakeAnswer {
     const model = String(body.model ?? '');
     const dimension = this.embeddingModels[model];
     if (dimension === undefined) return modelNotFound(model);
@@ -179,23 +318,62 @@ export class FakeOpenAIServer {
     return { status: 200, body: { object: 'list', data, model, usage: { prompt_tokens: tokens, total_tokens: tokens } } };
   }
 
-  private chatCompletion(body: ChatRequest) {
+  private chatCompletion(body: ChatRequest): FakeAnswer {
     if (!this.chatModels.includes(body.model)) return modelNotFound(body.model);
-    if (body.stream === true) return { status: 400, body: errorBody('this fake does not stream yet', 'invalid_request_error', null, 'stream') };
-    const script = this.chatScripts.shift() ?? 'ok';
-    const content = typeof script === 'function' ? script(body) : script;
-    const completion = this.requestsTo('/chat/completions').length;
-    return {
-      status: 200,
-      body: {
-        id: `chatcmpl-fake-${completion}`,
-        object: 'chat.completion',
-        created: Math.floor(Date.now() / 1000),
-        model: body.model,
-        choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 1, completion_tokens: Math.ceil(content.length / 4), total_tokens: 1 + Math.ceil(content.length / 4) },
-      },
-    };
+    const problem = chatRequestProblem(body);
+    if (problem) return { status: 400, body: errorBody(problem.message, 'invalid_request_error', null, problem.param) };
+
+    let reply = this.chatScripts.shift() ?? echo(body);
+    while (typeof reply === 'function') reply = reply(body);
+    if (reply === 'hang') return { hang: true };
+    const scripted: ScriptedAnswer | ScriptedError = typeof reply === 'string' ? { text: reply } : reply;
+    if ('status' in scripted) return scriptedError(scripted);
+
+    const n = this.requestsTo('/chat/completions').length;
+    const calls = (scripted.toolCalls ?? []).map((call, i) => ({
+      id: call.id ?? `call_${n}_${i}`,
+      name: call.name,
+      arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
+    }));
+    const finishReason = scripted.finishReason ?? (calls.length > 0 ? 'tool_calls' : 'stop');
+    const counted = scripted.usage ?? { prompt_tokens: promptTokens(body), completion_tokens: wordsOf(scripted.text ?? '') + calls.reduce((sum, call) => sum + Math.ceil(call.arguments.length / 4), 0) };
+    const usage = { ...counted, total_tokens: counted.prompt_tokens + counted.completion_tokens };
+    const head = { id: `chatcmpl-fake-${n}`, created: Math.floor(Date.now() / 1000), model: body.model, system_fingerprint: 'fp_fake' };
+
+    if (body.stream !== true) {
+      if (scripted.failAfterChunks !== undefined) return { drop: true, ...(scripted.dripMs ? { delayMs: scripted.dripMs } : {}) };
+      const message = {
+        role: 'assistant',
+        content: scripted.text ?? (calls.length > 0 ? null : ''),
+        refusal: null,
+        ...(calls.length > 0 ? { tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) } : {}),
+      };
+      return {
+        status: 200,
+        body: { ...head, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }], usage },
+        ...(scripted.dripMs ? { delayMs: scripted.dripMs } : {}),
+      };
+    }
+
+    // OpenAI's chunk sequence: the role, the content, each tool call (id and name, then its arguments in pieces),
+    // the finish reason on an empty delta, then the usage on a chunk with no choices when it was asked for.
+    const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    const chunk = (delta: object, finish: string | null = null) => ({
+      ...head,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {}),
+    });
+    const by = scripted.chunkBy ?? 'word';
+    const events: unknown[] = [chunk({ role: 'assistant', content: scripted.text === undefined && calls.length > 0 ? null : '', refusal: null })];
+    for (const piece of textPieces(scripted.text ?? '', by)) events.push(chunk({ content: piece }));
+    calls.forEach((call, index) => {
+      events.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
+      for (const piece of fixedPieces(call.arguments, by === 'char' ? 1 : ARGUMENT_PIECE)) events.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+    });
+    events.push(chunk({}, finishReason));
+    if (includeUsage) events.push({ ...head, object: 'chat.completion.chunk', choices: [], usage });
+    return { events, ...(scripted.dripMs ? { dripMs: scripted.dripMs } : {}), ...(scripted.failAfterChunks !== undefined ? { failAfterChunks: scripted.failAfterChunks } : {}) };
   }
 }
 
@@ -211,11 +389,91 @@ export function vectorOf(model: string, input: string, dimension: number): Float
   return vector.map((x) => x / norm);
 }
 
+/**
+ * What OpenAI refuses with 400 before generating anything, so a caller that builds a malformed conversation (a
+ * tool result answering no call, a call left unanswered) fails here as it would there.
+ */
+function chatRequestProblem(body: ChatRequest): { message: string; param: string } | undefined {
+  if (!Array.isArray(body.messages) || body.messages.length === 0) return { message: "[] is too short - 'messages'", param: 'messages' };
+  if (body.stream_options != null && body.stream !== true) {
+    return { message: "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param: 'stream_options' };
+  }
+  if (body.tools !== undefined) {
+    const tools = Array.isArray(body.tools) ? (body.tools as { type?: unknown; function?: { name?: unknown } }[]) : [];
+    const bad = tools.findIndex((tool) => tool?.type !== 'function' || typeof tool.function?.name !== 'string');
+    if (!Array.isArray(body.tools) || bad >= 0) return { message: `Invalid 'tools[${Math.max(bad, 0)}]': expected a function tool with a name.`, param: `tools[${Math.max(bad, 0)}]` };
+  }
+  let unanswered: string[] = [];
+  for (const [i, message] of body.messages.entries()) {
+    if (message.role === 'tool') {
+      const answered = unanswered.indexOf(String(message.tool_call_id));
+      if (answered < 0) {
+        return { message: "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", param: `messages.[${i}].role` };
+      }
+      unanswered.splice(answered, 1);
+      continue;
+    }
+    if (unanswered.length > 0) {
+      return {
+        message: `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${unanswered.join(', ')}`,
+        param: 'messages',
+      };
+    }
+    if (message.role === 'assistant' && Array.isArray(message.tool_calls)) unanswered = (message.tool_calls as { id?: unknown }[]).map((call) => String(call.id));
+  }
+  return undefined;
+}
+
+/** The default reply: the last user message said back, or `ok` when it has no text. */
+function echo(body: ChatRequest): string {
+  const last = [...body.messages].reverse().find((message) => message.role === 'user');
+  return (last && textOf(last.content)) || 'ok';
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((part: { type?: unknown; text?: unknown }) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : '')).join('');
+}
+
+function wordsOf(text: string): number {
+  return text.split(/\s+/).filter(Boolean).length;
+}
+
+/** Roughly what a tokenizer would count: the words of every message and its tool calls, at least 1. */
+function promptTokens(body: ChatRequest): number {
+  const words = body.messages.reduce((sum, message) => sum + wordsOf(textOf(message.content)) + (message.tool_calls ? Math.ceil(JSON.stringify(message.tool_calls).length / 4) : 0), 0);
+  return Math.max(1, words);
+}
+
+/** The text in stream chunks: words with their leading space, as tokens come, or single characters. */
+function textPieces(text: string, by: 'word' | 'char'): string[] {
+  if (text === '') return [];
+  if (by === 'char') return Array.from(text);
+  const pieces = text.match(/\s*\S+/g) ?? [text];
+  const covered = pieces.join('').length;
+  if (covered < text.length) pieces.push(text.slice(covered));
+  return pieces;
+}
+
+function fixedPieces(text: string, size: number): string[] {
+  const chars = Array.from(text);
+  const pieces: string[] = [];
+  for (let i = 0; i < chars.length; i += size) pieces.push(chars.slice(i, i + size).join(''));
+  return pieces;
+}
+
+function scriptedError(error: ScriptedError): FakeAnswer {
+  const type = error.type ?? (error.status === 429 ? 'requests' : error.status >= 500 ? 'server_error' : 'invalid_request_error');
+  const code = error.code !== undefined ? error.code : error.status === 429 ? 'rate_limit_exceeded' : error.status === 401 ? 'invalid_api_key' : null;
+  return { status: error.status, body: errorBody(error.message, type, code) };
+}
+
 function errorBody(message: string, type: string, code: string | null = null, param: string | null = null) {
   return { error: { message, type, param, code } };
 }
 
-function modelNotFound(model: string) {
+function modelNotFound(model: string): FakeAnswer {
   return { status: 404, body: errorBody(`The model \`${model}\` does not exist or you do not have access to it.`, 'invalid_request_error', 'model_not_found') };
 }
 
@@ -223,6 +481,19 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** Resolves once the data is handed to the socket (or the response is gone), so a cut that follows keeps it. */
+function write(res: ServerResponse, data: string): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) return resolve();
+    res.write(data, () => resolve());
+  });
+}
+
+function drop(res: ServerResponse, request: RecordedRequest): void {
+  if (request.outcome === 'pending') request.outcome = 'dropped';
+  res.destroy();
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {

@@ -17,6 +17,8 @@ export interface SseOptions {
   keepAliveMs?: number;
   /** Extra response headers (for example `X-Run-Id`). */
   headers?: Record<string, string>;
+  /** Tells clients how soon to reconnect after a lost connection (the SSE `retry:` field; default 1000 ms). */
+  retryMs?: number;
 }
 
 export interface SseWriter {
@@ -38,6 +40,7 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
   res.setHeader('X-Accel-Buffering', 'no');
   for (const [name, value] of Object.entries(options.headers ?? {})) res.setHeader(name, value);
   res.flushHeaders();
+  res.write(`retry: ${options.retryMs ?? 1000}\n\n`);
   // Frames are small and latency matters more than packet count.
   req.socket.setNoDelay(true);
 
