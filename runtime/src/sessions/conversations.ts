@@ -25,7 +25,10 @@ export interface NewMessage {
   metadata?: Record<string, unknown> | null;
 }
 
-/** The pub/sub channel that says "messages were appended to this session" (payload: `{ seq }`). */
+/**
+ * The pub/sub channel that says "this session changed": messages were appended (payload `{ seq }`) or it was deleted
+ * (`{ deleted: true }`). Followers take any message as a cue to re-read.
+ */
 export const sessionMessagesChannel = (tenantId: string, sessionId: string) => `${tenantEventPrefix(tenantId)}session:${sessionId}:messages`;
 
 type Db = Kysely<RuntimeSchema> | Transaction<RuntimeSchema>;
