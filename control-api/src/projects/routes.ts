@@ -1,5 +1,5 @@
 // HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read and change the project and its
-// ceiling, system prompt and origins, the starting snippet, and minting end-user tokens.
+// ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
 import { z } from 'zod';
 import { CATALOGUE, modalitySide } from '../../../lib/src/permissions/index.js';
 import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
@@ -7,6 +7,7 @@ import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHi
 import type { ProjectKeyService } from '../keys/service.js';
 import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
 import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
+import { LimitsOut, LimitsPatch } from './limits.js';
 import type { ProjectService } from './service.js';
 
 const ProjectDetailOut = z
@@ -150,6 +151,37 @@ export function projectRoutes(projects: ProjectService, keys: ProjectKeyService,
       async handle({ params, body, res }) {
         await admin(res.locals, params.id);
         return { body: await projects.setOrigins(params.id, [...new Set(body.origins)]) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/limits',
+      operationId: 'getLimits',
+      summary: "Usage caps on the project's models: calls and tokens per minute, and a spend cap",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The caps; null: none', schema: LimitsOut }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.limits(params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/limits',
+      operationId: 'setLimits',
+      summary: "Set the project's usage caps: a member omitted keeps its value, null clears it",
+      description:
+        'Over a cap, turns are answered 429 with the reset time (`budget_exceeded` for the spend cap). The spend is computed from the prices registered with each provider; a model without a price counts no cost, and the answer warns about it when a budget is set.',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: LimitsPatch,
+      responses: { 200: { description: 'The caps after the change', schema: LimitsOut }, 403: forbidden, 404: hidden },
+      async handle({ params, body, res }) {
+        await admin(res.locals, params.id);
+        return { body: await projects.setLimits(params.id, body) };
       },
     }),
     defineRoute({

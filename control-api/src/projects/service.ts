@@ -8,9 +8,11 @@ import { issuerFor } from '../../../lib/src/tokens/claims.js';
 import { createKeyRing, exportKeyRing, importKeyRing, pruneKeyRing, rotateKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
+import { pushedProviders, unpricedModels } from '../providers/configuration.js';
 import { registeredModels } from '../providers/registered.js';
-import type { ControlSchema, StoredCeiling } from '../store/schema.js';
+import type { BudgetWindow, ControlSchema, StoredCeiling } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
+import { limitsChange, limitsView, pushedLimits, type LimitsPatchInput, type LimitsView } from './limits.js';
 import type { z } from 'zod';
 
 export interface ProjectOut {
@@ -31,7 +33,18 @@ export interface ProjectDetail extends ProjectOut {
 type ProjectRow = Selectable<ControlSchema['projects']>;
 
 /** Columns of a project a change may set; the version and `updated_at` are moved by the change itself. */
-export type ProjectChange = Partial<{ name: string; ceiling: string; system_prompt: string | null; origins: string; default_model: string | null; signing_keys: string }>;
+export type ProjectChange = Partial<{
+  name: string;
+  ceiling: string;
+  system_prompt: string | null;
+  origins: string;
+  default_model: string | null;
+  signing_keys: string;
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+  budget_amount_usd: number | null;
+  budget_window: BudgetWindow | null;
+}>;
 
 export class ProjectService {
   constructor(
@@ -115,12 +128,34 @@ export class ProjectService {
     return this.change(projectId, () => ({ origins: JSON.stringify(origins) }));
   }
 
-  /** What the project's runtime is told (runtime `PUT /tenants/{id}/configuration`), at the current version. */
+  /** The project's usage caps, with a warning when a budget is set and some registered model has no price. */
+  async limits(projectId: string): Promise<LimitsView> {
+    const row = await this.row(projectId);
+    return limitsView(row, await unpricedModels(this.db, projectId));
+  }
+
+  /** Changes the caps (omitted members kept, null clears); pushed like any change. */
+  async setLimits(projectId: string, patch: LimitsPatchInput): Promise<LimitsView> {
+    const { project, result: unpriced } = await this.applyChange(projectId, async (trx) => ({ set: limitsChange(patch), result: await unpricedModels(trx, projectId) }));
+    return limitsView(project, unpriced);
+  }
+
+  /**
+   * What the project's runtime is told (runtime `PUT /tenants/{id}/configuration`), at the current version, with
+   * the provider keys in clear. Read with the project row share-locked, so no change commits between reading the
+   * version and reading the providers: a version always carries the content it was bumped for.
+   */
   async configurationDocument(projectId: string): Promise<TenantConfigurationDocument | null> {
-    const row = await this.db.selectFrom('projects').selectAll().where('id', '=', projectId).executeTakeFirst();
-    if (!row || !row.signing_keys) return null;
-    const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys, signingKeysAad(row.id))));
-    const ceiling = permissionCeiling(row.ceiling, await registeredModels(this.db, row.id));
+    const read = await this.db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('projects').selectAll().where('id', '=', projectId).forShare().executeTakeFirst();
+      if (!row || !row.signing_keys) return null;
+      return { row, registered: await registeredModels(trx, row.id), providers: await pushedProviders(trx, this.secrets, row.id) };
+    });
+    if (!read) return null;
+    const { row, registered, providers } = read;
+    const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys!, signingKeysAad(row.id))));
+    const ceiling = permissionCeiling(row.ceiling, registered);
+    const limits = pushedLimits(row);
     return {
       version: row.config_version,
       issuer: issuerFor(row.id),
@@ -138,6 +173,10 @@ export class ProjectService {
       },
       system_prompt: row.system_prompt,
       origins: row.origins,
+      // Left out, rather than empty, for a project that uses none of them: its document stays what it was before
+      // these sections existed, so its digest does too. The default model only means something with a provider.
+      ...(providers.length > 0 ? { providers, default_model: row.default_model } : {}),
+      ...(limits ? { limits } : {}),
     };
   }
 

@@ -17,6 +17,7 @@ interface Provider {
   models: string[];
   base_url: string;
   key_last_four: string | null;
+  prices: Record<string, { inputPerMillionUsd: number; outputPerMillionUsd: number }> | null;
   created_at: string;
   refreshed_at: string;
   derived: { defaultModel: string | null; embeddingModel: string | null; embeddingDim: number | null };
@@ -89,6 +90,7 @@ describe('providers (bring your own keys)', () => {
       models: ['llama-3.1-8b'],
       base_url: compatible.url,
       key_last_four: 'WXYZ',
+      prices: null,
       derived: { defaultModel: 'llama-3.1-8b', embeddingModel: 'nomic-embed', embeddingDim: 384 },
     });
     expect(JSON.stringify(first)).not.toContain(chatKey);
@@ -101,12 +103,14 @@ describe('providers (bring your own keys)', () => {
   });
 
   it("registers openai with the default embedding model, measuring another dimension; an existing default stands", async () => {
-    const res = await env.register({ provider: 'openai', models: ['gpt-4o', 'gpt-4o-mini', 'gpt-4o'], values: { api_key: openaiKey, base_url: openai.url } });
+    const prices = { 'gpt-4o': { inputPerMillionUsd: 2.5, outputPerMillionUsd: 10 } };
+    const res = await env.register({ provider: 'openai', models: ['gpt-4o', 'gpt-4o-mini', 'gpt-4o'], values: { api_key: openaiKey, base_url: openai.url }, prices });
     expect(res.status).toBe(201);
     second = await json<Provider>(res);
     expect(second).toMatchObject({
       provider: 'openai',
       models: ['gpt-4o', 'gpt-4o-mini'],
+      prices,
       derived: { defaultModel: 'llama-3.1-8b', embeddingModel: 'text-embedding-3-small', embeddingDim: 1536 },
     });
     expect(openai.requestsTo('/embeddings')[0]!.body).toMatchObject({ model: 'text-embedding-3-small' });
@@ -206,6 +210,23 @@ describe('providers (bring your own keys)', () => {
     expect(badEmbedding.status).toBe(400);
     expect(((await badEmbedding.json()) as { detail: string }).detail).toMatch(/^embedding_model 'no-such-embed' could not be used: the provider refused the embeddings call \(404\)/);
 
+    const strayPrice = await env.register({
+      provider: 'openai_compatible',
+      models: ['qwen-2.5'],
+      values: { api_key: chatKey, base_url: compatible.url },
+      prices: { 'qwen-2.5': { inputPerMillionUsd: 0.1, outputPerMillionUsd: 0.2 }, 'qwen-3': { inputPerMillionUsd: 1, outputPerMillionUsd: 1 } },
+    });
+    expect(strayPrice.status).toBe(400);
+    expect(await strayPrice.json()).toEqual({ detail: "prices name 'qwen-3', not among the models registered here: qwen-2.5" });
+    const negativePrice = await env.register({
+      provider: 'openai_compatible',
+      models: ['qwen-2.5'],
+      values: { api_key: chatKey, base_url: compatible.url },
+      prices: { 'qwen-2.5': { inputPerMillionUsd: -1, outputPerMillionUsd: 0.2 } },
+    });
+    expect(negativePrice.status).toBe(422);
+    expect(((await negativePrice.json()) as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual(['body', 'prices', 'qwen-2.5', 'inputPerMillionUsd']);
+
     const noBaseUrl = await env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key: chatKey } });
     expect(noBaseUrl.status).toBe(422);
     expect(await noBaseUrl.json()).toEqual({ detail: [{ loc: ['body', 'values', 'base_url'], msg: 'base_url is required for provider openai_compatible' }] });
@@ -255,10 +276,13 @@ describe('providers (bring your own keys)', () => {
     expect(res.status).toBe(200);
     const refreshed = await json<Provider & { missing_models: string[]; prices: null; prices_note: string }>(res);
     expect(refreshed).toMatchObject({ id: first.id, derived: { embeddingModel: 'nomic-embed', embeddingDim: 768 }, missing_models: ['llama-3.1-8b'], prices: null });
+    // Prices are the customer's, kept as registered: a refresh has none to read.
+    const refreshedOpenai = await json<Provider>(env.call(`/providers/${second.id}/refresh`, { method: 'POST' }));
+    expect(refreshedOpenai.prices).toEqual(second.prices);
     expect(refreshed.prices_note).toMatch(/publish no prices/);
     expect(Date.parse(refreshed.refreshed_at)).toBeGreaterThan(Date.parse(first.refreshed_at));
     expect(compatible.requestsTo('/embeddings').at(-1)!.headers.authorization).toBe(`Bearer ${chatKey}`);
-    expect(await env.version()).toBe(version + 1);
+    expect(await env.version()).toBe(version + 2);
     compatible.chatModels = ['llama-3.1-8b', 'qwen-2.5'];
   });
 

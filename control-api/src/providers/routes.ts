@@ -7,6 +7,15 @@ import { DEFAULT_EMBEDDING_MODEL, OPENAI_BASE_URL, PRICES_NOTE, PROVIDER_KINDS, 
 
 const modelName = z.string().trim().min(1).max(256);
 
+const usdPerMillion = z.number().min(0).max(1_000_000);
+
+const ModelPriceSchema = z
+  .strictObject({
+    inputPerMillionUsd: usdPerMillion.meta({ description: 'USD per million input (prompt) tokens' }),
+    outputPerMillionUsd: usdPerMillion.meta({ description: 'USD per million output (completion) tokens' }),
+  })
+  .meta({ id: 'ModelPrice' });
+
 const ProviderRegister = z
   .strictObject({
     provider: z.enum(PROVIDER_KINDS).meta({ description: `\`openai\` (base_url defaults to ${OPENAI_BASE_URL}) or \`openai_compatible\` (any server speaking the OpenAI API; base_url required)` }),
@@ -20,6 +29,13 @@ const ProviderRegister = z
         }),
       })
       .meta({ id: 'ProviderValues' }),
+    prices: z
+      .record(modelName, ModelPriceSchema)
+      .optional()
+      .meta({
+        description:
+          'Your prices for some or all of `models` (a price for another model is 400), counted by the spend cap (`PUT limits`); a model without one counts no cost. Providers publish none',
+      }),
   })
   .superRefine((body, ctx) => {
     if (body.provider === 'openai_compatible' && body.values.base_url === undefined) {
@@ -43,6 +59,7 @@ const ProviderOut = z
     models: z.array(z.string()),
     base_url: z.string(),
     key_last_four: z.string().nullable().meta({ description: 'null for a key shorter than 12 characters; the key itself is never returned' }),
+    prices: z.record(z.string(), ModelPriceSchema).nullable().meta({ description: 'The prices set at registration; null: none' }),
     created_at: z.iso.datetime(),
     refreshed_at: z.iso.datetime().meta({ description: 'When the catalog was last read and the embedding dimension measured' }),
     derived: Derived,
@@ -52,7 +69,6 @@ const ProviderOut = z
 
 const ProviderRefreshed = ProviderOut.extend({
   missing_models: z.array(z.string()).meta({ description: 'Registered models the catalog no longer lists (still registered)' }),
-  prices: z.null().meta({ description: 'Always null: the provider publishes no prices' }),
   prices_note: z.string().meta({ description: PRICES_NOTE }),
 }).meta({ id: 'ProviderRefreshed' });
 
@@ -101,7 +117,7 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       body: ProviderRegister,
       responses: {
         201: { description: 'Registered; `derived` holds what was measured', schema: ProviderOut },
-        400: { description: 'base_url refused by the URL guard, the key refused by the provider, or a model the provider does not offer' },
+        400: { description: 'base_url refused by the URL guard, the key refused by the provider, a model the provider does not offer, or a price for a model not in `models`' },
         403: forbidden,
         404: hidden,
         409: { description: 'A model is already registered by another provider of the project' },
@@ -130,7 +146,7 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       method: 'post',
       path: '/api/projects/{id}/providers/{credId}/refresh',
       operationId: 'refreshProvider',
-      summary: 'Re-read the catalog and re-measure the embedding dimension (prices: the provider publishes none)',
+      summary: 'Re-read the catalog and re-measure the embedding dimension (prices are not re-read: the provider publishes none)',
       tags: ['providers'],
       security: ['apiKey', 'session'],
       params: ProviderParams,

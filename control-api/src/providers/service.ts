@@ -7,7 +7,8 @@ import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import { AppError, conflict, invalidArgument, notFound } from '../../../lib/src/errors.js';
 import { checkUrl, type UrlPolicy } from '../../../lib/src/net/url-guard.js';
 import type { ProjectService } from '../projects/service.js';
-import type { ControlSchema, ProviderKind } from '../store/schema.js';
+import type { ControlSchema, ProviderKind, StoredPrice } from '../store/schema.js';
+import { apiKeyAad } from './configuration.js';
 import { modelNotRegistered, registeredModels } from './registered.js';
 import type { ProviderTarget, ProviderUpstream } from './upstream.js';
 
@@ -20,13 +21,22 @@ export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_EMBEDDING_MODEL: Record<ProviderKind, string | undefined> = { openai: 'text-embedding-3-small', openai_compatible: undefined };
 
 /** OpenAI's API (and the compatible ones) publish no prices; refresh says so instead of inventing figures. */
-export const PRICES_NOTE = 'Prices are not available: the OpenAI API and OpenAI-compatible APIs publish no prices, so none are recorded or invented.';
+export const PRICES_NOTE =
+  'Prices are not re-read: the OpenAI API and OpenAI-compatible APIs publish no prices, so `prices` are the ones set at registration (null: none) and none are invented.';
+
+/** A model's price on the control surface (camelCase, like `rpmLimit`). */
+export interface ModelPrice {
+  inputPerMillionUsd: number;
+  outputPerMillionUsd: number;
+}
 
 export interface ProviderRegistration {
   provider: ProviderKind;
   /** Chat models to register, the first becoming the default when the project has none. */
   models: string[];
   values: { api_key: string; base_url?: string | undefined; embedding_model?: string | undefined };
+  /** The customer's prices for some or all of `models`, counted by the project's spend cap. */
+  prices?: Record<string, ModelPrice> | undefined;
 }
 
 export interface Derived {
@@ -45,6 +55,8 @@ export interface ProviderOut {
   base_url: string;
   /** The key's last four characters (null for keys too short to show any of); the key is never returned. */
   key_last_four: string | null;
+  /** The customer's prices per model, as registered; null: none set. */
+  prices: Record<string, ModelPrice> | null;
   created_at: string;
   refreshed_at: string;
   derived: Derived;
@@ -55,7 +67,6 @@ export interface ProviderOut {
 export interface ProviderRefreshed extends ProviderOut {
   /** Registered models the provider's catalog no longer lists (they stay registered until removed). */
   missing_models: string[];
-  prices: null;
   prices_note: string;
 }
 
@@ -85,6 +96,7 @@ export class ProviderService {
    */
   async register(projectId: string, input: ProviderRegistration): Promise<ProviderOut> {
     const models = [...new Set(input.models)];
+    const prices = storedPrices(models, input.prices);
     const baseUrl = (input.values.base_url ?? OPENAI_BASE_URL).replace(/\/+$/, '');
     await checkUrl(baseUrl, this.urlPolicy, 'base_url');
     // Before any provider call: a model is served by exactly one credential, so a turn knows where to send it.
@@ -119,6 +131,7 @@ export class ProviderService {
           embedding_dim: embeddingDim,
           api_key: this.secrets.seal(input.values.api_key, apiKeyAad(projectId, id)),
           key_last_four: lastFour(input.values.api_key),
+          prices: prices === null ? null : JSON.stringify(prices),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -174,7 +187,6 @@ export class ProviderService {
       ...present(row, project.default_model),
       ...(warnings.length > 0 ? { warnings } : {}),
       missing_models: missing,
-      prices: null,
       prices_note: PRICES_NOTE,
     };
   }
@@ -233,9 +245,6 @@ export class ProviderService {
   }
 }
 
-/** Binds a sealed key to its project and credential: moved to another row, it does not open. */
-const apiKeyAad = (projectId: string, providerId: string) => `project:${projectId}:provider:${providerId}:api-key`;
-
 const providerNotFound = (providerId: string) => notFound(`provider ${providerId} not found`);
 
 // Four characters of a short key would be much of it.
@@ -248,6 +257,26 @@ function notOffered(absent: string[], catalog: string[]) {
   return invalidArgument(`the provider does not offer ${names} (not in GET /models). Offered: ${shown.join(', ')}${more}`, { code: 'model_not_offered' });
 }
 
+/** Prices in the stored (pushed) names; each must be for one of the registered models (else 400). */
+function storedPrices(models: string[], prices: Record<string, ModelPrice> | undefined): Record<string, StoredPrice> | null {
+  const entries = Object.entries(prices ?? {});
+  const stray = entries.map(([model]) => model).filter((model) => !models.includes(model));
+  if (stray.length > 0) {
+    throw invalidArgument(`prices name ${stray.map((m) => `'${m}'`).join(', ')}, not among the models registered here: ${models.join(', ')}`);
+  }
+  if (entries.length === 0) return null;
+  return Object.fromEntries(
+    entries.map(([model, price]) => [model, { input_per_million_usd: price.inputPerMillionUsd, output_per_million_usd: price.outputPerMillionUsd }]),
+  );
+}
+
+function shownPrices(prices: Record<string, StoredPrice> | null): Record<string, ModelPrice> | null {
+  if (prices === null) return null;
+  return Object.fromEntries(
+    Object.entries(prices).map(([model, price]) => [model, { inputPerMillionUsd: price.input_per_million_usd, outputPerMillionUsd: price.output_per_million_usd }]),
+  );
+}
+
 function present(row: ProviderRow, defaultModel: string | null): ProviderOut {
   return {
     id: row.id,
@@ -255,6 +284,7 @@ function present(row: ProviderRow, defaultModel: string | null): ProviderOut {
     models: row.models,
     base_url: row.base_url,
     key_last_four: row.key_last_four,
+    prices: shownPrices(row.prices),
     created_at: row.created_at.toISOString(),
     refreshed_at: row.refreshed_at.toISOString(),
     derived: { defaultModel, embeddingModel: row.embedding_model, embeddingDim: row.embedding_dim },

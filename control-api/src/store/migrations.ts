@@ -120,4 +120,19 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column default_model text',
     ],
   },
+  {
+    version: 6,
+    name: 'provider prices and project usage limits',
+    statements: [
+      // The customer's own prices per model of the credential ({model: {input_per_million_usd,
+      // output_per_million_usd}}); null: none set. Providers publish none, so nothing else fills it.
+      'alter table control.providers add column prices jsonb',
+      // The project's usage caps on its models (docs/decisions/0018); null: no cap.
+      'alter table control.projects add column rpm_limit integer check (rpm_limit >= 1)',
+      'alter table control.projects add column tpm_limit integer check (tpm_limit >= 1)',
+      'alter table control.projects add column budget_amount_usd double precision check (budget_amount_usd > 0)',
+      `alter table control.projects add column budget_window text check (budget_window in ('day', 'month'))`,
+      'alter table control.projects add constraint projects_budget_whole check ((budget_amount_usd is null) = (budget_window is null))',
+    ],
+  },
 ];

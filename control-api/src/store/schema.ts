@@ -15,6 +15,15 @@ export interface StoredCeiling {
 /** How a provider is spoken to: OpenAI itself, or any server speaking its API at a `base_url`. */
 export type ProviderKind = 'openai' | 'openai_compatible';
 
+/** The customer's price of one model, in the runtime's (pushed) names. */
+export interface StoredPrice {
+  input_per_million_usd: number;
+  output_per_million_usd: number;
+}
+
+/** The calendar window a spend cap applies to. */
+export type BudgetWindow = 'day' | 'month';
+
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
 export interface ControlSchema {
@@ -36,6 +45,12 @@ export interface ControlSchema {
     config_version: Generated<number>;
     /** A registered model turns use when a request names none; null: none (no shared fallback). */
     default_model: string | null;
+    /** Usage caps on the project's models (projects/limits.ts); null: no cap. */
+    rpm_limit: number | null;
+    tpm_limit: number | null;
+    /** Set together with `budget_window`, or neither. */
+    budget_amount_usd: number | null;
+    budget_window: BudgetWindow | null;
   };
   providers: {
     id: string;
@@ -50,6 +65,8 @@ export interface ControlSchema {
     /** Sealed with the SecretBox (providers/service.ts `apiKeyAad`); never returned or logged. */
     api_key: string;
     key_last_four: string | null;
+    /** Per registered model, the customer's price; null: none set (calls then count no cost against a budget). */
+    prices: ColumnType<Record<string, StoredPrice> | null, string | null | undefined, string | null>;
     created_at: Generated<Date>;
     refreshed_at: ColumnType<Date, Date | undefined, Date>;
   };

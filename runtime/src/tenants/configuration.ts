@@ -1,19 +1,53 @@
 // A tenant's configuration as the control plane pushes it (DESIGN.md flow 2): stored whole and replaced only by a
-// higher version, so an outbox that retries, or delivers out of order, can never roll it back.
-// docs/decisions/0013-tenant-configuration-and-end-user-auth.md records the rules.
-import { createHash } from 'node:crypto';
+// higher version, so an outbox that retries, or delivers out of order, can never roll it back. Provider keys are
+// sealed at rest and shown redacted. docs/decisions/0013 and 0018 record the rules.
+import { createHash, createHmac, hkdfSync } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
 import { conflict, notFound } from '../../../lib/src/errors.js';
 import type { RuntimeSchema, TenantConfigurationsTable } from '../store/schema.js';
 import {
   TenantConfiguration,
+  type ModelPrice,
+  type ProviderKind,
+  type ProviderSection,
   type TenantConfigurationDocument,
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
 } from './schemas.js';
-import { canonicalTenantId, tenantNotFound } from './service.js';
+import { canonicalTenantId, redact, tenantNotFound } from './service.js';
+
+export type { ModelPrice, ProviderKind, ProviderSection, UsageLimits } from './schemas.js';
 
 type ConfigurationRow = Selectable<TenantConfigurationsTable>;
+
+/** A provider section as stored: its key sealed, under another name so a sealed value can never pass for a key. */
+type StoredProvider = Omit<ProviderSection, 'api_key'> & { sealed_api_key: string };
+type StoredDocument = Omit<TenantConfigurationDocument, 'providers'> & { providers?: StoredProvider[] };
+
+/** What a turn needs to call a model: the credential that serves it, in clear, and the customer's price for it. */
+export interface ProviderCredential {
+  /** The control plane's credential id. */
+  providerId: string;
+  kind: ProviderKind;
+  /** The API root, such as https://api.openai.com/v1. */
+  baseUrl: string;
+  apiKey: string;
+  /** Undefined: the customer set no price, and calls to the model count no cost against the budget. */
+  price: ModelPrice | undefined;
+}
+
+/** The one credential serving `model` in a loaded configuration; undefined when no provider serves it. */
+export function providerFor(document: TenantConfigurationDocument, model: string): ProviderCredential | undefined {
+  const provider = document.providers?.find((candidate) => candidate.models.includes(model));
+  if (!provider) return undefined;
+  return { providerId: provider.id, kind: provider.kind, baseUrl: provider.base_url, apiKey: provider.api_key, price: provider.prices?.[model] };
+}
+
+/** The key that fingerprints provider keys in the digest, derived from the master key (the same on every replica). */
+export function configurationDigestKey(masterKey: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'agentplane configuration digest', 32));
+}
 
 /** Enough to tell whether a copy of a tenant's configuration held in memory is still the stored one. */
 export interface ConfigurationStamp {
@@ -27,7 +61,13 @@ export interface StoredConfiguration extends ConfigurationStamp {
 }
 
 export class TenantConfigurationService {
-  constructor(private readonly db: Kysely<RuntimeSchema>) {}
+  constructor(
+    private readonly db: Kysely<RuntimeSchema>,
+    /** Seals provider keys at rest. */
+    private readonly secrets: SecretBox,
+    /** Keys the fingerprints of provider keys in the digest (`configurationDigestKey`). */
+    private readonly digestKey: Buffer,
+  ) {}
 
   /**
    * Stores a pushed configuration. A higher version replaces the stored one; the same version with the same
@@ -37,7 +77,7 @@ export class TenantConfigurationService {
   async put(tenantId: string, input: TenantConfigurationInput): Promise<TenantConfigurationOutput> {
     tenantId = canonicalTenantId(tenantId);
     const { version, ...document } = input;
-    const digest = digestOf(document);
+    const digest = digestOf(this.fingerprinted(document));
     const row = await this.db.transaction().execute(async (trx) => {
       // Locking the tenant row serializes pushes for this tenant, the first one included (it has no row to lock).
       const tenant = await trx.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', tenantId).forUpdate().executeTakeFirst();
@@ -56,7 +96,7 @@ export class TenantConfigurationService {
           extra: { stored_version: stored.version },
         });
       }
-      const values = { version, digest, document: JSON.stringify(document), updated_at: new Date() };
+      const values = { version, digest, document: JSON.stringify(this.sealed(tenantId, document)), updated_at: new Date() };
       return trx
         .insertInto('tenant_configurations')
         .values({ tenant_id: tenantId, ...values })
@@ -64,14 +104,14 @@ export class TenantConfigurationService {
         .returningAll()
         .executeTakeFirstOrThrow();
     });
-    return present(row);
+    return this.present(row);
   }
 
-  /** The stored configuration; 404 for an unknown tenant and, with code `not_configured`, for one never configured. */
+  /** The stored configuration, provider keys redacted; 404 for an unknown tenant and, with code `not_configured`, for one never configured. */
   async get(tenantId: string): Promise<TenantConfigurationOutput> {
     tenantId = canonicalTenantId(tenantId);
     const row = await this.db.selectFrom('tenant_configurations').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
-    if (row) return present(row);
+    if (row) return this.present(row);
     const tenant = await this.db.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', tenantId).executeTakeFirst();
     if (!tenant) throw tenantNotFound(tenantId);
     throw notFound(`tenant ${tenantId} has no configuration yet`, { code: 'not_configured' });
@@ -86,11 +126,14 @@ export class TenantConfigurationService {
       .executeTakeFirst();
   }
 
+  /** The stored configuration with provider keys in clear: what a turn calls models with, never an HTTP answer. */
   async load(tenantId: string): Promise<StoredConfiguration | undefined> {
     const row = await this.db.selectFrom('tenant_configurations').selectAll().where('tenant_id', '=', canonicalTenantId(tenantId)).executeTakeFirst();
     if (!row) return undefined;
+    const { providers, ...rest } = row.document as StoredDocument;
+    const opened = providers === undefined ? rest : { ...rest, providers: providers.map((provider) => this.opened(row.tenant_id, provider)) };
     // Parsed again rather than cast: a row is only ever read back through the schema that admitted it.
-    const { version, ...document } = TenantConfiguration.parse({ ...(row.document as object), version: row.version });
+    const { version, ...document } = TenantConfiguration.parse({ ...opened, version: row.version });
     return { tenantId: row.tenant_id, version, digest: row.digest, document };
   }
 
@@ -99,20 +142,59 @@ export class TenantConfigurationService {
     const result = await trx.deleteFrom('tenant_configurations').where('tenant_id', '=', tenantId).executeTakeFirst();
     return Number(result.numDeletedRows);
   }
+
+  /** The document a digest is taken of: each provider key replaced by its HMAC, so no plain hash of a key is kept. */
+  private fingerprinted(document: TenantConfigurationDocument): unknown {
+    if (document.providers === undefined) return document;
+    return {
+      ...document,
+      providers: document.providers.map(({ api_key, ...provider }) => ({
+        ...provider,
+        api_key_hmac: createHmac('sha256', this.digestKey).update(api_key).digest('hex'),
+      })),
+    };
+  }
+
+  private sealed(tenantId: string, document: TenantConfigurationDocument): StoredDocument {
+    if (document.providers === undefined) return document as StoredDocument;
+    return {
+      ...document,
+      providers: document.providers.map(({ api_key, ...provider }) => ({
+        ...provider,
+        sealed_api_key: this.secrets.seal(api_key, providerKeyAad(tenantId, provider.id)),
+      })),
+    };
+  }
+
+  private opened(tenantId: string, { sealed_api_key, ...provider }: StoredProvider): ProviderSection {
+    return { ...provider, api_key: this.secrets.open(sealed_api_key, providerKeyAad(tenantId, provider.id)) };
+  }
+
+  /** A provider as an answer shows it: the key redacted like a secret setting. */
+  private shown(tenantId: string, stored: StoredProvider): ProviderSection {
+    const provider = this.opened(tenantId, stored);
+    return { ...provider, api_key: redact(provider.api_key) };
+  }
+
+  private present(row: ConfigurationRow): TenantConfigurationOutput {
+    const { providers, ...rest } = row.document as StoredDocument;
+    return {
+      tenant_id: row.tenant_id,
+      version: row.version,
+      ...rest,
+      ...(providers === undefined ? {} : { providers: providers.map((provider) => this.shown(row.tenant_id, provider)) }),
+      updated_at: row.updated_at.toISOString(),
+    };
+  }
 }
 
-function present(row: ConfigurationRow): TenantConfigurationOutput {
-  return {
-    tenant_id: row.tenant_id,
-    version: row.version,
-    ...(row.document as TenantConfigurationDocument),
-    updated_at: row.updated_at.toISOString(),
-  };
-}
+/** Binds a sealed provider key to its tenant and credential, so it cannot be copied onto another. */
+const providerKeyAad = (tenantId: string, providerId: string) => `tenant:${tenantId}:provider:${providerId}:api-key`;
 
 /**
  * SHA-256 of the document as canonical JSON (keys sorted at every level, absent members dropped). Set-like lists
- * are already sorted by the schema, so a push that differs only in order has the same digest.
+ * are already sorted by the schema, so a push that differs only in order has the same digest. `put` hands it the
+ * document with provider keys fingerprinted.
  */
 export function digestOf(document: unknown): string {
   return createHash('sha256').update(canonicalJson(document)).digest('hex');

@@ -149,6 +149,86 @@ const origin = z
 
 export const maxConfigurationVersion = 2_147_483_647;
 export const maxSystemPromptLength = 100_000;
+export const maxProviders = 64;
+
+export const PROVIDER_KINDS = ['openai', 'openai_compatible'] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+
+/** An absolute http(s) URL without credentials in it (they would be shown unredacted). */
+function isApiRoot(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'https:' || url.protocol === 'http:') && url.username === '' && url.password === '';
+  } catch {
+    return false;
+  }
+}
+
+export const ModelPriceSchema = z
+  .strictObject({
+    input_per_million_usd: z.number().min(0).meta({ description: 'USD per million input (prompt) tokens' }),
+    output_per_million_usd: z.number().min(0).meta({ description: 'USD per million output (completion) tokens' }),
+  })
+  .meta({ id: 'ModelPrice' });
+
+export const ProviderSectionSchema = z
+  .strictObject({
+    id: z.string().min(1).max(256).meta({ description: 'The control plane\'s credential id' }),
+    kind: z.enum(PROVIDER_KINDS).meta({ description: 'How the provider is spoken to: OpenAI itself, or any server speaking its API' }),
+    base_url: z
+      .string()
+      .max(2048)
+      .refine(isApiRoot, 'must be an http(s) URL without credentials: the API root, such as https://api.openai.com/v1')
+      .meta({ description: 'The API root, such as https://api.openai.com/v1' }),
+    api_key: z
+      .string()
+      .min(1)
+      .max(4096)
+      .meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters)' }),
+    models: configNames.meta({ description: 'Chat models this credential serves' }),
+    prices: z
+      .record(configName, ModelPriceSchema)
+      .optional()
+      .meta({ description: 'The customer\'s prices per model, for the spend cap; a model without one counts no cost' }),
+  })
+  .superRefine((provider, ctx) => {
+    for (const model of Object.keys(provider.prices ?? {})) {
+      if (!provider.models.includes(model)) ctx.addIssue({ code: 'custom', path: ['prices', model], message: `model '${model}' has a price but is not one of this provider's models` });
+    }
+  })
+  .meta({ id: 'ProviderSection' });
+
+const providerSections = z
+  .array(ProviderSectionSchema)
+  .max(maxProviders)
+  .superRefine((providers, ctx) => {
+    // A model is served by exactly one credential, so a turn knows where to send it.
+    const servedBy = new Map<string, number>();
+    const ids = new Set<string>();
+    providers.forEach((provider, index) => {
+      if (ids.has(provider.id)) ctx.addIssue({ code: 'custom', path: [index, 'id'], message: `provider id '${provider.id}' appears twice` });
+      ids.add(provider.id);
+      for (const model of provider.models) {
+        const first = servedBy.get(model);
+        if (first === undefined) servedBy.set(model, index);
+        else ctx.addIssue({ code: 'custom', path: [index, 'models'], message: `model '${model}' is already served by provider ${providers[first]!.id}; a model may appear under one provider only` });
+      }
+    });
+  });
+
+export const UsageLimitsSchema = z
+  .strictObject({
+    rpm_limit: z.int().min(1).optional().meta({ description: 'Model calls per 60-second window for the project; unset: no cap' }),
+    tpm_limit: z.int().min(1).optional().meta({ description: 'Input plus output tokens per 60-second window for the project; unset: no cap' }),
+    budget: z
+      .strictObject({
+        amount_usd: z.number().positive().meta({ description: 'Spend cap in USD, computed from the providers\' prices' }),
+        window: z.enum(['day', 'month']).meta({ description: 'The calendar window the cap applies to (UTC)' }),
+      })
+      .optional()
+      .meta({ description: 'Spend cap per window; unset: no cap' }),
+  })
+  .meta({ id: 'UsageLimits' });
 
 /**
  * What the control plane pushes for a tenant (DESIGN.md flow 2), replaced whole by each push. Later features add
@@ -157,33 +237,52 @@ export const maxSystemPromptLength = 100_000;
  * setting silently ignored. A section added later must have no default: a default would change the digest of a
  * configuration already stored, and a retried push of that same version would be refused as different content.
  */
-export const TenantConfiguration = z
-  .strictObject({
-    version: z
-      .int()
-      .min(1)
-      .max(maxConfigurationVersion)
-      .meta({ description: 'The control plane\'s counter for this tenant. A lower one than stored is refused; the same one must carry the same content' }),
-    issuer: z
-      .string()
-      .min(1)
-      .max(256)
-      // Those name the runtime's own narrowing keys (docs/decisions/0016); the project's issuer must never be one.
-      .refine((issuer) => !issuer.startsWith('agentplane:tenant:'), 'issuers starting with agentplane:tenant: belong to the runtime\'s narrowed tokens')
-      .meta({ description: 'The `iss` every token the project mints carries (`agentplane:project:<project id>`); not one starting with `agentplane:tenant:`' }),
-    trusted_keys: trustedKeysSchema
-      .refine((set) => set.keys.length > 0, 'at least one key is needed')
-      .meta({ description: 'The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token)' }),
-    ceiling: CapabilityCeilingSchema,
-    system_prompt: z.string().max(maxSystemPromptLength).nullable().default(null).meta({ description: 'The project\'s system prompt; it wins over a per-request one' }),
-    origins: z.array(origin).max(256).overwrite(sortedUnique).default([]).meta({ description: 'Browser origins allowed to call the data plane' }),
+const configurationShape = z.strictObject({
+  version: z
+    .int()
+    .min(1)
+    .max(maxConfigurationVersion)
+    .meta({ description: 'The control plane\'s counter for this tenant. A lower one than stored is refused; the same one must carry the same content' }),
+  issuer: z
+    .string()
+    .min(1)
+    .max(256)
+    // Those name the runtime's own narrowing keys (docs/decisions/0016); the project's issuer must never be one.
+    .refine((issuer) => !issuer.startsWith('agentplane:tenant:'), 'issuers starting with agentplane:tenant: belong to the runtime\'s narrowed tokens')
+    .meta({ description: 'The `iss` every token the project mints carries (`agentplane:project:<project id>`); not one starting with `agentplane:tenant:`' }),
+  trusted_keys: trustedKeysSchema
+    .refine((set) => set.keys.length > 0, 'at least one key is needed')
+    .meta({ description: 'The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token)' }),
+  ceiling: CapabilityCeilingSchema,
+  system_prompt: z.string().max(maxSystemPromptLength).nullable().default(null).meta({ description: 'The project\'s system prompt; it wins over a per-request one' }),
+  origins: z.array(origin).max(256).overwrite(sortedUnique).default([]).meta({ description: 'Browser origins allowed to call the data plane' }),
+  providers: providerSections
+    .optional()
+    .meta({ description: `The project's provider credentials (at most ${maxProviders}); a model appears under one provider only. Unset: none` }),
+  default_model: configName
+    .nullable()
+    .optional()
+    .meta({ description: 'The model a turn uses when nothing else names one; one of the providers\' models. Unset or null: none' }),
+  limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
+});
+
+export const TenantConfiguration = configurationShape
+  .superRefine((configuration, ctx) => {
+    const model = configuration.default_model;
+    if (typeof model !== 'string') return;
+    if (!(configuration.providers ?? []).some((provider) => provider.models.includes(model))) {
+      ctx.addIssue({ code: 'custom', path: ['default_model'], message: `default_model '${model}' is not one of the providers' models` });
+    }
   })
   .meta({ id: 'TenantConfiguration' });
 
-export const TenantConfigurationOut = TenantConfiguration.extend({
-  tenant_id: z.uuid(),
-  updated_at: z.iso.datetime().meta({ description: 'When this version was stored; a repeated push does not move it' }),
-}).meta({ id: 'TenantConfigurationOut' });
+// Built from the shape, not the refined schema: refinements do not carry over `extend`, and an answer is never parsed.
+export const TenantConfigurationOut = configurationShape
+  .extend({
+    tenant_id: z.uuid(),
+    updated_at: z.iso.datetime().meta({ description: 'When this version was stored; a repeated push does not move it' }),
+  })
+  .meta({ id: 'TenantConfigurationOut' });
 
 export type TenantCreateInput = z.infer<typeof TenantCreate>;
 export type TenantSettingsUpdateInput = z.infer<typeof TenantSettingsUpdate>;
@@ -192,3 +291,6 @@ export type TenantConfigurationInput = z.infer<typeof TenantConfiguration>;
 export type TenantConfigurationOutput = z.infer<typeof TenantConfigurationOut>;
 /** The stored part of a configuration: everything but its version. */
 export type TenantConfigurationDocument = Omit<TenantConfigurationInput, 'version'>;
+export type ProviderSection = z.infer<typeof ProviderSectionSchema>;
+export type ModelPrice = z.infer<typeof ModelPriceSchema>;
+export type UsageLimits = z.infer<typeof UsageLimitsSchema>;

@@ -190,7 +190,8 @@ export const canonicalTenantId = (tenantId: string) => tenantId.toLowerCase();
 
 export const tenantNotFound = (tenantId: string) => notFound(`tenant ${tenantId} not found`);
 
-function redact(value: unknown): string {
+/** How a secret is shown: `****` plus its last four characters, or `****` alone when it is short. */
+export function redact(value: unknown): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   return text.length >= 12 ? `****${text.slice(-4)}` : '****';
 }

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyRing, exportSigningKey, trustedKeysOf } from '../../../lib/src/tokens/keys.js';
 import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
+import { digestOf, providerFor } from './configuration.js';
 import { tenantBlobPrefix, tenantEventPrefix } from './keys.js';
 
 const json = (value: unknown) => JSON.stringify(value);
@@ -329,7 +330,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         ['a private key among the trusted keys', { ...body, trusted_keys: { keys: [privateKey] } }, ['body', 'trusted_keys', 'keys', 0]],
         ['an empty key set', { ...body, trusted_keys: { keys: [] } }, ['body', 'trusted_keys']],
         ['an origin with a path', { ...body, origins: ['https://app.example.com/login'] }, ['body', 'origins', 0]],
-        ['a section this runtime does not know', { ...body, providers: [] }, ['body']],
+        ['a section this runtime does not know', { ...body, webhook_tools: [] }, ['body']],
         ['a ceiling without capabilities', { ...body, ceiling: { readOnly: true } }, ['body', 'ceiling', 'capabilities']],
         ['the runtime\'s own narrowing issuer', { ...body, issuer: `agentplane:tenant:${tenant_id}:narrowing` }, ['body', 'issuer']],
       ];
@@ -337,6 +338,154 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         const res = await put(tenant_id, document);
         expect(res.status, name).toBe(422);
         const problems = ((await res.json()) as { detail: { loc: unknown[] }[] }).detail;
+        expect(problems.map((p) => p.loc), name).toContainEqual(loc);
+      }
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration`)).status).toBe(404);
+    });
+  });
+
+  describe('configuration: providers, default model and limits', () => {
+    const openaiKey = 'sk-proj-openai-0123456789abcdefWXYZ';
+    const gatewayKey = 'sk-gateway-9876543210zyxwQRST';
+    const openai = (overrides: Record<string, unknown> = {}) => ({
+      id: 'cred-openai',
+      kind: 'openai',
+      base_url: 'https://api.openai.com/v1',
+      api_key: openaiKey,
+      models: ['gpt-4o-mini', 'gpt-4o', 'gpt-4o'],
+      prices: { 'gpt-4o': { input_per_million_usd: 2.5, output_per_million_usd: 10 } },
+      ...overrides,
+    });
+    const gateway = (overrides: Record<string, unknown> = {}) => ({
+      id: 'cred-gateway',
+      kind: 'openai_compatible',
+      base_url: 'https://llm.internal.example.com/v1',
+      api_key: gatewayKey,
+      models: ['llama-3.1-8b'],
+      ...overrides,
+    });
+    const configuration = async (overrides: Record<string, unknown> = {}) => ({
+      version: 1,
+      issuer: 'agentplane:project:11111111-2222-4333-8444-555555555555',
+      trusted_keys: trustedKeysOf(await createKeyRing()),
+      ceiling: { capabilities: ['chat'], registeredModels: ['gpt-4o', 'gpt-4o-mini', 'llama-3.1-8b'] },
+      providers: [openai(), gateway()],
+      default_model: 'gpt-4o',
+      limits: { rpm_limit: 60, tpm_limit: 100_000, budget: { amount_usd: 25, window: 'month' } },
+      ...overrides,
+    });
+    const put = (tenantId: string, body: unknown) => rt.admin(`/tenants/${tenantId}/configuration`, { method: 'PUT', body: json(body) });
+    const storedRow = async (tenantId: string) =>
+      (await sql<{ row: string }>`select row_to_json(c)::text as row from tenant_configurations c where tenant_id = ${tenantId}`.execute(rt.runtime.database.db)).rows[0]!.row;
+
+    it('stores the keys sealed, answers them redacted, and load() gives the engine the keys in clear', async () => {
+      const { tenant_id } = await createTenant();
+      const res = await put(tenant_id, await configuration());
+      expect(res.status).toBe(200);
+      const answerText = await res.text();
+      expect(answerText).not.toContain(openaiKey);
+      const answer = JSON.parse(answerText) as Record<string, unknown>;
+      expect(answer).toMatchObject({
+        providers: [
+          { ...openai(), models: ['gpt-4o', 'gpt-4o-mini'], api_key: '****WXYZ' },
+          { ...gateway(), api_key: '****QRST' },
+        ],
+        default_model: 'gpt-4o',
+        limits: { rpm_limit: 60, tpm_limit: 100_000, budget: { amount_usd: 25, window: 'month' } },
+      });
+
+      const read = await rt.admin(`/tenants/${tenant_id}/configuration`);
+      const readText = await read.text();
+      expect(readText).not.toContain(openaiKey);
+      expect(readText).not.toContain(gatewayKey);
+      expect(JSON.parse(readText)).toEqual(answer);
+
+      // The table holds no key in clear, only sealed values.
+      const row = await storedRow(tenant_id);
+      expect(row).not.toContain(openaiKey);
+      expect(row).not.toContain(gatewayKey);
+      expect(row).toMatch(/"sealed_api_key": ?"v1\./);
+
+      const loaded = await rt.runtime.configurations.load(tenant_id);
+      expect(loaded!.document.providers!.map((p) => p.api_key)).toEqual([openaiKey, gatewayKey]);
+      expect(providerFor(loaded!.document, 'gpt-4o')).toEqual({
+        providerId: 'cred-openai',
+        kind: 'openai',
+        baseUrl: 'https://api.openai.com/v1',
+        apiKey: openaiKey,
+        price: { input_per_million_usd: 2.5, output_per_million_usd: 10 },
+      });
+      expect(providerFor(loaded!.document, 'llama-3.1-8b')).toMatchObject({ providerId: 'cred-gateway', apiKey: gatewayKey, price: undefined });
+      expect(providerFor(loaded!.document, 'claude-3')).toBeUndefined();
+      expect(loaded!.document.default_model).toBe('gpt-4o');
+      expect(loaded!.document.limits).toEqual({ rpm_limit: 60, tpm_limit: 100_000, budget: { amount_usd: 25, window: 'month' } });
+    });
+
+    it('recognises a retried identical push (200, unchanged), and refuses the same version with another key (409)', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      const first = (await (await put(tenant_id, body)).json()) as { updated_at: string };
+      const rowBefore = await storedRow(tenant_id);
+      const stampBefore = await rt.runtime.configurations.stamp(tenant_id);
+
+      // The same content in another spelling: models in another order, the same keys.
+      const again = await put(tenant_id, { ...body, providers: [openai({ models: ['gpt-4o-mini', 'gpt-4o'] }), gateway()] });
+      expect(again.status).toBe(200);
+      expect(((await again.json()) as { updated_at: string }).updated_at).toBe(first.updated_at);
+      expect(await storedRow(tenant_id)).toBe(rowBefore);
+
+      const rotated = await put(tenant_id, { ...body, providers: [openai({ api_key: 'sk-proj-openai-rotated-00000000AAAA' }), gateway()] });
+      expect(rotated.status).toBe(409);
+      expect(await rotated.json()).toMatchObject({ code: 'configuration_version_conflict', stored_version: 1 });
+      expect(await storedRow(tenant_id)).toBe(rowBefore);
+      expect(await rt.runtime.configurations.stamp(tenant_id)).toEqual(stampBefore);
+
+      // The digest is keyed: it is no plain hash of a document holding the key.
+      const { version: _version, ...document } = body;
+      expect(stampBefore!.digest).not.toBe(digestOf(document));
+    });
+
+    it('takes a configuration without these sections, and a null default model', async () => {
+      const { tenant_id } = await createTenant();
+      const { providers: _p, default_model: _d, limits: _l, ...bare } = await configuration();
+      expect((await put(tenant_id, bare)).status).toBe(200);
+      const read = await (await rt.admin(`/tenants/${tenant_id}/configuration`)).json();
+      expect(read).not.toHaveProperty('providers');
+      expect(read).not.toHaveProperty('limits');
+      expect((await put(tenant_id, { ...bare, version: 2, providers: [gateway()], default_model: null, limits: {} })).status).toBe(200);
+      const loaded = await rt.runtime.configurations.load(tenant_id);
+      expect(loaded!.document).toMatchObject({ default_model: null, limits: {} });
+      expect(loaded!.document.providers![0]!.api_key).toBe(gatewayKey);
+    });
+
+    it('refuses invalid provider, default model and limit sections with 422, storing nothing and echoing no key', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      const invalid: [string, unknown, (string | number)[]][] = [
+        ['a model under two providers', { ...body, providers: [openai(), gateway({ models: ['llama-3.1-8b', 'gpt-4o'] })] }, ['body', 'providers', 1, 'models']],
+        ['the same provider id twice', { ...body, providers: [openai(), gateway({ id: 'cred-openai' })] }, ['body', 'providers', 1, 'id']],
+        ['a default model no provider serves', { ...body, default_model: 'claude-3' }, ['body', 'default_model']],
+        ['a default model without providers', { ...body, providers: undefined }, ['body', 'default_model']],
+        ['an unknown provider kind', { ...body, providers: [openai({ kind: 'anthropic' })] }, ['body', 'providers', 0, 'kind']],
+        ['a base_url that is not http(s)', { ...body, providers: [openai({ base_url: 'ftp://api.example.com' })] }, ['body', 'providers', 0, 'base_url']],
+        ['a base_url with credentials', { ...body, providers: [openai({ base_url: 'https://user:secret@api.example.com/v1' })] }, ['body', 'providers', 0, 'base_url']],
+        ['an empty key', { ...body, providers: [openai({ api_key: '' })] }, ['body', 'providers', 0, 'api_key']],
+        ['a key over 4096 characters', { ...body, providers: [openai({ api_key: `sk-${'k'.repeat(4100)}` })] }, ['body', 'providers', 0, 'api_key']],
+        ['a price for a model the provider does not serve', { ...body, providers: [openai({ prices: { 'gpt-5': { input_per_million_usd: 1, output_per_million_usd: 1 } } })] }, ['body', 'providers', 0, 'prices', 'gpt-5']],
+        ['a negative price', { ...body, providers: [openai({ prices: { 'gpt-4o': { input_per_million_usd: -1, output_per_million_usd: 1 } } })] }, ['body', 'providers', 0, 'prices', 'gpt-4o', 'input_per_million_usd']],
+        ['65 providers', { ...body, default_model: null, providers: Array.from({ length: 65 }, (_, i) => gateway({ id: `c${i}`, models: [`m${i}`] })) }, ['body', 'providers']],
+        ['an rpm limit of 0', { ...body, limits: { rpm_limit: 0 } }, ['body', 'limits', 'rpm_limit']],
+        ['a fractional tpm limit', { ...body, limits: { tpm_limit: 1.5 } }, ['body', 'limits', 'tpm_limit']],
+        ['a budget of 0', { ...body, limits: { budget: { amount_usd: 0, window: 'day' } } }, ['body', 'limits', 'budget', 'amount_usd']],
+        ['a budget per week', { ...body, limits: { budget: { amount_usd: 5, window: 'week' } } }, ['body', 'limits', 'budget', 'window']],
+        ['an unknown limit', { ...body, limits: { rph_limit: 5 } }, ['body', 'limits']],
+      ];
+      for (const [name, document, loc] of invalid) {
+        const res = await put(tenant_id, document);
+        expect(res.status, name).toBe(422);
+        const text = await res.text();
+        expect(text, name).not.toContain(openaiKey);
+        const problems = (JSON.parse(text) as { detail: { loc: unknown[] }[] }).detail;
         expect(problems.map((p) => p.loc), name).toContainEqual(loc);
       }
       expect((await rt.admin(`/tenants/${tenant_id}/configuration`)).status).toBe(404);
@@ -369,8 +518,13 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(res.status).toBe(200);
       const report = (await res.json()) as Record<string, unknown>;
       expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true });
-      expect(report.rows_deleted).toEqual({ tenant_configurations: 1, tenant_narrowing_keys: 1, tenants: 1 });
-      expect(report.steps).toEqual([
+      // Other features register their own tables and steps; this tenant had rows only in these three.
+      const rowsDeleted = report.rows_deleted as Record<string, number>;
+      expect(rowsDeleted).toMatchObject({ tenant_configurations: 1, tenant_narrowing_keys: 1, tenants: 1 });
+      expect(Object.values(rowsDeleted).reduce((sum, n) => sum + n, 0)).toBe(3);
+      const steps = report.steps as { step: string; phase: string; outcome: string; items?: number }[];
+      expect(steps.every((step) => step.outcome === 'done')).toBe(true);
+      expect(steps.filter((step) => ['rows', 'run_logs', 'stored_bytes'].includes(step.step))).toEqual([
         { step: 'rows', phase: 'rows', outcome: 'done', items: 3 },
         { step: 'run_logs', phase: 'outside_database', outcome: 'done', items: 1 },
         { step: 'stored_bytes', phase: 'outside_database', outcome: 'done', items: 2 },
@@ -398,7 +552,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(again.status).toBe(200);
       const report = (await again.json()) as { steps: { step: string; outcome: string; items?: number }[]; rows_deleted: object };
       expect(report.rows_deleted).toEqual({});
-      expect(report.steps[0]).toEqual({ step: 'rows', phase: 'rows', outcome: 'already_done' });
+      expect(report.steps.find((s) => s.step === 'rows')).toEqual({ step: 'rows', phase: 'rows', outcome: 'already_done' });
       expect(report.steps.find((s) => s.step === 'stored_bytes')).toMatchObject({ outcome: 'done', items: 1 });
       expect((await rt.admin(`/tenants/${crypto.randomUUID()}`, { method: 'DELETE' })).status).toBe(404);
     });

@@ -1,0 +1,28 @@
+// The providers' part of what a project's runtime is told: each credential with its key opened for the push, and
+// the registered models the customer set no price for (which a spend cap then counts as free).
+import type { Kysely, Transaction } from 'kysely';
+import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
+import type { PushedProvider } from '../provisioning/provisioner.js';
+import type { ControlSchema } from '../store/schema.js';
+
+/** Binds a sealed key to its project and credential: moved to another row, it does not open. */
+export const apiKeyAad = (projectId: string, providerId: string) => `project:${projectId}:provider:${providerId}:api-key`;
+
+/** The project's credentials as the runtime receives them, oldest first, keys in clear. */
+export async function pushedProviders(db: Kysely<ControlSchema> | Transaction<ControlSchema>, secrets: SecretBox, projectId: string): Promise<PushedProvider[]> {
+  const rows = await db.selectFrom('providers').selectAll().where('project_id', '=', projectId).orderBy('created_at').orderBy('id').execute();
+  return rows.map((row) => ({
+    id: row.id,
+    kind: row.provider,
+    base_url: row.base_url,
+    api_key: secrets.open(row.api_key, apiKeyAad(projectId, row.id)),
+    models: [...row.models],
+    ...(row.prices ? { prices: row.prices } : {}),
+  }));
+}
+
+/** Registered models without a price, sorted: a budget counts their calls as costing nothing. */
+export async function unpricedModels(db: Kysely<ControlSchema> | Transaction<ControlSchema>, projectId: string): Promise<string[]> {
+  const rows = await db.selectFrom('providers').select(['models', 'prices']).where('project_id', '=', projectId).execute();
+  return rows.flatMap((row) => row.models.filter((model) => row.prices?.[model] === undefined)).sort();
+}

@@ -1,0 +1,156 @@
+// What a project's runtime is told about its models, end to end: the outbox and the local provisioner push the
+// providers (keys in clear over the admin channel), the default model, prices and limits to a real runtime, which
+// stores the keys sealed and hands them to the turn engine in clear; a removed provider leaves the next push.
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { providerFor } from '../../../runtime/src/tenants/configuration.js';
+import { FakeOpenAIServer } from '../../../test/fakes/openai-server.js';
+import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import { startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
+import { LocalProvisioner } from './local.js';
+
+const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('configuration push: providers, default model, prices and limits', () => {
+  const gatewayKey = 'sk-fake-gateway-0123456789abcdefWXYZ';
+  const openaiKey = 'sk-fake-openai-9876543210zyxwQRST';
+  let rt: TestRuntime;
+  let api: TestControl;
+  let gateway: FakeOpenAIServer;
+  let openai: FakeOpenAIServer;
+  let projectId: string;
+  let tenantId: string;
+  let adminKey: string;
+  let logText = '';
+
+  const call = (path: string, init: RequestInit = {}) => api.call(`/api/projects/${projectId}${path}`, { ...init, key: adminKey });
+  const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
+  /** The runtime's configuration once the control plane's current version has reached it. */
+  const delivered = async () => {
+    const version = (await api.control.projects.configurationDocument(projectId))!.version;
+    return until(`version ${version} at the runtime`, async () => {
+      const loaded = await rt.runtime.configurations.load(tenantId);
+      return loaded && loaded.version === version ? loaded : undefined;
+    });
+  };
+
+  beforeAll(async () => {
+    rt = await startTestRuntime();
+    gateway = await FakeOpenAIServer.start({ apiKey: gatewayKey, chatModels: ['llama-3.1-8b', 'qwen-2.5'] });
+    openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536 } });
+    const captured = new Writable({
+      write(chunk, _encoding, done) {
+        logText += String(chunk);
+        done();
+      },
+    });
+    api = await startTestControl(
+      { ...owner, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' },
+      { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }), logger: pino({ level: 'trace' }, captured) },
+    );
+    const { account } = await api.control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
+    const orgId = (await api.control.accounts.orgsOf(account.id))[0]!.id;
+    const project = await api.control.projects.create(orgId, account.id, 'support');
+    projectId = project.id;
+    tenantId = project.tenant_id;
+    adminKey = (await api.control.keys.create({ kind: 'account', accountId: account.id }, projectId, { scope: 'admin', name: 'admin' })).key;
+  });
+  afterAll(async () => {
+    await api?.stop();
+    await rt?.stop();
+    await gateway?.close();
+    await openai?.close();
+  });
+
+  it('pushes nothing of the sort for a project without providers or limits', async () => {
+    const loaded = await delivered();
+    expect(loaded.document).not.toHaveProperty('providers');
+    expect(loaded.document).not.toHaveProperty('default_model');
+    expect(loaded.document).not.toHaveProperty('limits');
+  });
+
+  it('pushes each provider with its key, as the runtime then holds it, the default model, prices and limits', async () => {
+    const registered = await call('/providers', {
+      method: 'POST',
+      body: JSON.stringify({ provider: 'openai_compatible', models: ['llama-3.1-8b'], values: { api_key: gatewayKey, base_url: gateway.url } }),
+    });
+    expect(registered.status).toBe(201);
+    const first = await json<{ id: string }>(registered);
+    const second = await json<{ id: string }>(
+      call('/providers', {
+        method: 'POST',
+        body: JSON.stringify({
+          provider: 'openai',
+          models: ['gpt-4o', 'gpt-4o-mini'],
+          values: { api_key: openaiKey, base_url: openai.url },
+          prices: { 'gpt-4o': { inputPerMillionUsd: 2.5, outputPerMillionUsd: 10 }, 'gpt-4o-mini': { inputPerMillionUsd: 0.15, outputPerMillionUsd: 0.6 } },
+        }),
+      }),
+    );
+    expect((await call('/default-model', { method: 'POST', body: JSON.stringify({ model: 'gpt-4o' }) })).status).toBe(200);
+    expect((await call('/limits', { method: 'PUT', body: JSON.stringify({ rpmLimit: 60, tpmLimit: 50_000, budget: { amountUsd: 20, window: 'month' } }) })).status).toBe(200);
+
+    const loaded = await delivered();
+    expect(loaded.document.providers).toEqual([
+      { id: first.id, kind: 'openai_compatible', base_url: gateway.url, api_key: gatewayKey, models: ['llama-3.1-8b'] },
+      {
+        id: second.id,
+        kind: 'openai',
+        base_url: openai.url,
+        api_key: openaiKey,
+        models: ['gpt-4o', 'gpt-4o-mini'],
+        prices: {
+          'gpt-4o': { input_per_million_usd: 2.5, output_per_million_usd: 10 },
+          'gpt-4o-mini': { input_per_million_usd: 0.15, output_per_million_usd: 0.6 },
+        },
+      },
+    ]);
+    expect(loaded.document.default_model).toBe('gpt-4o');
+    expect(loaded.document.limits).toEqual({ rpm_limit: 60, tpm_limit: 50_000, budget: { amount_usd: 20, window: 'month' } });
+    expect(loaded.document.ceiling.registeredModels).toEqual(['gpt-4o', 'gpt-4o-mini', 'llama-3.1-8b']);
+    expect(providerFor(loaded.document, 'gpt-4o-mini')).toMatchObject({ providerId: second.id, apiKey: openaiKey, price: { input_per_million_usd: 0.15, output_per_million_usd: 0.6 } });
+
+    // The runtime's own answer shows the keys redacted.
+    const shown = await rt.admin(`/tenants/${tenantId}/configuration`);
+    const text = await shown.text();
+    expect(text).not.toContain(gatewayKey);
+    expect(text).not.toContain(openaiKey);
+    expect((JSON.parse(text) as { providers: { api_key: string }[] }).providers.map((p) => p.api_key)).toEqual(['****WXYZ', '****QRST']);
+  });
+
+  it('leaves a removed provider out of the next push, with the default it served cleared', async () => {
+    const before = await delivered();
+    const openaiId = before.document.providers!.find((p) => p.kind === 'openai')!.id;
+    expect((await call(`/providers/${openaiId}`, { method: 'DELETE' })).status).toBe(200);
+    const after = await delivered();
+    expect(after.version).toBeGreaterThan(before.version);
+    expect(after.document.providers!.map((p) => p.id)).toEqual([before.document.providers![0]!.id]);
+    expect(after.document.default_model).toBeNull();
+    expect(providerFor(after.document, 'gpt-4o')).toBeUndefined();
+    expect(after.document.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
+
+    // The last provider gone: no providers section and no default model at all.
+    expect((await call(`/providers/${after.document.providers![0]!.id}`, { method: 'DELETE' })).status).toBe(200);
+    const none = await delivered();
+    expect(none.document).not.toHaveProperty('providers');
+    expect(none.document).not.toHaveProperty('default_model');
+    expect(none.document.limits).toEqual({ rpm_limit: 60, tpm_limit: 50_000, budget: { amount_usd: 20, window: 'month' } });
+  });
+
+  it('delivered every push (nothing stuck on a refusal) and never logged a key', async () => {
+    await until('the outbox to be empty', async () => ((await api.control.relay!.pending(projectId)) === 0 ? true : undefined));
+    expect(logText).not.toMatch(/delivery to the runtime failed/);
+    for (const key of [gatewayKey, openaiKey]) expect(logText).not.toContain(key);
+  });
+});
