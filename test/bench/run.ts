@@ -6,12 +6,13 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { run as blobs } from './blobs.bench.js';
+import { run as chat } from './chat.bench.js';
 import { run as events } from './events.bench.js';
 import { formatTable, type BenchReport } from './measure.js';
 import { run as memory } from './memory.bench.js';
 import { run as relational } from './relational.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat };
 
 async function main(): Promise<number> {
   const wanted = process.argv.slice(2);

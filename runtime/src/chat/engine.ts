@@ -14,7 +14,7 @@ import type { Conversations, MessageRow, NewMessage, SessionStatus } from '../se
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
-import type { ModelPrice } from './model-choice.js';
+import type { ModelPrice } from '../tenants/configuration.js';
 import type { UsageRecorder } from './usage.js';
 import { runControlChannel, runLogKey, runLostError, type RunControl, type RunStatus, type RunStore } from './runs.js';
 import type { ChatResponseOutput, Frame } from './schemas.js';

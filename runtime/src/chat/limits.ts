@@ -3,13 +3,10 @@
 // is told when to come back can decide for itself. Counters live on the event port, shared by every replica.
 import { AppError } from '../../../lib/src/errors.js';
 import type { Counters } from '../../../lib/src/events/port.js';
+import type { UsageLimits } from '../tenants/configuration.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 
-export interface UsageLimits {
-  rpm_limit?: number | undefined;
-  tpm_limit?: number | undefined;
-  budget?: { amount_usd: number; window: 'day' | 'month' } | undefined;
-}
+export type { UsageLimits };
 
 const MINUTE = 60;
 /** Spend is counted in millionths of a dollar: counters are integers. */

@@ -5,39 +5,15 @@
 import { conflict, permissionDenied } from '../../../lib/src/errors.js';
 import { modelNotAvailable, type EffectivePermission } from '../../../lib/src/permissions/index.js';
 import type { ProviderTarget } from '../models/port.js';
-import type { StoredConfiguration } from '../tenants/configuration.js';
+import { providerFor, type ModelPrice, type StoredConfiguration, type UsageLimits } from '../tenants/configuration.js';
 import type { TenantRouting } from '../tenants/service.js';
-import type { UsageLimits } from './limits.js';
-
-export interface ModelPrice {
-  input_per_million_usd: number;
-  output_per_million_usd: number;
-}
-
-interface ProviderSection {
-  id: string;
-  kind: string;
-  base_url: string;
-  api_key: string;
-  models: string[];
-  prices?: Record<string, ModelPrice> | undefined;
-}
-
-/** The members of a configuration the engine reads (pushed by the control plane; docs/decisions/0018). */
-interface EngineSections {
-  providers?: ProviderSection[] | undefined;
-  default_model?: string | null | undefined;
-  limits?: UsageLimits | undefined;
-}
 
 export type ModelChoice =
   | { kind: 'none' }
   | { kind: 'model'; model: string; target: ProviderTarget; price: ModelPrice | undefined };
 
-const sections = (configuration: StoredConfiguration) => configuration.document as unknown as EngineSections;
-
 export function limitsOf(configuration: StoredConfiguration): UsageLimits | undefined {
-  return sections(configuration).limits;
+  return configuration.document.limits;
 }
 
 /**
@@ -50,13 +26,13 @@ export function chooseModel(
   routing: TenantRouting,
   requested: string | undefined,
 ): ModelChoice {
-  const { providers = [], default_model: projectDefault } = sections(configuration);
-  const model = requested ?? routing.defaultModel ?? projectDefault ?? undefined;
+  const { document } = configuration;
+  const model = requested ?? routing.defaultModel ?? document.default_model ?? undefined;
   if (model === undefined) return { kind: 'none' };
-  const registered = configuration.document.ceiling.registeredModels;
+  const registered = document.ceiling.registeredModels;
   if (registered !== undefined && !registered.includes(model)) throw modelNotAvailable(model, registered);
   if (!permission.modelAllowed(model)) throw permissionDenied(`model '${model}' is not allowed for this token`, { code: 'model_not_allowed' });
-  const provider = providers.find((candidate) => candidate.models.includes(model));
+  const provider = providerFor(document, model);
   if (!provider) {
     throw conflict(
       `no provider serves model '${model}': its credential was removed or rotated out. Register a provider for it (POST /api/projects/{id}/providers) or choose another model`,
@@ -66,8 +42,8 @@ export function chooseModel(
   return {
     kind: 'model',
     model,
-    target: { baseUrl: provider.base_url, apiKey: routing.litellmKey ?? provider.api_key },
-    price: provider.prices?.[model],
+    target: { baseUrl: provider.baseUrl, apiKey: routing.litellmKey ?? provider.apiKey },
+    price: provider.price,
   };
 }
 

@@ -4,7 +4,8 @@ import type { Kysely } from 'kysely';
 import type { Usage } from '../models/port.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
-import { costOf, type ModelPrice } from './model-choice.js';
+import type { ModelPrice } from '../tenants/configuration.js';
+import { costOf } from './model-choice.js';
 
 export interface UsageEntry {
   tenantId: string;
