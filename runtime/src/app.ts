@@ -196,8 +196,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...tenantConfigurationRoutes(configurations),
         ...capabilityRoutes(),
         ...narrowingRoutes(narrowing),
-        ...chatRoutes(chat, side),
-        ...sessionRoutes(sessions),
+        ...chatRoutes(chat, side, lifecycle.drainSignal),
+        ...sessionRoutes(sessions, lifecycle.drainSignal),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {

@@ -164,6 +164,18 @@ describe('runs (embedded)', () => {
     const limited = await world.token({ capabilities: ['chat'] });
     expect((await world.rt.endUser(`/chat/sessions/${done.session_id}/recap`, limited, { method: 'POST' })).status).toBe(403);
   });
+
+  // Last: draining is for good.
+  it('ends open streams when the process drains, while their runs finish before it exits', async () => {
+    const token = await world.token();
+    world.fake.script(slow(20, 40));
+    const { start, rest } = await startOf(await world.stream(token, { message: 'deploy now' }));
+    const drained = world.rt.runtime.lifecycle.drain([], 30_000);
+    const frames = await drain(rest);
+    expect(frames.some((e) => e.event === 'done' || e.event === 'error')).toBe(false);
+    expect(await drained).toBe('idle');
+    expect(await world.rt.runtime.runs.get(start.run_id)).toMatchObject({ status: 'completed' });
+  });
 });
 
 describe.runIf(availableSetups().includes('scale'))('runs across two processes (scale)', () => {
@@ -205,6 +217,20 @@ describe.runIf(availableSetups().includes('scale'))('runs across two processes (
     expect(tail.at(-1)).toMatchObject({ event: 'done', data: { finish_reason: 'cancelled' } });
     const ids = [3, ...tail.map((e) => Number(e.id))];
     expect(ids).toEqual(ids.map((_, i) => i + 3));
+  });
+
+  it('a pause written on one process is answered on the other', async () => {
+    const token = await first.token();
+    const tool = { name: 'get_time', description: 'The time', parameters: { type: 'object' } };
+    fake.script({ toolCalls: [{ id: 'call_t', name: 'get_time', arguments: {} }] }, 'It is noon.');
+    const paused = (await (await first.chat(token, { message: 'time?', tools: [tool] })).json()) as { session_id: string; requires_action: boolean };
+    expect(paused.requires_action).toBe(true);
+    const answered = await second.endUser('/chat', token, {
+      method: 'POST',
+      body: JSON.stringify({ session_id: paused.session_id, tools: [tool], tool_results: [{ tool_call_id: 'call_t', content: '12:00' }] }),
+    });
+    expect(answered.status).toBe(200);
+    expect(await answered.json()).toMatchObject({ content: 'It is noon.', requires_action: false });
   });
 
   it('an EventSource client reconnects to the other process with Last-Event-ID and misses nothing', async () => {

@@ -8,6 +8,15 @@ export class Lifecycle {
   private work = 0;
   private drainingSince: Date | null = null;
   private idleWaiters: (() => void)[] = [];
+  private readonly drainStarted = new AbortController();
+
+  /**
+   * Aborts when the drain starts. Long-lived streams end on it (their clients reconnect to another replica with
+   * Last-Event-ID) so they do not hold a deploy; runs are work and go on.
+   */
+  get drainSignal(): AbortSignal {
+    return this.drainStarted.signal;
+  }
 
   get inFlight(): { requests: number; runs: number; total: number } {
     return { requests: this.requests, runs: this.work, total: this.requests + this.work };
@@ -41,6 +50,7 @@ export class Lifecycle {
   /** Stops the servers accepting connections and resolves once every accepted request and run is done. */
   async drain(servers: Server[], timeoutMs: number): Promise<'idle' | 'timeout'> {
     this.drainingSince ??= new Date();
+    this.drainStarted.abort();
     for (const server of servers) {
       server.close();
       // Idle keep-alive sockets would hold close() open; busy ones finish their current request first.

@@ -19,6 +19,8 @@ export interface SseOptions {
   headers?: Record<string, string>;
   /** Tells clients how soon to reconnect after a lost connection (the SSE `retry:` field; default 1000 ms). */
   retryMs?: number;
+  /** Ends the stream when it aborts (the process is draining: the client reconnects elsewhere). */
+  until?: AbortSignal;
 }
 
 export interface SseWriter {
@@ -55,7 +57,7 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
   }, options.keepAliveMs ?? 15_000);
   keepAlive.unref();
 
-  return {
+  const writer: SseWriter = {
     signal: controller.signal,
     async write(frame) {
       if (ended || controller.signal.aborted || !res.writable) return false;
@@ -80,6 +82,9 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
       abort();
     },
   };
+  if (options.until?.aborted) writer.end();
+  else options.until?.addEventListener('abort', () => writer.end(), { once: true, signal: controller.signal });
+  return writer;
 }
 
 /** The text of one frame. Data is JSON, so it never contains a raw newline that would split the frame. */

@@ -38,7 +38,8 @@ const turnErrors = {
   504: { description: 'The provider did not answer in time' },
 };
 
-export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefinition[] {
+/** `drainSignal` ends open streams when the process starts draining; their runs go on and clients resume elsewhere. */
+export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal?: AbortSignal): RouteDefinition[] {
   return [
     defineRoute({
       method: 'post',
@@ -78,7 +79,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       async handle({ req, res, body }) {
         const principal = principalOf(res);
         const { runId } = await chat.start(principal, body);
-        const writer = openSse(req, res, { headers: { 'X-Run-Id': runId } });
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': runId }, ...(drainSignal ? { until: drainSignal } : {}) });
         await relay(writer, await chat.resume(principal, runId, 0, writer.signal));
         return 'handled';
       },
@@ -105,7 +106,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
         if (after === 'invalid') throw new ValidationError([{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }]);
         const controller = new AbortController();
         const frames = await chat.resume(principal, params.run_id, after ?? 0, controller.signal);
-        const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id } });
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id }, ...(drainSignal ? { until: drainSignal } : {}) });
         writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
         await relay(writer, frames);
         return 'handled';

@@ -26,7 +26,8 @@ const forbidden = { description: 'The token lacks capability `chat` (`code` `cap
 const notFound = { description: 'No such conversation, or one this token may not see (the same answer)' };
 const uuid = z.uuid();
 
-export function sessionRoutes(sessions: SessionService): RouteDefinition[] {
+/** `drainSignal` ends open event streams when the process starts draining (clients reconnect elsewhere). */
+export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSignal): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get',
@@ -95,7 +96,7 @@ export function sessionRoutes(sessions: SessionService): RouteDefinition[] {
         const principal = principalOf(res);
         const after = lastEventIdOf(req.get('last-event-id')) ?? query.after;
         const events = await sessions.openEvents(principal, params.session_id, after);
-        const writer = openSse(req, res);
+        const writer = openSse(req, res, drainSignal ? { until: drainSignal } : {});
         try {
           for await (const message of events.messages(writer.signal)) {
             if (!(await writer.write({ id: message.id, event: 'message', data: message }))) break;
