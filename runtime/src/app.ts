@@ -151,7 +151,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const limiter = new UsageLimiter(events.counters);
     const usage = new UsageRecorder(database.db, limiter);
     const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs });
-    const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, logger });
+    const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
+    const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });
     const engine = new TurnEngine({
       db: database.db,
       events,
@@ -165,9 +166,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       leaseSeconds: config.runLeaseSeconds,
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
     });
-    const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
-    const chat = new ChatService({ db: database.db, events, conversations, runs, engine, limiter, tenants, logger });
-    side.attach(chat);
+    const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, engine, limiter, tenants, logger });
     // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
     const sweep = setInterval(
       () => void engine.sweepLost().catch((err: unknown) => logger.warn({ err }, 'lost-run sweep failed')),

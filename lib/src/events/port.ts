@@ -164,8 +164,8 @@ export async function* followLog<T>(
   }
 }
 
-/** A sticky wake-up: a notice that arrives while the tail is reading is kept for its next wait. */
-class ChangeNotice {
+/** A sticky wake-up: a notice that arrives while a reader is reading is kept for its next wait. */
+export class ChangeNotice {
   private pending = false;
   private wake: (() => void) | null = null;
 

@@ -55,6 +55,23 @@ export function describeError(error: unknown, requestId?: string): { status: num
   return { status: 500, body: { detail: 'internal server error', ...(requestId ? { request_id: requestId } : {}) } };
 }
 
+/** What a stream's terminal `error` frame says: the status, code and message a request would get, and whether a retry can help. */
+export function describeErrorFrame(error: unknown): { status: number; code: string; message: string; retryable: boolean } {
+  const { status, body } = describeError(error);
+  return {
+    status,
+    code: body.code ?? (error instanceof AppError ? error.kind : 'internal'),
+    message: typeof body.detail === 'string' ? body.detail : body.detail.map((problem) => problem.msg).join('; '),
+    retryable: error instanceof AppError ? error.isRetryable : true,
+  };
+}
+
+/** The error kind that answers with `status`, for an error frame read back into an error (500: `unavailable`, whose message is shown). */
+export function kindOfStatus(status: number): ErrorKind {
+  const kind = (Object.keys(statusByKind) as ErrorKind[]).find((candidate) => statusByKind[candidate] === status && candidate !== 'internal');
+  return kind ?? 'unavailable';
+}
+
 /**
  * JSON.parse reviver that refuses `__proto__` keys anywhere in a body (as fastify does by default): copied into
  * a plain object they would replace its prototype, and validators silently drop them.

@@ -5,12 +5,12 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../../../lib/src/errors.js';
 import type { EventBus } from '../../../lib/src/events/port.js';
-import { describeError } from '../../../lib/src/http/errors.js';
+import { describeErrorFrame } from '../../../lib/src/http/errors.js';
 import type { Lifecycle } from '../../../lib/src/http/lifecycle.js';
 import type { Logger } from '../../../lib/src/logging.js';
 import type { Effort } from '../../../lib/src/permissions/index.js';
 import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
-import type { Conversations, MessageRow, NewMessage, SessionStatus } from '../sessions/conversations.js';
+import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
@@ -111,17 +111,13 @@ export class TurnEngine {
 
   /** The `error` frame of a failure: the status and body a blocking call would answer with. */
   errorFrame(error: unknown, runId: string, sessionId: string | null): Extract<Frame, { type: 'error' }> {
-    const { status, body } = describeError(error);
-    const message = typeof body.detail === 'string' ? body.detail : body.detail.map((problem) => problem.msg).join('; ');
+    const resetAt = error instanceof AppError ? error.extra?.reset_at : undefined;
     return {
       type: 'error',
-      status,
-      code: body.code ?? (error instanceof AppError ? error.kind : 'internal'),
-      message,
-      retryable: error instanceof AppError ? error.isRetryable : true,
+      ...describeErrorFrame(error),
       run_id: runId,
       session_id: sessionId,
-      ...(typeof body.reset_at === 'string' ? { reset_at: body.reset_at } : {}),
+      ...(typeof resetAt === 'string' ? { reset_at: resetAt } : {}),
     };
   }
 
@@ -393,7 +389,7 @@ export class TurnEngine {
         if (waiting) return true;
       }
       await deps.runs.finish(trx, turn.runId, { status: outcome.status, finishReason: outcome.finishReason });
-      await deps.conversations.setRollup(trx, turn.sessionId, { status: rollupOf(outcome.status), model: turn.model, pending: outcome.pending });
+      await deps.conversations.setRollup(trx, turn.sessionId, { status: outcome.status, model: turn.model, pending: outcome.pending });
       return false;
     });
     if (steered) {
@@ -445,10 +441,6 @@ export class TurnEngine {
 }
 
 const cancelReason = () => new AppError('internal', 'cancelled', { code: 'cancelled' });
-
-function rollupOf(status: Outcome['status']): SessionStatus {
-  return status;
-}
 
 /** The first line of a text, trimmed to what fits on one line of a UI. */
 function oneLine(text: string): string {

@@ -5,12 +5,14 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { AppError, conflict, invalidArgument, notFound, permissionDenied } from '../../../lib/src/errors.js';
 import type { EventBus, RunLogEvent } from '../../../lib/src/events/port.js';
+import { kindOfStatus } from '../../../lib/src/http/errors.js';
 import type { Logger } from '../../../lib/src/logging.js';
 import { effectivePermission, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '../../../lib/src/permissions/index.js';
 import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner } from '../sessions/access.js';
-import type { Conversations, NewMessage, SessionRow } from '../sessions/conversations.js';
+import type { Conversations, NewMessage } from '../sessions/conversations.js';
+import { sessionNotFound, type SessionService } from '../sessions/service.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import type { TenantService } from '../tenants/service.js';
 import { emptyTotals, type TurnEngine } from './engine.js';
@@ -29,6 +31,7 @@ export interface ChatServiceDeps {
   db: Kysely<RuntimeSchema>;
   events: EventBus;
   conversations: Conversations;
+  sessions: SessionService;
   runs: RunStore;
   engine: TurnEngine;
   limiter: UsageLimiter;
@@ -42,7 +45,6 @@ interface PauseResolution {
   remaining: Omit<SessionPending, 'run_id'> | null;
 }
 
-export const sessionNotFound = (sessionId: string) => notFound(`session ${sessionId} not found`);
 const runNotFound = (runId: string) => notFound(`run ${runId} not found`);
 
 export class ChatService {
@@ -68,7 +70,7 @@ export class ChatService {
       throw invalidArgument('message is required unless the request answers a pause (tool_results, approval_decisions or question_answers)');
     }
     checkUniqueIds(request);
-    const existing = request.session_id === undefined ? undefined : await this.visibleSession(principal, request.session_id);
+    const existing = request.session_id === undefined ? undefined : await deps.sessions.visibleSession(principal, request.session_id);
     if (!existing && answering) throw invalidArgument('nothing is waiting for an answer: answers go to the conversation that paused, named by session_id');
 
     const tenantId = principal.tenantId;
@@ -97,7 +99,7 @@ export class ChatService {
         if (!session) throw sessionNotFound(sessionId);
         await deps.runs.begin(trx, { id: runId, tenantId, sessionId, subject: principal.claims.sub, model });
         const resolution = resolvePause(session.pending, request);
-        const stored = [...resolution.answers.map((answer) => ({ ...answer, runId }))];
+        const stored = resolution.answers.map((answer) => ({ ...answer, runId }));
         if (request.message !== undefined) stored.push({ role: 'user', content: request.message, runId });
         const rows = await deps.conversations.append(tenantId, sessionId, stored, trx);
         if (resolution.remaining) {
@@ -243,13 +245,6 @@ export class ChatService {
     return { run_id: runId, accepted: true, status: row.status === 'running' ? 'cancelling' : row.status };
   }
 
-  /** The session, or 404 alike for unknown, another tenant's and not visible. */
-  async visibleSession(principal: Principal, sessionId: string): Promise<SessionRow> {
-    const session = await this.deps.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
-    if (!session || session.tenant_id !== principal.tenantId || !canSeeOwner(principal, session.owner)) throw sessionNotFound(sessionId);
-    return session;
-  }
-
   /** The run's row when the caller may see its conversation; undefined when it has none; 404 when not visible. */
   private async visibleRun(principal: Principal, runId: string): Promise<RunRow | undefined> {
     const row = await this.deps.runs.get(runId);
@@ -360,20 +355,3 @@ function requireCapability(permission: EffectivePermission, capability: Paramete
 function effortOf(requested: Effort | undefined, max: Effort | undefined): Effort | undefined {
   return tighterEffort(requested ?? max, max);
 }
-
-function kindOfStatus(status: number): AppError['kind'] {
-  const kinds: Record<number, AppError['kind']> = {
-    400: 'invalid_argument',
-    401: 'unauthenticated',
-    403: 'permission_denied',
-    404: 'not_found',
-    409: 'conflict',
-    422: 'unprocessable',
-    429: 'rate_limited',
-    502: 'upstream_failed',
-    504: 'upstream_timeout',
-  };
-  // `unavailable` (500) rather than `internal`: the frame's message was already made safe to show.
-  return kinds[status] ?? 'unavailable';
-}
-

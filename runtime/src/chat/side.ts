@@ -14,7 +14,7 @@ import type { Turn } from './engine.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf } from './model-choice.js';
-import type { ChatService } from './service.js';
+import type { SessionService } from '../sessions/service.js';
 import type { UsageRecorder } from './usage.js';
 
 /** How much of the conversation a side generation reads: enough for its gist, cheap to send. */
@@ -26,22 +26,16 @@ export interface SideDeps {
   limiter: UsageLimiter;
   tenants: TenantService;
   usage: UsageRecorder;
+  sessions: SessionService;
   logger: Logger;
 }
 
 export class SideGenerations {
-  private chat: ChatService | undefined;
-
   constructor(private readonly deps: SideDeps) {}
-
-  /** The chat service resolves visibility; set once at composition (the two need each other). */
-  attach(chat: ChatService): void {
-    this.chat = chat;
-  }
 
   async followups(principal: Principal, sessionId: string, count: number): Promise<{ followups: string[] }> {
     this.require(principal, 'followups');
-    const session = await this.chat!.visibleSession(principal, sessionId);
+    const session = await this.deps.sessions.visibleSession(principal, sessionId);
     const text = await this.generate(principal, session.id, session.model, 'followups', [
       `Suggest ${count} short messages the person might send next in this conversation, one per line, no numbering, no quotes, in the person's language.`,
     ]);
@@ -55,7 +49,7 @@ export class SideGenerations {
 
   async recap(principal: Principal, sessionId: string): Promise<{ recap: string }> {
     this.require(principal, 'recap');
-    const session = await this.chat!.visibleSession(principal, sessionId);
+    const session = await this.deps.sessions.visibleSession(principal, sessionId);
     const text = await this.generate(principal, session.id, session.model, 'recap', [
       'Recap this conversation for the person in one line of at most 25 words, in their language. Answer with the line only.',
     ]);

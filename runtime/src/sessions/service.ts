@@ -3,8 +3,8 @@
 // (access.ts), so a conversation the caller may not see answers exactly like one that does not exist.
 import { sql, type Kysely } from 'kysely';
 import { AppError, invalidArgument, notFound, permissionDenied, unauthenticated } from '../../../lib/src/errors.js';
-import type { PubSub } from '../../../lib/src/events/port.js';
-import { describeError } from '../../../lib/src/http/errors.js';
+import { ChangeNotice, type PubSub } from '../../../lib/src/events/port.js';
+import { describeErrorFrame } from '../../../lib/src/http/errors.js';
 import type { Logger } from '../../../lib/src/logging.js';
 import { isPrivileged } from '../../../lib/src/permissions/index.js';
 import type { Principal } from '../auth/authenticate.js';
@@ -42,7 +42,7 @@ interface SequencedMessage {
 }
 
 // One wording for "does not exist" and "not yours" (STYLE.md 4).
-const sessionNotFound = (sessionId: string) => notFound(`session ${sessionId} not found`);
+export const sessionNotFound = (sessionId: string) => notFound(`session ${sessionId} not found`);
 const messageNotFound = (sessionId: string, messageId: string) => notFound(`message ${messageId} not found in session ${sessionId}`);
 
 const isForeignKeyViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23503';
@@ -313,7 +313,7 @@ export class SessionService {
       if (!row) throw messageNotFound(sessionId, after);
       start = row.seq;
     }
-    const wake = new Wake();
+    const wake = new ChangeNotice();
     const unsubscribe = await this.pubsub.subscribe(sessionMessagesChannel(principal.tenantId, sessionId), wake.fire);
     try {
       if (start === null) {
@@ -402,7 +402,7 @@ export class SessionEvents {
     private readonly principal: Principal,
     readonly sessionId: string,
     private last: Seq | null,
-    private readonly wake: Wake,
+    private readonly wake: ChangeNotice,
     private readonly unsubscribe: () => Promise<void>,
     private readonly pollMs: number,
     private readonly logger: Logger | undefined,
@@ -429,15 +429,9 @@ export class SessionEvents {
 
   /** The `error` frame that ends the stream: the status, code and message a request would have answered with. */
   errorFrame(error: unknown): SessionEventsError {
-    const { status, body } = describeError(error);
-    if (status >= 500) this.logger?.error({ err: error, session_id: this.sessionId }, 'session events stream failed');
-    return {
-      status,
-      code: body.code ?? (error instanceof AppError ? error.kind : 'internal'),
-      message: typeof body.detail === 'string' ? body.detail : 'invalid request',
-      retryable: status === 429 || status >= 500,
-      session_id: this.sessionId,
-    };
+    const frame = describeErrorFrame(error);
+    if (frame.status >= 500) this.logger?.error({ err: error, session_id: this.sessionId }, 'session events stream failed');
+    return { ...frame, session_id: this.sessionId };
   }
 
   async close(): Promise<void> {
@@ -445,36 +439,6 @@ export class SessionEvents {
     this.closed = true;
     // Ending the stream must not wait on (or fail because of) an event backend that went away.
     void this.unsubscribe().catch(() => undefined);
-  }
-}
-
-/** A sticky wake-up: a notice that lands while a round is reading is kept for the next wait. */
-class Wake {
-  private pending = false;
-  private resolve: (() => void) | null = null;
-
-  readonly fire = (): void => {
-    this.pending = true;
-    this.resolve?.();
-  };
-
-  clear(): void {
-    this.pending = false;
-  }
-
-  wait(signal: AbortSignal, timeoutMs: number): Promise<void> {
-    if (this.pending || signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        this.resolve = null;
-        resolve();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      signal.addEventListener('abort', done);
-      this.resolve = done;
-    });
   }
 }
 
