@@ -3,7 +3,7 @@
 // dimension. Provider failures become the error family here, in words that never carry the key.
 import OpenAI from 'openai';
 import { AppError, invalidArgument } from '../../../lib/src/errors.js';
-import { guardedFetcher } from '../../../lib/src/net/guarded-fetch.js';
+import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '../../../lib/src/models/openai-client.js';
 import type { UrlPolicy } from '../../../lib/src/net/url-guard.js';
 
 export interface ProviderTarget {
@@ -19,9 +19,6 @@ export interface ProviderUpstream {
   /** The length of the vector `model` returns for a short text: a real embeddings call. */
   measureEmbedding(target: ProviderTarget, model: string): Promise<number>;
 }
-
-/** SPEC.md 504: the detail says the upstream request timed out, with no status code in the sentence. */
-export const UPSTREAM_TIMEOUT = 'the upstream request timed out';
 
 // A catalog larger than this is not a catalog we can show or check against.
 const MAX_CATALOG = 10_000;
@@ -59,22 +56,9 @@ export class OpenAIUpstream implements ProviderUpstream {
   }
 
   private client(target: ProviderTarget): OpenAI {
-    return new OpenAI({
-      baseURL: target.baseUrl,
-      apiKey: target.apiKey,
-      fetch: guardedFetcher({ ...this.options.policy, timeoutMs: this.options.timeoutMs }),
-      timeout: this.options.timeoutMs,
-      // A person or a script is waiting on the answer; 502 and 504 tell it to retry with backoff.
-      maxRetries: 0,
-      // Null rather than the SDK's fallback to OPENAI_* variables: one tenant's calls must not pick up the
-      // operator's organization or project, and the SDK logs nothing of ours.
-      organization: null,
-      project: null,
-      adminAPIKey: null,
-      webhookSecret: null,
-      logLevel: 'off',
-    });
+    return openAIClient(target, { policy: this.options.policy, timeoutMs: this.options.timeoutMs });
   }
+
 }
 
 /** A provider's failure as the error family: 400 for what the customer must fix, 502 and 504 for the provider. */
@@ -103,30 +87,4 @@ function providerError(error: unknown, target: ProviderTarget, call: 'models' | 
   if (error instanceof AppError) return error;
   // A body that is not the OpenAI API's (an HTML page, a truncated answer).
   return new AppError('upstream_failed', `the provider at ${origin} did not answer the ${call} call as an OpenAI-compatible API`);
-}
-
-/**
- * What the provider said, bounded and with the key taken out: some providers echo the key they were given in
- * their error message, and this text reaches the customer and, for a 5xx, the log.
- */
-function providerMessage(error: InstanceType<typeof OpenAI.APIError>, apiKey: string): string {
-  const body = error.error as { message?: unknown } | undefined;
-  const text = typeof body?.message === 'string' ? body.message : '';
-  return redactSecrets(text, apiKey).slice(0, 300).trim();
-}
-
-/** Removes the key, and anything shaped like a provider key (sk-..., masked or not), from a text. */
-export function redactSecrets(text: string, apiKey: string): string {
-  // Too short a key would redact ordinary words; such a key is no secret worth the name anyway.
-  let redacted = apiKey.length >= 6 ? text.split(apiKey).join('[redacted]') : text;
-  redacted = redacted.replace(/\b(?:sk|rk|pk)-[\w*.-]{4,}/g, '[redacted]');
-  return redacted;
-}
-
-function originOf(baseUrl: string): string {
-  try {
-    return new URL(baseUrl).origin;
-  } catch {
-    return 'base_url';
-  }
 }
