@@ -1,0 +1,127 @@
+// The operator's configuration, parsed from the environment once at start. README's table lists every variable;
+// the Helm chart sets them from values.yaml.
+import { EnvReader, type Env } from '../../lib/src/config.js';
+
+export interface RuntimeStores {
+  /** Admin connection that creates each project's database and role (CREATEDB, CREATEROLE); unset: runtimes run embedded. */
+  databaseAdminUrl: string | undefined;
+  /** Host and port the runtimes use for their database, when they differ from the admin connection's. */
+  databaseHost: string | undefined;
+  /** Redis the runtimes share, each under its own key prefix; unset: in-process events (one replica). */
+  redisUrl: string | undefined;
+  /** S3-compatible store the runtimes share, each under its own key prefix; unset: the Pod's own volume. */
+  s3:
+    | {
+        endpoint: string | undefined;
+        bucket: string;
+        region: string;
+        accessKeyId: string | undefined;
+        secretAccessKey: string | undefined;
+        forcePathStyle: boolean;
+      }
+    | undefined;
+}
+
+export interface OperatorConfig {
+  /** Kubeconfig file; unset: in-cluster service-account credentials. */
+  kubeconfig: string | undefined;
+  /** Where the operator itself runs: its Lease lives here, and project runtimes accept admin calls from here. */
+  namespace: string;
+  /** This replica's identity in the Lease (the Pod name on Kubernetes). */
+  identity: string;
+  leaderElection: { enabled: boolean; leaseName: string; leaseSeconds: number; renewSeconds: number };
+  /** Every object is reconciled again this often even when nothing changed. */
+  resyncSeconds: number;
+  /** Longest wait between retries of a failing object. */
+  maxBackoffSeconds: number;
+  /** Port of `/health`, `/ready` and `/metrics`; 0 picks a free one. */
+  port: number;
+  host: string;
+  projectNamespacePrefix: string;
+  runtime: {
+    image: string;
+    imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+    /** Container port the runtime listens on. */
+    port: number;
+    resources: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string } };
+    /** How long a runtime drains before it is killed; the Pod's grace period is longer. */
+    shutdownGraceSeconds: number;
+    /**
+     * Where the operator reaches a project's runtime admin surface; `{namespace}` and `{project}` are filled in.
+     * Tests point it at a runtime process they started.
+     */
+    urlTemplate: string;
+  };
+  dataPlane: { domain: string; scheme: 'http' | 'https'; ingressClassName: string | undefined; tlsSecretName: string | undefined };
+  /** The namespace of the ingress controller, the one source NetworkPolicies let in. */
+  ingressNamespace: string;
+  stores: RuntimeStores;
+  logLevel: string;
+  logFormat: 'json' | 'pretty' | 'auto';
+}
+
+export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
+  const read = new EnvReader(env);
+  const namespace = read.string('OPERATOR_NAMESPACE', 'agentplane');
+  const bucket = read.string('RUNTIME_S3_BUCKET');
+  const scheme = read.oneOf('DATA_PLANE_SCHEME', ['http', 'https'], 'https');
+  const config: OperatorConfig = {
+    kubeconfig: read.string('KUBECONFIG'),
+    namespace,
+    identity: read.string('POD_NAME', `operator-${process.pid}`),
+    leaderElection: {
+      enabled: read.boolean('LEADER_ELECTION', true),
+      leaseName: read.string('LEADER_ELECTION_LEASE', 'agentplane-operator'),
+      leaseSeconds: read.integer('LEADER_ELECTION_LEASE_SECONDS', 15, { min: 2, max: 600 }),
+      renewSeconds: read.integer('LEADER_ELECTION_RENEW_SECONDS', 5, { min: 1, max: 300 }),
+    },
+    resyncSeconds: read.integer('RESYNC_SECONDS', 300, { min: 1, max: 24 * 3600 }),
+    maxBackoffSeconds: read.integer('MAX_BACKOFF_SECONDS', 300, { min: 1, max: 3600 }),
+    port: read.port('OPERATOR_PORT', 8082),
+    host: read.string('HOST', '0.0.0.0'),
+    projectNamespacePrefix: read.string('PROJECT_NAMESPACE_PREFIX', 'agentplane-'),
+    runtime: {
+      image: read.string('RUNTIME_IMAGE', 'ghcr.io/agentplane/agentplane:0.1.0'),
+      imagePullPolicy: read.oneOf('RUNTIME_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
+      port: read.port('RUNTIME_PORT', 8081),
+      resources: {
+        requests: { cpu: read.string('RUNTIME_CPU_REQUEST', '250m'), memory: read.string('RUNTIME_MEMORY_REQUEST', '256Mi') },
+        limits: { cpu: read.string('RUNTIME_CPU_LIMIT', '1'), memory: read.string('RUNTIME_MEMORY_LIMIT', '1Gi') },
+      },
+      shutdownGraceSeconds: read.integer('RUNTIME_SHUTDOWN_GRACE_SECONDS', 30, { min: 0, max: 3600 }),
+      urlTemplate: read.string('RUNTIME_URL_TEMPLATE', 'http://agent-runtime.{namespace}.svc:8081'),
+    },
+    dataPlane: {
+      domain: read.string('DATA_PLANE_DOMAIN', 'agentplane.local'),
+      scheme,
+      ingressClassName: read.string('INGRESS_CLASS_NAME'),
+      tlsSecretName: read.string('DATA_PLANE_TLS_SECRET'),
+    },
+    ingressNamespace: read.string('INGRESS_NAMESPACE', 'ingress-nginx'),
+    stores: {
+      databaseAdminUrl: read.url('PROJECT_DATABASE_ADMIN_URL', ['postgres', 'postgresql']),
+      databaseHost: read.string('PROJECT_DATABASE_HOST'),
+      redisUrl: read.url('RUNTIME_REDIS_URL', ['redis', 'rediss']),
+      s3: bucket
+        ? {
+            endpoint: read.url('RUNTIME_S3_ENDPOINT', ['http', 'https']),
+            bucket,
+            region: read.string('RUNTIME_S3_REGION', 'us-east-1'),
+            accessKeyId: read.string('RUNTIME_S3_ACCESS_KEY_ID'),
+            secretAccessKey: read.string('RUNTIME_S3_SECRET_ACCESS_KEY'),
+            forcePathStyle: read.boolean('RUNTIME_S3_FORCE_PATH_STYLE', false),
+          }
+        : undefined,
+    },
+    logLevel: read.oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], 'info'),
+    logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty', 'auto'], 'auto'),
+  };
+  if (config.leaderElection.renewSeconds >= config.leaderElection.leaseSeconds) {
+    read.problem('LEADER_ELECTION_RENEW_SECONDS must be shorter than LEADER_ELECTION_LEASE_SECONDS');
+  }
+  if (!/^[a-z0-9]([a-z0-9-]{0,20})$/.test(config.projectNamespacePrefix)) {
+    read.problem('PROJECT_NAMESPACE_PREFIX must be at most 21 lower-case letters, digits or `-`, starting with a letter or digit');
+  }
+  read.done();
+  return config;
+}
