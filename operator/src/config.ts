@@ -51,6 +51,11 @@ export interface OperatorConfig {
      * Tests point it at a runtime process they started.
      */
     urlTemplate: string;
+    /**
+     * The ClusterRole (installed by the chart) that each project's runtime ServiceAccount is bound to by a RoleBinding
+     * in the project namespace only. The operator holds `bind` on it rather than the permissions themselves.
+     */
+    clusterRole: string;
   };
   dataPlane: { domain: string; scheme: 'http' | 'https'; ingressClassName: string | undefined; tlsSecretName: string | undefined };
   /** The namespace of the ingress controller, the one source NetworkPolicies let in. */
@@ -90,6 +95,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
       },
       shutdownGraceSeconds: read.integer('RUNTIME_SHUTDOWN_GRACE_SECONDS', 30, { min: 0, max: 3600 }),
       urlTemplate: read.string('RUNTIME_URL_TEMPLATE', 'http://agent-runtime.{namespace}.svc:8081'),
+      clusterRole: read.string('RUNTIME_CLUSTER_ROLE', 'agentplane-project-runtime'),
     },
     dataPlane: {
       domain: read.string('DATA_PLANE_DOMAIN', 'agentplane.local'),
