@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane the operator suites run against: kube-apiserver, kube-controller-manager,
-# kubectl and etcd from one wrapper Go module, plus kwok (fake nodes) and helm. Everything lands in the cache
-# under a versioned name, so a warm cache rebuilds nothing and a version bump never reuses a stale binary.
+# kube-scheduler (kwok fakes kubelets, not scheduling), kubectl and etcd from one wrapper Go module, plus kwok
+# (fake nodes) and helm. Everything lands in the cache under a versioned name, so a warm cache rebuilds nothing
+# and a version bump never reuses a stale binary.
 #
 # Usage: hack/k8s-binaries.sh CACHE_DIR   (called by hack/test-deps.sh)
 set -euo pipefail
@@ -17,8 +18,10 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 log() { printf '[k8s-binaries] %s\n' "$*"; }
 
 K8S_DIR="$CACHE/kubernetes-$K8S_VERSION"
-if [ ! -x "$K8S_DIR/kube-apiserver" ] || [ ! -x "$K8S_DIR/kube-controller-manager" ] \
-   || [ ! -x "$K8S_DIR/kubectl" ] || [ ! -x "$K8S_DIR/etcd" ]; then
+K8S_COMMANDS="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+missing=""
+for b in $K8S_COMMANDS etcd; do [ -x "$K8S_DIR/$b" ] || missing+=" $b"; done
+if [ -n "$missing" ]; then
   log "building Kubernetes $K8S_VERSION and its etcd (first run only; takes a while on two cores)"
   work="$CACHE/kubernetes-build.partial"
   rm -rf "$work" && mkdir -p "$work"
@@ -51,13 +54,14 @@ EOF
   (
     cd "$work"
     go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
-      "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" "go.etcd.io/etcd/server/v3@$etcd_version"
+      "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" \
+      "go.etcd.io/etcd/server/v3@$etcd_version"
     ldflags=""
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
       ldflags+=" -X $pkg.gitTreeState=clean"
     done
-    for cmd in kube-apiserver kube-controller-manager kubectl; do
+    for cmd in $K8S_COMMANDS; do
       log "go build $cmd"
       go build -trimpath -ldflags "-s -w $ldflags" -o "$work/out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     done
@@ -66,7 +70,7 @@ EOF
   )
   rm -rf "$K8S_DIR" && mv "$work/out" "$K8S_DIR" && rm -rf "$work"
 fi
-for b in kube-apiserver kube-controller-manager kubectl etcd; do ln -sf "$K8S_DIR/$b" "$BIN/$b"; done
+for b in $K8S_COMMANDS etcd; do ln -sf "$K8S_DIR/$b" "$BIN/$b"; done
 log "kubernetes: $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | awk 'NR == 1 { print $3 }')"
 
 # kwok and helm have no replace directives: plain `go install` works.

@@ -69,4 +69,7 @@ fi
 ln -sf "$MINIO_BIN" "$BIN/minio"
 log "minio: built ($MINIO_VERSION)"
 
+# --- Kubernetes control plane, kwok and helm: built from source (see hack/k8s-binaries.sh) -------------
+bash "$(dirname "$0")/k8s-binaries.sh" "$CACHE"
+
 log "binaries ready in $BIN"
