@@ -1,0 +1,65 @@
+// The container image's contract, short of building it (no container engine here): the entrypoint runs the program
+// its first argument names, and the Dockerfile copies only files that exist and that .dockerignore lets through.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const entrypoint = join(root, 'hack', 'entrypoint.sh');
+
+/** Runs the entrypoint with nothing of the caller's environment but PATH, plus `env`. */
+function run(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(entrypoint, args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, encoding: 'utf8', timeout: 60_000 });
+  return { code: result.status, stderr: result.stderr };
+}
+
+describe('the image entrypoint', () => {
+  // A bad setting stops each program at its configuration step (exit 2, the variable named): proof the entrypoint
+  // reached that program's main module, without starting a server.
+  it.each([
+    ['control-api', 'CONTROL_PORT'],
+    ['runtime', 'DATA_PORT'],
+    ['operator', 'OPERATOR_PORT'],
+  ])('runs %s, named by the first argument', (program, portVariable) => {
+    const result = run([program], { [portVariable]: 'not-a-port' });
+    expect(result.stderr).toContain(`${portVariable}="not-a-port" is not valid`);
+    expect(result.code).toBe(2);
+  });
+
+  it('refuses an unknown or missing program with its usage (exit 64)', () => {
+    for (const args of [['shell'], []]) {
+      const result = run(args);
+      expect(result.code).toBe(64);
+      expect(result.stderr).toContain('usage: entrypoint.sh control-api|runtime|operator|migrate');
+    }
+  });
+});
+
+describe('the Dockerfile', () => {
+  const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+  const ignore = readFileSync(join(root, '.dockerignore'), 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('#'));
+
+  it('copies from the build context only paths that exist and that .dockerignore lets through', () => {
+    const sources = [...dockerfile.matchAll(/^COPY (?!--from)(?:--\S+ )*(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+    expect(sources).toEqual(expect.arrayContaining(['lib', 'runtime', 'control-api', 'operator', 'hack/entrypoint.sh']));
+    // The context is deny-all, then re-included path by path.
+    expect(ignore[0]).toBe('*');
+    for (const source of sources) {
+      expect(existsSync(join(root, source)), source).toBe(true);
+      expect(ignore, source).toContain(`!${source}`);
+    }
+  });
+
+  it('runs the final stage as a non-root numeric user through the executable entrypoint', () => {
+    const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    expect(finalStage).toMatch(/^USER 10001:10001$/m);
+    expect(finalStage).toContain('ENTRYPOINT ["/app/hack/entrypoint.sh"]');
+    expect(finalStage).not.toMatch(/npm (ci|install)|apt-get install/);
+    accessSync(entrypoint, constants.X_OK);
+  });
+});
