@@ -18,9 +18,11 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
+import { KubernetesProvisioner, loadKubeConfig } from './provisioning/kubernetes.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
 import type { Provisioner } from './provisioning/provisioner.js';
+import { ProvisioningReport } from './provisioning/status.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProviderService } from './providers/service.js';
 import { OpenAIUpstream } from './providers/upstream.js';
@@ -52,7 +54,7 @@ export interface ControlApiDeps {
   lifecycle?: Lifecycle;
   /** A database to share (the all-in-one passes the runtime's); otherwise the config's is opened. */
   database?: Database<any>;
-  /** How tenants reach a runtime; default: the local provisioner at RUNTIME_URL, when configured. */
+  /** How tenants reach a runtime; default: the config's (PROVISIONER), the local one only when RUNTIME_URL is set. */
   provisioner?: Provisioner;
   /** Dependencies whose answer decides readiness (in the all-in-one: the in-process runtime it provisions into). */
   readiness?: Record<string, ReadinessCheck>;
@@ -74,7 +76,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
 
     const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
     const secretBox = new SecretBox(loadMasterKey(config.masterKey, join(config.dataDir, 'secrets')));
-    const reach = provisioner ?? (config.runtime ? new LocalProvisioner({ runtimeUrl: config.runtime.url, adminKey: config.runtime.adminKey }) : undefined);
+    const reach = provisioner ?? configuredProvisioner(config);
     let relay: OutboxRelay | undefined;
     const projects = new ProjectService(db, secretBox, () => relay?.kick());
     if (reach) {
@@ -84,6 +86,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     } else {
       logger.warn('no runtime configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): project changes are queued until one is');
     }
+    const provisioning = new ProvisioningReport(db, reach);
     const keys = new ProjectKeyService(db, projects);
     const mint = new TokenMintService(projects, keys);
     // Provider URLs are the customer's: vetted when registered, and every connection to them pinned by the guard.
@@ -102,7 +105,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       routes: [
         ...accountRoutes(accounts, projects),
         ...keyRoutes(keys),
-        ...projectRoutes(projects, keys, mint, { control: config.publicUrl, data: config.dataPlaneUrl }),
+        ...projectRoutes(projects, keys, mint, provisioning, { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
       ],
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
@@ -134,6 +137,14 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     for (const close of closers) await close().catch(() => {});
     throw error;
   }
+}
+
+function configuredProvisioner(config: ControlApiConfig): Provisioner | undefined {
+  const chosen = config.provisioner;
+  if (chosen.kind === 'kubernetes') {
+    return new KubernetesProvisioner({ kubeConfig: loadKubeConfig(chosen.kubeconfig), projectNamespacePrefix: chosen.projectNamespacePrefix });
+  }
+  return chosen.runtime ? new LocalProvisioner({ runtimeUrl: chosen.runtime.url, adminKey: chosen.runtime.adminKey }) : undefined;
 }
 
 /**

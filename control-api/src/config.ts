@@ -12,10 +12,11 @@ export interface ControlApiConfig extends ServiceBasics {
   /** Base64 32-byte key sealing secrets at rest (project signing keys, provider keys); generated into the data dir when unset. */
   masterKey: string | undefined;
   /**
-   * Where the local provisioner reaches the runtime's admin surface. Unset (and not in the all-in-one, which wires
-   * its own runtime): changes are queued and delivered once a runtime is configured.
+   * How projects get a runtime (PROVISIONER): `local` (the default) reaches one runtime's admin surface at RUNTIME_URL
+   * (unset, and not in the all-in-one, which wires its own: changes are queued until one is configured);
+   * `kubernetes` writes Project and Tenant resources and reads each project's runtime from their status.
    */
-  runtime: { url: string; adminKey: string } | undefined;
+  provisioner: LocalProvisionerConfig | KubernetesProvisionerConfig;
   /** The data-plane URL handed to customers (the all-in-one's runtime; on Kubernetes each project gets its own host). */
   dataPlaneUrl: string;
   signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number };
@@ -26,6 +27,19 @@ export interface ControlApiConfig extends ServiceBasics {
   allowPrivateUrls: boolean;
   /** How long a call to a customer's provider may wait for an answer, per request, before 504. */
   providerTimeoutMs: number;
+}
+
+export interface LocalProvisionerConfig {
+  kind: 'local';
+  runtime: { url: string; adminKey: string } | undefined;
+}
+
+export interface KubernetesProvisionerConfig {
+  kind: 'kubernetes';
+  /** Kubeconfig file; unset: the Pod's service-account credentials. */
+  kubeconfig: string | undefined;
+  /** Must be the operator's: a Project's namespace is this prefix and the project id. */
+  projectNamespacePrefix: string;
 }
 
 export const minOwnerPasswordLength = 12;
@@ -44,9 +58,7 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
   if ((ownerEmail === undefined) !== (ownerPassword === undefined)) {
     read.problem('AGENTPLANE_OWNER_EMAIL and AGENTPLANE_OWNER_PASSWORD go together: set both or neither');
   }
-  const runtimeUrl = read.url('RUNTIME_URL', ['http', 'https']);
-  const runtimeAdminKey = read.string('RUNTIME_ADMIN_KEY');
-  if ((runtimeUrl === undefined) !== (runtimeAdminKey === undefined)) read.problem('RUNTIME_URL and RUNTIME_ADMIN_KEY go together: set both or neither');
+  const provisioner = readProvisioner(read);
   const config: ControlApiConfig = {
     ...basics,
     database: databaseUrl
@@ -55,7 +67,7 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') + 'control:' } : { kind: 'memory' },
     owner: { email: ownerEmail, password: ownerPassword },
     masterKey: read.string('AGENTPLANE_MASTER_KEY'),
-    runtime: runtimeUrl && runtimeAdminKey ? { url: runtimeUrl.replace(/\/$/, ''), adminKey: runtimeAdminKey } : undefined,
+    provisioner,
     dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
     sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
     signIn: {
@@ -69,4 +81,26 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
   };
   read.done();
   return config;
+}
+
+function readProvisioner(read: EnvReader): ControlApiConfig['provisioner'] {
+  const kind = read.oneOf('PROVISIONER', ['local', 'kubernetes'], 'local');
+  const runtimeUrl = read.url('RUNTIME_URL', ['http', 'https']);
+  const runtimeAdminKey = read.string('RUNTIME_ADMIN_KEY');
+  if (kind === 'kubernetes') {
+    for (const name of ['RUNTIME_URL', 'RUNTIME_ADMIN_KEY']) {
+      if (read.raw(name) !== undefined) {
+        read.problem(`${name} is for PROVISIONER=local only: with PROVISIONER=kubernetes each project's runtime URL and admin key come from its Project's status and Secret; unset ${name}`);
+      }
+    }
+    const projectNamespacePrefix = read.string('PROJECT_NAMESPACE_PREFIX', 'agentplane-');
+    // The operator's own rule (operator/src/config.ts): the two must name the same namespaces.
+    if (!/^[a-z0-9]([a-z0-9-]{0,20})$/.test(projectNamespacePrefix)) {
+      read.problem('PROJECT_NAMESPACE_PREFIX must be at most 21 lower-case letters, digits or `-`, starting with a letter or digit (and the same as the operator\'s)');
+    }
+    return { kind, kubeconfig: read.string('KUBECONFIG'), projectNamespacePrefix };
+  }
+  if (read.raw('PROJECT_NAMESPACE_PREFIX') !== undefined) read.problem('PROJECT_NAMESPACE_PREFIX is for PROVISIONER=kubernetes only; unset it, or set PROVISIONER=kubernetes');
+  if ((runtimeUrl === undefined) !== (runtimeAdminKey === undefined)) read.problem('RUNTIME_URL and RUNTIME_ADMIN_KEY go together: set both or neither');
+  return { kind, runtime: runtimeUrl && runtimeAdminKey ? { url: runtimeUrl.replace(/\/$/, ''), adminKey: runtimeAdminKey } : undefined };
 }

@@ -1,10 +1,12 @@
-// HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read and change the project and its
-// ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
+// HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read, change and delete the project
+// and its ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
 import { z } from 'zod';
+import { notFound, permissionDenied } from '../../../lib/src/errors.js';
 import { CATALOGUE, modalitySide } from '../../../lib/src/permissions/index.js';
 import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
 import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
+import type { ProvisioningReport } from '../provisioning/status.js';
 import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
 import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
 import { LimitsOut, LimitsPatch } from './limits.js';
@@ -23,6 +25,30 @@ const ProjectDetailOut = z
     updated_at: z.iso.datetime(),
   })
   .meta({ id: 'ProjectDetail' });
+
+const ProvisioningOut = z
+  .object({
+    ready: z.boolean().meta({ description: "The project's runtime and tenant are up" }),
+    reason: z.string().meta({ description: 'CamelCase: why it is or is not ready (on Kubernetes, the Project\'s or Tenant\'s Ready reason)' }),
+    message: z.string().meta({ description: 'What to look at' }),
+    data_plane_url: z.string().nullable().meta({ description: "The project's own data-plane URL (Kubernetes); null: the shared one" }),
+    pending_changes: z.number().int().meta({ description: 'Changes not yet delivered to the runtime' }),
+    last_error: z.string().nullable().meta({ description: 'Why the earliest of them has not gone through yet' }),
+  })
+  .meta({ id: 'ProjectProvisioning' });
+
+const ProjectWithProvisioningOut = ProjectDetailOut.extend({ provisioning: ProvisioningOut }).meta({ id: 'ProjectWithProvisioning' });
+
+const ProjectDeletedOut = z
+  .object({
+    id: z.uuid(),
+    org_id: z.uuid(),
+    name: z.string(),
+    tenant_id: z.uuid(),
+    deleted_at: z.iso.datetime(),
+    removal: z.literal('queued').meta({ description: "The tenant's erase on the runtime (on Kubernetes, the Project's deletion) is under way" }),
+  })
+  .meta({ id: 'ProjectDeleted' });
 
 const ProjectPatch = z
   .strictObject({ name: z.string().trim().min(1).max(200).optional(), ceiling: CeilingPatch.optional() })
@@ -56,21 +82,48 @@ const origin = z
 const forbidden = mintKeyOnAdminRoute;
 const hidden = projectHidden;
 
-export function projectRoutes(projects: ProjectService, keys: ProjectKeyService, mint: TokenMintService, urls: { control: string; data: string }): RouteDefinition[] {
+export function projectRoutes(
+  projects: ProjectService,
+  keys: ProjectKeyService,
+  mint: TokenMintService,
+  provisioning: ProvisioningReport,
+  urls: { control: string; data: string },
+): RouteDefinition[] {
   const admin = authorizeAdmin(keys);
   return [
     defineRoute({
       method: 'get',
       path: '/api/projects/{id}',
       operationId: 'getProject',
-      summary: 'The project with its capability ceiling',
+      summary: 'The project with its capability ceiling, and whether its runtime is up',
       tags: ['projects'],
       security: ['apiKey', 'session'],
       params: ProjectParams,
-      responses: { 200: { description: 'The project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      responses: { 200: { description: 'The project', schema: ProjectWithProvisioningOut }, 403: forbidden, 404: hidden },
       async handle({ params, res }) {
         await admin(res.locals, params.id);
-        return { body: await projects.get(params.id) };
+        const project = await projects.get(params.id);
+        return { body: { ...project, provisioning: await provisioning.of({ projectId: project.id, tenantId: project.tenant_id }) } };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/projects/{id}',
+      operationId: 'deleteProject',
+      summary: "Delete the project (signed-in account only): its keys stop at once, and its tenant's data is erased from the runtime",
+      description:
+        "The project, its keys, providers and configuration are deleted now; its tenant's ordered erase on the runtime (on Kubernetes, deleting the Project resource, whose finalizer erases its tenants, database and namespace) follows from the outbox. A project key cannot delete its own project.",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 202: { description: 'Deleted; the removal from the runtime is under way', schema: ProjectDeletedOut }, 403: { description: 'A project key was used' }, 404: hidden },
+      async handle({ params, res }) {
+        const caller = callerOf(res.locals);
+        if (caller.kind === 'key') {
+          if (caller.projectId !== params.id) throw notFound(`project ${params.id} not found`);
+          throw permissionDenied('deleting a project needs a signed-in account session (Authorization: Bearer ses_...); a project key cannot delete its project');
+        }
+        return { status: 202, body: await projects.remove(params.id, caller.accountId) };
       },
     }),
     defineRoute({
@@ -228,7 +281,10 @@ export function projectRoutes(projects: ProjectService, keys: ProjectKeyService,
       async handle({ params, res }) {
         await admin(res.locals, params.id);
         const project = await projects.get(params.id);
-        return { body: { project_id: project.id, tenant_id: project.tenant_id, control_url: urls.control, data_url: urls.data, snippet: connectSnippet(project.id, urls) } };
+        // On Kubernetes each project has its own data-plane host.
+        const own = (await provisioning.of({ projectId: project.id, tenantId: project.tenant_id })).data_plane_url;
+        const endpoints = { control: urls.control, data: own ?? urls.data };
+        return { body: { project_id: project.id, tenant_id: project.tenant_id, control_url: endpoints.control, data_url: endpoints.data, snippet: connectSnippet(project.id, endpoints) } };
       },
     }),
     defineRoute({

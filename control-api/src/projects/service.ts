@@ -30,6 +30,16 @@ export interface ProjectDetail extends ProjectOut {
   origins: string[];
 }
 
+/** The answer to deleting a project: gone from the control plane, its removal from the runtime under way. */
+export interface ProjectRemoval {
+  id: string;
+  org_id: string;
+  name: string;
+  tenant_id: string;
+  deleted_at: string;
+  removal: 'queued';
+}
+
 type ProjectRow = Selectable<ControlSchema['projects']>;
 
 /** Columns of a project a change may set; the version and `updated_at` are moved by the change itself. */
@@ -95,6 +105,23 @@ export class ProjectService {
     });
     this.afterChange();
     return present(row);
+  }
+
+  /**
+   * Deletes the project at once: its row goes, and with it its keys (no new mints), providers and configuration.
+   * What was provisioned for it (its tenant's data on the runtime; on Kubernetes its Project) is removed by the
+   * outbox after any of the project's earlier entries, so the answer is that the removal is under way.
+   */
+  async remove(projectId: string, accountId: string): Promise<ProjectRemoval> {
+    await this.assertAccountSees(projectId, accountId);
+    const removed = await this.db.transaction().execute(async (trx) => {
+      const row = await trx.deleteFrom('projects').where('id', '=', projectId).returningAll().executeTakeFirst();
+      if (!row) throw projectNotFound(projectId);
+      await enqueue(trx, { projectId, tenantId: row.tenant_id, kind: 'remove_project', payload: { name: row.name } });
+      return row;
+    });
+    this.afterChange();
+    return { id: removed.id, org_id: removed.org_id, name: removed.name, tenant_id: removed.tenant_id, deleted_at: new Date().toISOString(), removal: 'queued' };
   }
 
   async listForOrg(orgId: string, accountId: string): Promise<ProjectOut[]> {

@@ -1,7 +1,7 @@
 // The local provisioner: one runtime reached over HTTP at its admin surface (`X-Admin-Key`), as the all-in-one
 // and plain-process installs run it. The same calls the operator makes on Kubernetes.
-import { AppError } from '../../../lib/src/errors.js';
-import type { Provisioner, TenantConfigurationDocument } from './provisioner.js';
+import type { Provisioner, ProvisioningStatus, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
+import { RuntimeAdminClient } from './runtime-admin.js';
 
 export interface LocalProvisionerOptions {
   runtimeUrl: string;
@@ -10,37 +10,36 @@ export interface LocalProvisionerOptions {
 }
 
 export class LocalProvisioner implements Provisioner {
-  constructor(private readonly options: LocalProvisionerOptions) {}
+  private readonly runtime: RuntimeAdminClient;
+  /** Readiness is read on a person's request: it answers "unavailable" soon rather than waiting out a delivery's timeout. */
+  private readonly probe: RuntimeAdminClient;
 
-  async registerTenant(tenantId: string, name: string): Promise<void> {
-    const res = await this.call('POST', '/tenants', { tenant_id: tenantId, name });
-    if (res.status === 201 || res.status === 409) return; // 409: already registered by an earlier attempt
-    throw await refusal('register tenant', res);
+  constructor(private readonly options: LocalProvisionerOptions) {
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    this.runtime = new RuntimeAdminClient({ url: options.runtimeUrl, adminKey: options.adminKey, timeoutMs });
+    this.probe = new RuntimeAdminClient({ url: options.runtimeUrl, adminKey: options.adminKey, timeoutMs: Math.min(timeoutMs, 2000) });
   }
 
-  async pushConfiguration(tenantId: string, document: TenantConfigurationDocument): Promise<void> {
-    const res = await this.call('PUT', `/tenants/${tenantId}/configuration`, document);
-    if (res.ok) return;
-    // The runtime has this version or a newer one: a newer push got there first, nothing is lost.
-    if (res.status === 409 && ((await res.clone().json().catch(() => ({}))) as { code?: string }).code === 'configuration_outdated') return;
-    throw await refusal('push configuration', res);
+  registerTenant({ tenantId }: TenantTarget, name: string): Promise<void> {
+    return this.runtime.registerTenant(tenantId, name);
   }
 
-  private async call(method: string, path: string, body: unknown): Promise<Response> {
+  pushConfiguration({ tenantId }: TenantTarget, document: TenantConfigurationDocument): Promise<void> {
+    return this.runtime.pushConfiguration(tenantId, document);
+  }
+
+  /** Nothing but the tenant was provisioned for the project here: removing it is the tenant's ordered erase. */
+  removeProject({ tenantId }: TenantTarget): Promise<void> {
+    return this.runtime.eraseTenant(tenantId);
+  }
+
+  async status({ tenantId }: TenantTarget): Promise<ProvisioningStatus> {
     try {
-      return await fetch(`${this.options.runtimeUrl}${path}`, {
-        method,
-        headers: { 'x-admin-key': this.options.adminKey, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
-      });
+      return (await this.probe.hasTenant(tenantId))
+        ? { ready: true, reason: 'Registered', message: `the runtime at ${this.options.runtimeUrl} has the tenant` }
+        : { ready: false, reason: 'NotRegistered', message: `the runtime at ${this.options.runtimeUrl} does not have the tenant yet; the outbox registers it` };
     } catch (error) {
-      throw new AppError('unavailable', `the runtime at ${this.options.runtimeUrl} did not answer (${(error as Error).name})`, { cause: error });
+      return { ready: false, reason: 'RuntimeUnavailable', message: (error as Error).message };
     }
   }
-}
-
-async function refusal(what: string, res: Response): Promise<AppError> {
-  const detail = ((await res.json().catch(() => ({}))) as { detail?: unknown }).detail;
-  return new AppError('unavailable', `the runtime refused to ${what}: ${res.status} ${typeof detail === 'string' ? detail : JSON.stringify(detail)}`);
 }

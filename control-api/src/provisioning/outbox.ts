@@ -1,13 +1,14 @@
 // The configuration outbox (DESIGN.md flow 2): every change a runtime must know is queued in the same
 // transaction as the change itself, then delivered by a relay that retries with backoff until the runtime has
 // it. A push always carries the project's current configuration, so entries delivered late or twice are harmless.
+// A project's entries go out strictly in order: its tenant, then its configurations, and last its removal.
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Logger } from '../../../lib/src/logging.js';
 import type { ControlSchema } from '../store/schema.js';
 import type { Provisioner, TenantConfigurationDocument } from './provisioner.js';
 
-export type OutboxKind = 'register_tenant' | 'push_configuration';
+export type OutboxKind = 'register_tenant' | 'push_configuration' | 'remove_project';
 
 /** Queues a delivery inside the caller's transaction, so it exists exactly when the change committed. */
 export async function enqueue(
@@ -43,15 +44,30 @@ export class OutboxRelay {
   /**
    * One pass: claims due entries (a lease, so replicas do not deliver the same one at once), delivers each
    * project's in order, and stops at a project's first failure so a configuration never overtakes its tenant.
+   * An entry waits while an earlier one of its project is leased or backing off, so no replica delivers it ahead
+   * of that one either (a removal never runs beside a registration still in flight).
    */
   async deliverDue(): Promise<{ delivered: number; failed: number }> {
     const leaseMs = this.options.leaseMs ?? 60_000;
     const claimed = await this.db.transaction().execute(async (trx) => {
+      const now = new Date();
       const due = await trx
         .selectFrom('outbox')
         .select('id')
         .where('delivered_at', 'is', null)
-        .where('next_attempt_at', '<=', new Date())
+        .where('next_attempt_at', '<=', now)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('outbox as earlier')
+                .select('earlier.id')
+                .whereRef('earlier.project_id', '=', 'outbox.project_id')
+                .whereRef('earlier.id', '<', 'outbox.id')
+                .where('earlier.delivered_at', 'is', null)
+                .where('earlier.next_attempt_at', '>', now),
+            ),
+          ),
+        )
         .orderBy('id')
         .limit(this.options.batchSize ?? 100)
         .forUpdate()
@@ -141,11 +157,19 @@ export class OutboxRelay {
   }
 
   private async deliver(entry: { kind: OutboxKind; project_id: string; tenant_id: string; payload: Record<string, unknown> }): Promise<void> {
+    const target = { projectId: entry.project_id, tenantId: entry.tenant_id };
+    if (entry.kind === 'remove_project') {
+      await this.provisioner.removeProject(target);
+      return;
+    }
+    // A project deleted since this entry was queued: its removal follows, so there is nothing to make or tell.
+    const project = await this.db.selectFrom('projects').select('id').where('id', '=', entry.project_id).executeTakeFirst();
+    if (!project) return;
     if (entry.kind === 'register_tenant') {
-      await this.provisioner.registerTenant(entry.tenant_id, String(entry.payload.name ?? ''));
+      await this.provisioner.registerTenant(target, String(entry.payload.name ?? ''));
       return;
     }
     const document = await this.configurationOf(entry.project_id);
-    if (document) await this.provisioner.pushConfiguration(entry.tenant_id, document);
+    if (document) await this.provisioner.pushConfiguration(target, document);
   }
 }

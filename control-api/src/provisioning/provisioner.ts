@@ -1,6 +1,7 @@
-// The provisioner port: how the control plane makes a project's tenant exist on a runtime and gives it its
-// configuration. `local` (the all-in-one and plain processes) talks to one runtime's admin surface over HTTP;
-// the Kubernetes provisioner (issue 5) writes Project and Tenant resources instead.
+// The provisioner port: how the control plane makes a project's tenant exist on a runtime, gives it its
+// configuration, tells whether it is up, and removes it. `local` (the all-in-one and plain processes) talks to one
+// runtime's admin surface over HTTP; `kubernetes` writes Project and Tenant resources and reads their status
+// (docs/decisions/0024).
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
 
 /**
@@ -47,9 +48,34 @@ export interface TenantConfigurationDocument {
   limits?: PushedLimits;
 }
 
+/** Which project and tenant an outbox entry is about. */
+export interface TenantTarget {
+  projectId: string;
+  tenantId: string;
+}
+
+/** Whether a project's runtime and tenant are up, as the provisioner sees them. */
+export interface ProvisioningStatus {
+  ready: boolean;
+  /** CamelCase, machine-readable: `Registered`, `RuntimeUnavailable`, ... (on Kubernetes, the resources' own reasons). */
+  reason: string;
+  /** What a person can act on. */
+  message: string;
+  /** Where customers call this project's data plane, when the provisioner gives each project its own. */
+  dataPlaneUrl?: string;
+}
+
+/**
+ * Every method is called by the outbox relay (or a readiness read) and must be idempotent: a delivery may be
+ * repeated after a crash. A throw means "not yet": the relay keeps the entry, records the message and retries.
+ */
 export interface Provisioner {
-  /** Makes sure the tenant exists. Idempotent: an existing tenant is success. */
-  registerTenant(tenantId: string, name: string): Promise<void>;
+  /** Makes sure the tenant exists and is ready for its configuration. An existing tenant is success. */
+  registerTenant(target: TenantTarget, name: string): Promise<void>;
   /** Delivers a configuration. One the runtime already has, or has a newer version of, is success. */
-  pushConfiguration(tenantId: string, document: TenantConfigurationDocument): Promise<void>;
+  pushConfiguration(target: TenantTarget, document: TenantConfigurationDocument): Promise<void>;
+  /** Erases the project's tenant and whatever was provisioned for the project. Already gone is success. */
+  removeProject(target: TenantTarget): Promise<void>;
+  /** Reads whether the project's runtime and tenant are up; never throws for an unreachable backend, says so. */
+  status(target: TenantTarget): Promise<ProvisioningStatus>;
 }

@@ -135,4 +135,14 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add constraint projects_budget_whole check ((budget_amount_usd is null) = (budget_window is null))',
     ],
   },
+  {
+    version: 7,
+    name: 'project removal',
+    statements: [
+      // Deleting a project removes its rows at once and queues the removal of what was provisioned for it (the
+      // tenant's erase; on Kubernetes, the Project resource), delivered after the project's earlier entries.
+      'alter table control.outbox drop constraint outbox_kind_check',
+      `alter table control.outbox add constraint outbox_kind_check check (kind in ('register_tenant', 'push_configuration', 'remove_project'))`,
+    ],
+  },
 ];

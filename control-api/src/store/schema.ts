@@ -74,7 +74,7 @@ export interface ControlSchema {
     id: Generated<number>;
     project_id: string;
     tenant_id: string;
-    kind: 'register_tenant' | 'push_configuration';
+    kind: 'register_tenant' | 'push_configuration' | 'remove_project';
     payload: ColumnType<Record<string, unknown>, string | undefined, string>;
     attempts: Generated<number>;
     next_attempt_at: ColumnType<Date, Date | undefined, Date>;
