@@ -1,0 +1,83 @@
+// The project namespace's NetworkPolicies: nothing in or out by default; the runtime answers the ingress controller
+// and the operator's namespace; every Pod may resolve names and reach the public internet but no private range, so
+// the runtime's tasks, sandboxes and tools cannot reach the cluster, the node or the cloud's metadata service.
+import type * as k8s from '@kubernetes/client-node';
+import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { OperatorConfig } from '../config.js';
+import { projectLabels, projectObjectMeta, runtimeSelector } from './metadata.js';
+
+/**
+ * IPv4 ranges no project Pod may reach: RFC 1918 private networks (pods, services, nodes, the VPC), link-local
+ * (cloud metadata at 169.254.169.254), carrier-grade NAT (some clusters' pod ranges) and loopback.
+ */
+export const BLOCKED_IPV4_RANGES: readonly string[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8'];
+
+/**
+ * IPv6 ranges no project Pod may reach: unique-local, link-local, loopback, and NAT64's well-known prefix, which a
+ * gateway translates to IPv4 (a way around the IPv4 list otherwise). IPv4-mapped addresses need no entry: they
+ * leave the Pod as IPv4 packets, which the IPv4 list covers (and the API server reads `::ffff:0:0/96` as IPv4).
+ */
+export const BLOCKED_IPV6_RANGES: readonly string[] = ['fc00::/7', 'fe80::/10', '::1/128', '64:ff9b::/96'];
+
+/** The policy names, in the order they are applied: the deny comes first so no window is ever wider than desired. */
+export const NETWORK_POLICY_NAMES = {
+  defaultDeny: 'default-deny',
+  runtimeIngress: 'allow-runtime-ingress',
+  dns: 'allow-egress-dns',
+  internet: 'allow-egress-internet',
+  runtimeStores: 'allow-runtime-stores',
+} as const;
+
+const everyPod: k8s.V1LabelSelector = {};
+
+/** Pods of one namespace, by the label the API server sets on every namespace. */
+function namespaceNamed(name: string): k8s.V1NetworkPolicyPeer {
+  return { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': name } } };
+}
+
+export function buildNetworkPolicies(project: Project, namespace: string, config: OperatorConfig): k8s.V1NetworkPolicy[] {
+  const policy = (name: string, spec: k8s.V1NetworkPolicySpec): k8s.V1NetworkPolicy => ({
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: projectObjectMeta(project, namespace, name, projectLabels(project)),
+    spec,
+  });
+  return [
+    policy(NETWORK_POLICY_NAMES.defaultDeny, { podSelector: everyPod, policyTypes: ['Ingress', 'Egress'] }),
+    // Customers arrive through the ingress controller; the operator and the control-api (in the operator's
+    // namespace) call the admin surface. Both reach the container port, which is what a policy sees after the Service.
+    policy(NETWORK_POLICY_NAMES.runtimeIngress, {
+      podSelector: { matchLabels: runtimeSelector() },
+      policyTypes: ['Ingress'],
+      ingress: [{ _from: [namespaceNamed(config.ingressNamespace), namespaceNamed(config.namespace)], ports: [{ protocol: 'TCP', port: config.runtime.port }] }],
+    }),
+    // The cluster's DNS runs in some namespace (kube-system, usually). A node-local cache on a link-local address
+    // is not a Pod in any namespace and stays unreachable; such clusters need their own allow.
+    policy(NETWORK_POLICY_NAMES.dns, {
+      podSelector: everyPod,
+      policyTypes: ['Egress'],
+      egress: [{ to: [{ namespaceSelector: {} }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] }],
+    }),
+    policy(NETWORK_POLICY_NAMES.internet, {
+      podSelector: everyPod,
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            { ipBlock: { cidr: '0.0.0.0/0', except: [...BLOCKED_IPV4_RANGES] } },
+            { ipBlock: { cidr: '::/0', except: [...BLOCKED_IPV6_RANGES] } },
+          ],
+        },
+      ],
+    }),
+    // The stores (PostgreSQL, Redis, S3) the chart runs live in the operator's namespace. Stores elsewhere are
+    // reachable only if they have a public address: a managed database on a private VPC address, a store in another
+    // namespace, or the Kubernetes API (which the runtime uses for tasks and sandboxes, and whose endpoint the
+    // operator does not know) needs an extra NetworkPolicy from the platform engineer.
+    policy(NETWORK_POLICY_NAMES.runtimeStores, {
+      podSelector: { matchLabels: runtimeSelector() },
+      policyTypes: ['Egress'],
+      egress: [{ to: [namespaceNamed(config.namespace)] }],
+    }),
+  ];
+}

@@ -1,0 +1,235 @@
+// The project's runtime and how it is reached: the agent-runtime Deployment (Pod Security `restricted`, shared keys
+// and store credentials from the runtime Secret), its Service, the data-plane Ingress on the project's host and a
+// PodDisruptionBudget so voluntary disruptions take one replica at a time.
+import type * as k8s from '@kubernetes/client-node';
+import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { OperatorConfig } from '../config.js';
+import { projectObjectMeta, runtimeLabels, runtimeSelector } from './metadata.js';
+import {
+  DATA_PLANE_INGRESS_NAME,
+  RUNTIME_NAME,
+  RUNTIME_PORT_NAME,
+  RUNTIME_SECRET_NAME,
+  blobKeyPrefix,
+  dataPlaneHost,
+  dataPlaneUrl,
+  redisKeyPrefix,
+} from './names.js';
+import { exceeds } from './quantity.js';
+import { RUNTIME_SECRET_KEYS, runtimeSecretEntries, runtimeSecretHash, type RuntimeSecretValues } from './secret.js';
+
+/** Pod-template annotation carrying the hash of the runtime Secret's content: a changed secret rolls the Pods. */
+export const SECRET_HASH_ANNOTATION = 'agentplane.io/secret-hash';
+
+/** The image's own user (Dockerfile `USER 10001:10001`); stated so the kubelet can verify it is not root. */
+export const RUNTIME_USER_ID = 10001;
+
+/** Where the runtime keeps its files: an emptyDir, since the root filesystem is read-only. */
+export const RUNTIME_DATA_DIR = '/var/lib/agentplane';
+
+/** How much longer than the runtime's drain the kubelet waits before it kills the container. */
+const TERMINATION_MARGIN_SECONDS = 15;
+
+const RUNTIME_CONTAINER = 'runtime';
+
+/** The security context that meets Pod Security `restricted`, on the Pod and again on the container. */
+function restrictedContainerSecurity(): k8s.V1SecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser: RUNTIME_USER_ID,
+    runAsGroup: RUNTIME_USER_ID,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+/**
+ * The runtime container's requests and limits: the Project's over the operator's defaults. A default must not
+ * contradict what the Project set on the other side (a limit of 128Mi under a default request of 256Mi would be
+ * refused by the API server), so there the Project's value wins on both sides.
+ */
+export function runtimeResources(project: Project, config: OperatorConfig): k8s.V1ResourceRequirements {
+  const wanted = project.spec.runtime?.resources;
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  for (const resource of ['cpu', 'memory'] as const) {
+    const wantedRequest = wanted?.requests?.[resource];
+    const wantedLimit = wanted?.limits?.[resource];
+    let request = wantedRequest ?? config.runtime.resources.requests[resource];
+    let limit = wantedLimit ?? config.runtime.resources.limits[resource];
+    if (exceeds(request, limit)) {
+      if (wantedLimit !== undefined && wantedRequest === undefined) request = limit;
+      else if (wantedRequest !== undefined && wantedLimit === undefined) limit = request;
+    }
+    requests[resource] = request;
+    limits[resource] = limit;
+  }
+  return { requests, limits };
+}
+
+/** The runtime's environment (runtime/src/config.ts reads it); secrets only by reference to keys the Secret has. */
+export function runtimeEnv(project: Project, config: OperatorConfig, secrets: RuntimeSecretValues): k8s.V1EnvVar[] {
+  const secretKeys = new Set(Object.keys(runtimeSecretEntries(secrets, config)));
+  const value = (name: string, text: string): k8s.V1EnvVar => ({ name, value: text });
+  const fromSecret = (name: string, key: string): k8s.V1EnvVar[] =>
+    secretKeys.has(key) ? [{ name, valueFrom: { secretKeyRef: { name: RUNTIME_SECRET_NAME, key } } }] : [];
+  const { redisUrl, s3 } = config.stores;
+  return [
+    value('HOST', '0.0.0.0'),
+    value('DATA_PORT', String(config.runtime.port)),
+    // Signed blob URLs point here, so they must be the customers' address, not the Pod's.
+    value('PUBLIC_URL', dataPlaneUrl(project, config)),
+    value('AGENTPLANE_DATA_DIR', RUNTIME_DATA_DIR),
+    value('SHUTDOWN_GRACE_SECONDS', String(config.runtime.shutdownGraceSeconds)),
+    value('LOG_FORMAT', 'json'),
+    ...fromSecret('AGENTPLANE_ADMIN_KEY', RUNTIME_SECRET_KEYS.adminKey),
+    ...fromSecret('AGENTPLANE_MASTER_KEY', RUNTIME_SECRET_KEYS.masterKey),
+    ...fromSecret('DATABASE_URL', RUNTIME_SECRET_KEYS.databaseUrl),
+    ...(redisUrl === undefined ? [] : [...fromSecret('REDIS_URL', RUNTIME_SECRET_KEYS.redisUrl), value('REDIS_KEY_PREFIX', redisKeyPrefix(project))]),
+    ...(s3 === undefined
+      ? []
+      : [
+          value('BLOB_STORE', 's3'),
+          value('S3_BUCKET', s3.bucket),
+          ...(s3.endpoint === undefined ? [] : [value('S3_ENDPOINT', s3.endpoint)]),
+          value('S3_REGION', s3.region),
+          value('S3_FORCE_PATH_STYLE', String(s3.forcePathStyle)),
+          value('S3_KEY_PREFIX', blobKeyPrefix(project)),
+          ...fromSecret('S3_ACCESS_KEY_ID', RUNTIME_SECRET_KEYS.s3AccessKeyId),
+          ...fromSecret('S3_SECRET_ACCESS_KEY', RUNTIME_SECRET_KEYS.s3SecretAccessKey),
+        ]),
+  ];
+}
+
+export function buildRuntimeDeployment(project: Project, namespace: string, config: OperatorConfig, secrets: RuntimeSecretValues): k8s.V1Deployment {
+  const replicas = project.spec.runtime?.replicas ?? 1;
+  const httpGet = (path: string): k8s.V1HTTPGetAction => ({ path, port: RUNTIME_PORT_NAME });
+  const container: k8s.V1Container = {
+    name: RUNTIME_CONTAINER,
+    image: project.spec.runtime?.image ?? config.runtime.image,
+    imagePullPolicy: config.runtime.imagePullPolicy,
+    // The image's entrypoint picks the program by its first argument.
+    args: ['runtime'],
+    ports: [{ name: RUNTIME_PORT_NAME, containerPort: config.runtime.port, protocol: 'TCP' }],
+    env: runtimeEnv(project, config, secrets),
+    resources: runtimeResources(project, config),
+    // Migrations run at start; liveness waits for the startup probe, so a slow first start is not a restart loop.
+    startupProbe: { httpGet: httpGet('/health'), periodSeconds: 2, timeoutSeconds: 2, failureThreshold: 60 },
+    livenessProbe: { httpGet: httpGet('/health'), periodSeconds: 10, timeoutSeconds: 3, failureThreshold: 3 },
+    readinessProbe: { httpGet: httpGet('/ready'), periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 2 },
+    securityContext: restrictedContainerSecurity(),
+    volumeMounts: [
+      { name: 'data', mountPath: RUNTIME_DATA_DIR },
+      { name: 'tmp', mountPath: '/tmp' },
+    ],
+  };
+  const podSpec: k8s.V1PodSpec = {
+    serviceAccountName: RUNTIME_NAME,
+    // The runtime creates its tasks' Jobs and sandboxes' Pods through the API, as its ServiceAccount.
+    automountServiceAccountToken: true,
+    // Service links would put every Service of the namespace into the environment, for nothing.
+    enableServiceLinks: false,
+    terminationGracePeriodSeconds: config.runtime.shutdownGraceSeconds + TERMINATION_MARGIN_SECONDS,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: RUNTIME_USER_ID,
+      runAsGroup: RUNTIME_USER_ID,
+      fsGroup: RUNTIME_USER_ID,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    containers: [container],
+    volumes: [
+      { name: 'data', emptyDir: {} },
+      { name: 'tmp', emptyDir: {} },
+    ],
+    ...(replicas > 1
+      ? {
+          // Preferred, not required: a one-node cluster still runs every replica.
+          topologySpreadConstraints: [
+            {
+              maxSkew: 1,
+              topologyKey: 'kubernetes.io/hostname',
+              whenUnsatisfiable: 'ScheduleAnyway',
+              labelSelector: { matchLabels: runtimeSelector() },
+              matchLabelKeys: ['pod-template-hash'],
+            },
+          ],
+        }
+      : {}),
+  };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: projectObjectMeta(project, namespace, RUNTIME_NAME, runtimeLabels(project)),
+    spec: {
+      replicas,
+      revisionHistoryLimit: 3,
+      selector: { matchLabels: runtimeSelector() },
+      // A new Pod must be ready before an old one goes: a rollout never lowers capacity.
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+      template: {
+        metadata: {
+          labels: runtimeLabels(project),
+          annotations: {
+            [SECRET_HASH_ANNOTATION]: runtimeSecretHash(secrets, config),
+            'kubectl.kubernetes.io/default-container': RUNTIME_CONTAINER,
+          },
+        },
+        spec: podSpec,
+      },
+    },
+  };
+}
+
+export function buildRuntimeService(project: Project, namespace: string, config: OperatorConfig): k8s.V1Service {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: projectObjectMeta(project, namespace, RUNTIME_NAME, runtimeLabels(project)),
+    spec: {
+      type: 'ClusterIP',
+      selector: runtimeSelector(),
+      ports: [{ name: RUNTIME_PORT_NAME, port: config.runtime.port, targetPort: RUNTIME_PORT_NAME, protocol: 'TCP' }],
+    },
+  };
+}
+
+/**
+ * The data plane on the project's host. A TLS secret, when configured, is looked up by the ingress controller in
+ * the project namespace (Ingresses cannot refer to another namespace's Secrets), so it must be present there too.
+ */
+export function buildDataPlaneIngress(project: Project, namespace: string, config: OperatorConfig): k8s.V1Ingress {
+  const host = dataPlaneHost(project, config);
+  const { ingressClassName, tlsSecretName } = config.dataPlane;
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    metadata: projectObjectMeta(project, namespace, DATA_PLANE_INGRESS_NAME, runtimeLabels(project)),
+    spec: {
+      ...(ingressClassName === undefined ? {} : { ingressClassName }),
+      rules: [
+        {
+          host,
+          http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: RUNTIME_NAME, port: { name: RUNTIME_PORT_NAME } } } }] },
+        },
+      ],
+      ...(tlsSecretName === undefined ? {} : { tls: [{ hosts: [host], secretName: tlsSecretName }] }),
+    },
+  };
+}
+
+export function buildRuntimeDisruptionBudget(project: Project, namespace: string): k8s.V1PodDisruptionBudget {
+  return {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    metadata: projectObjectMeta(project, namespace, RUNTIME_NAME, runtimeLabels(project)),
+    spec: {
+      maxUnavailable: 1,
+      selector: { matchLabels: runtimeSelector() },
+      // A Pod that is not ready serves nobody: draining a node may always evict it.
+      unhealthyPodEvictionPolicy: 'AlwaysAllow',
+    },
+  };
+}
