@@ -1,0 +1,73 @@
+// Apply the desired set, then prune (kagent's model, STYLE.md 7). Each desired object carries a hash of itself in
+// an annotation; an object whose stored hash matches is left alone, so a steady state costs reads and no writes.
+// A changed or missing object is server-side applied with our field manager (force: we own these objects). Then
+// objects of the project's kinds that carry its labels but are no longer desired are deleted.
+import type * as k8s from '@kubernetes/client-node';
+import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION } from '../../lib/src/kubernetes/resources.js';
+import type { KubeClient } from './kube/client.js';
+import { specHash } from './resources/index.js';
+
+export interface ApplyReport {
+  /** Objects created or changed, as `Kind/name`. */
+  applied: string[];
+  unchanged: number;
+  /** Owned objects deleted because they are no longer desired, as `Kind/name`. */
+  pruned: string[];
+}
+
+const label = (object: k8s.KubernetesObject) => `${object.kind}/${object.metadata?.name}`;
+
+/** The object as we write it: with the hash of everything else in it. */
+export function withSpecHash<T extends k8s.KubernetesObject>(object: T): T {
+  const annotations = { ...(object.metadata?.annotations ?? {}) };
+  delete annotations[SPEC_HASH_ANNOTATION];
+  const unhashed = { ...object, metadata: { ...object.metadata, annotations } };
+  return { ...unhashed, metadata: { ...unhashed.metadata, annotations: { ...annotations, [SPEC_HASH_ANNOTATION]: specHash(unhashed) } } };
+}
+
+/** Makes each desired object exist as desired; returns which ones needed a write. */
+export async function applyObjects(kube: KubeClient, desired: readonly k8s.KubernetesObject[]): Promise<Pick<ApplyReport, 'applied' | 'unchanged'>> {
+  const applied: string[] = [];
+  let unchanged = 0;
+  for (const object of desired) {
+    const hashed = withSpecHash(object);
+    const existing = await kube.get({
+      apiVersion: object.apiVersion!,
+      kind: object.kind!,
+      name: object.metadata!.name!,
+      ...(object.metadata?.namespace ? { namespace: object.metadata.namespace } : {}),
+    });
+    if (existing?.metadata?.annotations?.[SPEC_HASH_ANNOTATION] === hashed.metadata!.annotations![SPEC_HASH_ANNOTATION]) {
+      unchanged += 1;
+      continue;
+    }
+    await kube.apply(hashed);
+    applied.push(label(object));
+  }
+  return { applied, unchanged };
+}
+
+/** The label selector of everything the operator made for one project. */
+export const ownedSelector = (projectName: string) => `${LABELS.project}=${projectName},${LABELS.managedBy}=${MANAGED_BY}`;
+
+/** Deletes objects of `kinds` in `namespace` that belong to the project but are not in `desired`. */
+export async function pruneObjects(
+  kube: KubeClient,
+  projectName: string,
+  namespace: string,
+  kinds: ReadonlyArray<{ apiVersion: string; kind: string }>,
+  desired: readonly k8s.KubernetesObject[],
+): Promise<string[]> {
+  const wanted = new Set(desired.map(label));
+  const pruned: string[] = [];
+  for (const { apiVersion, kind } of kinds) {
+    if (kind === 'Namespace') continue;
+    const owned = await kube.list(apiVersion, kind, namespace, ownedSelector(projectName));
+    for (const object of owned) {
+      const name = object.metadata?.name;
+      if (!name || wanted.has(`${kind}/${name}`) || object.metadata?.deletionTimestamp) continue;
+      if (await kube.delete({ apiVersion, kind, name, namespace })) pruned.push(`${kind}/${name}`);
+    }
+  }
+  return pruned;
+}
