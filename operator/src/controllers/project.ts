@@ -1,0 +1,64 @@
+// Wires Projects to the work queue: a Project's own changes, and changes to the runtime Deployments the operator
+// made (found by the managed-by label, mapped back by the agentplane.io/project label), so availability changes
+// wake the Project at once.
+import * as k8s from '@kubernetes/client-node';
+import { GROUP, LABELS, MANAGED_BY, PROJECTS, VERSION, type Project } from '../../../lib/src/kubernetes/resources.js';
+import type { Logger } from '../../../lib/src/logging.js';
+import type { KubeClient } from '../kube/client.js';
+import { ObjectWatch } from '../kube/watch.js';
+import type { ProjectReconciler } from '../reconcilers/project/index.js';
+import { objectKey } from './keys.js';
+
+export interface Controller {
+  watches: ObjectWatch<k8s.KubernetesObject>[];
+  /** The key of every object watched: what a resync (or a new leader) enqueues. */
+  keys(): string[];
+  reconcile(namespace: string, name: string): ReturnType<ProjectReconciler['reconcile']>;
+}
+
+export function projectController(deps: {
+  kubeConfig: k8s.KubeConfig;
+  kube: KubeClient;
+  reconciler: ProjectReconciler;
+  enqueue: (key: string) => void;
+  /** Also told of every Project change (its Tenants wait on it). */
+  onProject: (project: Project) => void;
+  logger: Logger;
+}): Controller {
+  const { kubeConfig, kube, enqueue, logger } = deps;
+  const apps = kubeConfig.makeApiClient(k8s.AppsV1Api);
+  const runtimes = `${LABELS.managedBy}=${MANAGED_BY}`;
+  const projects = new ObjectWatch<k8s.KubernetesObject>(
+    kubeConfig,
+    {
+      name: 'projects',
+      path: `/apis/${GROUP}/${VERSION}/${PROJECTS}`,
+      list: () => kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PROJECTS }) as Promise<k8s.KubernetesListObject<k8s.KubernetesObject>>,
+      onChange: (object) => {
+        const project = object as unknown as Project;
+        enqueue(objectKey('Project', project.metadata.name));
+        deps.onProject(project);
+      },
+    },
+    logger,
+  );
+  const deployments = new ObjectWatch<k8s.KubernetesObject>(
+    kubeConfig,
+    {
+      name: 'deployments',
+      path: '/apis/apps/v1/deployments',
+      labelSelector: runtimes,
+      list: () => apps.listDeploymentForAllNamespaces({ labelSelector: runtimes }),
+      onChange: (deployment) => {
+        const project = deployment.metadata?.labels?.[LABELS.project];
+        if (project) enqueue(objectKey('Project', project));
+      },
+    },
+    logger,
+  );
+  return {
+    watches: [projects, deployments],
+    keys: () => projects.list().map((project) => objectKey('Project', project.metadata!.name!)),
+    reconcile: (_namespace, name) => deps.reconciler.reconcile(name),
+  };
+}

@@ -1,0 +1,29 @@
+// Entry point of the operator: `tsx operator/src/main.ts` (the image runs it as `operator`). On SIGTERM it stops
+// leading, lets running reconciles finish, releases its lease and exits.
+import { loadConfigOrExit, loggerFor, startOrExit } from '../../lib/src/program.js';
+import { createOperator } from './app.js';
+import { loadOperatorConfig } from './config.js';
+
+const config = loadConfigOrExit(() => loadOperatorConfig());
+const logger = loggerFor(config);
+const operator = await startOrExit(logger, 'the operator', async () => {
+  const built = createOperator({ config, logger });
+  await built.start();
+  return built;
+});
+
+let stopping = false;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    operator.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, 'stopping failed');
+        process.exit(1);
+      },
+    );
+  });
+}

@@ -1,0 +1,164 @@
+// Reconciles one Tenant against its project's runtime, in order:
+//   1. being deleted? -> the erase (./erase.ts)   2. finalizer   3. its Project exists, owns this namespace, is Ready
+//   4. registered with the runtime (POST /tenants)   5. this generation's settings merged (PATCH /tenants/{id})
+//   -> status (Registered, SettingsSynced, Ready, observedGeneration, registeredAt)
+// At steady state it calls nothing and writes nothing: registration and settings are remembered in the status.
+import type * as k8s from '@kubernetes/client-node';
+import { PROJECT_CONDITIONS, TENANT_CONDITIONS, TENANT_FINALIZER, type Condition, type Project, type Tenant } from '../../../../lib/src/kubernetes/resources.js';
+import type { Logger } from '../../../../lib/src/logging.js';
+import type { OperatorConfig } from '../../config.js';
+import { ensureFinalizer } from '../../finalizers.js';
+import type { KubeClient } from '../../kube/client.js';
+import type { ReconcileOutcome } from '../../queue.js';
+import { RUNTIME_SECRET_NAME, projectNamespaceName, runtimeUrl, tenantRegistration } from '../../resources/index.js';
+import { RuntimeRefusedError, RuntimeUnreachableError, type RuntimeClient } from '../../runtime-client.js';
+import { findCondition, setCondition, timestamp, writeStatus, type ConditionUpdate } from '../../status.js';
+import { secretValues } from '../project/secrets.js';
+import { eraseTenant } from './erase.js';
+
+/** How soon a Tenant waiting on its Project looks again (the Project's own changes also wake it). */
+export const PROJECT_WAIT_REQUEUE_MS = 10_000;
+
+export interface TenantReconcilerDeps {
+  kube: KubeClient;
+  config: OperatorConfig;
+  logger: Logger;
+  runtime: RuntimeClient;
+}
+
+/** Where a tenant's runtime is and the key it accepts. */
+export interface RuntimeAccess {
+  url: string;
+  adminKey: string | undefined;
+}
+
+/** The runtime of a tenant's project: from the Project's status, or from the template when the Project is gone. */
+export async function runtimeAccess(deps: TenantReconcilerDeps, tenant: Tenant, project: Project | null): Promise<RuntimeAccess> {
+  const namespace = tenant.metadata.namespace!;
+  const stand = project ?? ({ apiVersion: 'agentplane.io/v1alpha1', kind: 'Project', metadata: { name: tenant.spec.project }, spec: {} } satisfies Project);
+  const secret = await deps.kube.get<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace });
+  return { url: project?.status?.runtimeUrl ?? runtimeUrl(stand, deps.config), adminKey: secretValues(secret)['admin-key'] };
+}
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+export class TenantReconciler {
+  constructor(private readonly deps: TenantReconcilerDeps) {}
+
+  async reconcile(namespace: string, name: string): Promise<ReconcileOutcome> {
+    const { kube, config } = this.deps;
+    const found = await kube.getCustom('Tenant', name, namespace);
+    if (!found) return {};
+    if (found.metadata.deletionTimestamp) return eraseTenant(this.deps, found);
+
+    const tenant = await ensureFinalizer(kube, 'Tenant', found, TENANT_FINALIZER);
+    if (!tenant || tenant.metadata.deletionTimestamp) return { requeueAfterMs: 0 };
+    const generation = tenant.metadata.generation;
+
+    const project = await kube.getCustom('Project', tenant.spec.project);
+    const blocked = this.blockedBy(tenant, project);
+    if (blocked) {
+      await this.write(tenant, [{ ...blocked.condition, type: TENANT_CONDITIONS.registered }], {});
+      return blocked.requeue ? { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS } : {};
+    }
+
+    const access = await runtimeAccess(this.deps, tenant, project);
+    if (!access.adminKey) {
+      await this.write(tenant, [{ type: TENANT_CONDITIONS.registered, status: 'False', reason: 'AdminKeyMissing', message: `Secret ${namespace}/${RUNTIME_SECRET_NAME} has no admin-key yet` }], {});
+      return { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS };
+    }
+    const registration = tenantRegistration(tenant);
+    const conditions: ConditionUpdate[] = [];
+    let registeredAt = tenant.status?.registeredAt;
+    try {
+      const synced = findCondition(tenant.status?.conditions, TENANT_CONDITIONS.settingsSynced);
+      let settingsSynced = synced?.status === 'True' && synced.observedGeneration === generation;
+      if (!registeredAt) {
+        const registered = await this.deps.runtime.registerTenant(access.url, access.adminKey, registration);
+        registeredAt = timestamp();
+        // A new tenant got this generation's settings with its registration.
+        if (registered === 'created') settingsSynced = true;
+      }
+      if (!settingsSynced) {
+        const body = { name: registration.name, settings_json: registration.settings_json };
+        if ((await this.deps.runtime.updateTenant(access.url, access.adminKey, registration.tenant_id, body)) === 'unknown_tenant') {
+          // The runtime lost it (its store was reset): register it again, with these settings.
+          await this.deps.runtime.registerTenant(access.url, access.adminKey, registration);
+          registeredAt = timestamp();
+        }
+      }
+      conditions.push(
+        { type: TENANT_CONDITIONS.registered, status: 'True', reason: 'Registered', message: `the runtime of project ${tenant.spec.project} has the tenant` },
+        { type: TENANT_CONDITIONS.settingsSynced, status: 'True', reason: 'SettingsApplied', message: `the runtime has the settings of generation ${generation}` },
+      );
+    } catch (error) {
+      const condition = runtimeFailure(error, registeredAt ? TENANT_CONDITIONS.settingsSynced : TENANT_CONDITIONS.registered);
+      conditions.push(condition);
+      await this.write(tenant, conditions, { registeredAt });
+      // Settings the runtime refuses stay refused until the spec changes, which brings the Tenant back here.
+      if (error instanceof RuntimeRefusedError && error.status === 422) return {};
+      throw error;
+    }
+    await this.write(tenant, conditions, { registeredAt, observed: true });
+    return {};
+  }
+
+  /** Why the tenant cannot be registered yet, if it cannot. */
+  private blockedBy(tenant: Tenant, project: Project | null): { condition: Omit<ConditionUpdate, 'type'>; requeue: boolean } | undefined {
+    const name = tenant.spec.project;
+    if (!project || project.metadata.deletionTimestamp) {
+      return {
+        condition: { status: 'False', reason: project ? 'ProjectDeleting' : 'ProjectNotFound', message: project ? `project ${name} is being deleted` : `project ${name} does not exist` },
+        requeue: Boolean(project),
+      };
+    }
+    const expected = projectNamespaceName(project, this.deps.config);
+    if (tenant.metadata.namespace !== expected) {
+      return {
+        condition: { status: 'False', reason: 'WrongNamespace', message: `a Tenant of project ${name} must live in namespace ${expected}; recreate it there` },
+        requeue: false,
+      };
+    }
+    const ready = findCondition(project.status?.conditions, PROJECT_CONDITIONS.ready);
+    if (ready?.status !== 'True') {
+      return {
+        condition: { status: 'False', reason: 'ProjectNotReady', message: `project ${name} is not ready${ready ? ` (${ready.reason}: ${ready.message})` : ''}; registration waits for it` },
+        requeue: true,
+      };
+    }
+    return undefined;
+  }
+
+  private async write(tenant: Tenant, conditions: ConditionUpdate[], facts: { registeredAt?: string | undefined; observed?: boolean }): Promise<void> {
+    await writeStatus(this.deps.kube, 'Tenant', tenant.metadata.name, tenant.metadata.namespace, [
+      (status, current) => {
+        const generation = current.metadata.generation;
+        for (const condition of conditions) status.conditions = setCondition(status.conditions, condition, generation);
+        if (facts.registeredAt) status.registeredAt = facts.registeredAt;
+        status.conditions = setCondition(status.conditions, readyOf(status.conditions), generation);
+        if (facts.observed) status.observedGeneration = generation;
+      },
+    ]);
+  }
+}
+
+/** Ready follows Registered and SettingsSynced. */
+function readyOf(conditions: Condition[] | undefined): ConditionUpdate {
+  for (const type of [TENANT_CONDITIONS.registered, TENANT_CONDITIONS.settingsSynced]) {
+    const condition = findCondition(conditions, type);
+    if (!condition) return { type: TENANT_CONDITIONS.ready, status: 'False', reason: 'Registering', message: 'the operator is registering the tenant with its runtime' };
+    if (condition.status !== 'True') return { type: TENANT_CONDITIONS.ready, status: 'False', reason: condition.reason, message: condition.message };
+  }
+  return { type: TENANT_CONDITIONS.ready, status: 'True', reason: 'Ready', message: 'registered and settings in sync' };
+}
+
+/** A failed runtime call as a condition of the step it broke. */
+export function runtimeFailure(error: unknown, type: string): ConditionUpdate {
+  if (error instanceof RuntimeUnreachableError) return { type, status: 'False', reason: 'RuntimeUnreachable', message: messageOf(error) };
+  if (error instanceof RuntimeRefusedError) {
+    if (error.status === 401) return { type, status: 'False', reason: 'AdminKeyRejected', message: `${messageOf(error)}; the Secret's admin-key differs from the runtime's` };
+    if (error.status === 422) return { type, status: 'False', reason: 'SettingsRejected', message: messageOf(error) };
+    return { type, status: 'False', reason: 'RuntimeError', message: messageOf(error) };
+  }
+  return { type, status: 'False', reason: 'ReconcileFailed', message: messageOf(error) };
+}
