@@ -1,0 +1,222 @@
+// A Project on a real API server (kwok runs its Pods), a real PostgreSQL and a real runtime process: every object
+// the operator makes, with owner references and labels; Ready; a spec change rolling through; zero writes at
+// steady state; 409 conflicts retried; two operators of which only the leader writes.
+import * as k8s from '@kubernetes/client-node';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION, type Project } from '../../lib/src/kubernetes/resources.js';
+import type { Operator } from '../../operator/src/app.js';
+import type { KubeClient } from '../../operator/src/kube/client.js';
+import { eventually } from '../harness/eventually.js';
+import { conditionOf, operatorSuiteBinaries, startOperator, startOperatorEnvironment, waitForCondition, type OperatorEnvironment } from './fixture.js';
+
+const binaries = operatorSuiteBinaries();
+
+describe.skipIf(!binaries)('Project reconciliation', () => {
+  let env: OperatorEnvironment;
+  let operator: Operator;
+  const namespaceOf = (project: string) => `agentplane-${project}`;
+
+  beforeAll(async () => {
+    env = await startOperatorEnvironment(binaries!);
+    operator = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient });
+  }, 15 * 60_000);
+
+  afterAll(async () => {
+    await operator?.stop();
+    await env?.stop();
+  });
+
+  /** A Project whose runtime Secret carries the test runtime's admin key (the operator keeps existing keys). */
+  async function createProject(name: string, spec: Project['spec'] = {}): Promise<Project> {
+    await env.admin.seedRuntimeSecret(namespaceOf(name), env.runtime.adminKey);
+    return env.admin.createProject(name, spec);
+  }
+
+  const readProject = (name: string) => () => env.admin.project(name);
+
+  it('makes every object of the project, owned by the Project and labelled, and reaches Ready', async () => {
+    const created = await createProject('alpha', {
+      displayName: 'Alpha',
+      quota: { requests: { cpu: '4', memory: '8Gi' }, pods: 20 },
+      containerDefaults: { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+    });
+    const ready = (await waitForCondition(readProject('alpha'), 'Ready', 'True', { timeoutMs: 90_000 })) as Project;
+    const namespace = namespaceOf('alpha');
+    expect(ready.status).toMatchObject({
+      observedGeneration: ready.metadata.generation,
+      namespace,
+      dataPlaneUrl: 'https://alpha.agents.example.test',
+      runtimeUrl: env.link.url,
+    });
+    for (const type of ['NamespaceReady', 'DatabaseReady', 'RuntimeAvailable']) expect(conditionOf(ready, type)?.status).toBe('True');
+    expect(ready.metadata.finalizers).toContain('agentplane.io/project-erase');
+
+    const owner = { apiVersion: 'agentplane.io/v1alpha1', kind: 'Project', name: 'alpha', uid: created.metadata.uid, controller: true, blockOwnerDeletion: true };
+    const labels = { [LABELS.managedBy]: MANAGED_BY, [LABELS.partOf]: 'agentplane', [LABELS.project]: 'alpha' };
+    const expected: Array<[string, string, string]> = [
+      ['v1', 'ServiceAccount', 'agent-runtime'],
+      ['rbac.authorization.k8s.io/v1', 'RoleBinding', 'agent-runtime'],
+      ['networking.k8s.io/v1', 'NetworkPolicy', 'default-deny'],
+      ['networking.k8s.io/v1', 'NetworkPolicy', 'allow-runtime-ingress'],
+      ['networking.k8s.io/v1', 'NetworkPolicy', 'allow-egress-dns'],
+      ['networking.k8s.io/v1', 'NetworkPolicy', 'allow-egress-internet'],
+      ['networking.k8s.io/v1', 'NetworkPolicy', 'allow-runtime-stores'],
+      ['v1', 'ResourceQuota', 'project-quota'],
+      ['v1', 'LimitRange', 'container-defaults'],
+      ['v1', 'Secret', 'agentplane-runtime'],
+      ['apps/v1', 'Deployment', 'agent-runtime'],
+      ['v1', 'Service', 'agent-runtime'],
+      ['networking.k8s.io/v1', 'Ingress', 'data-plane'],
+      ['policy/v1', 'PodDisruptionBudget', 'agent-runtime'],
+    ];
+    for (const [apiVersion, kind, name] of expected) {
+      const object = await env.admin.kube.get({ apiVersion, kind, name, namespace });
+      expect(object, `${kind} ${name}`).not.toBeNull();
+      expect(object!.metadata?.ownerReferences, `${kind} ${name}`).toEqual([owner]);
+      expect(object!.metadata?.labels, `${kind} ${name}`).toMatchObject(labels);
+      expect(object!.metadata?.annotations?.[SPEC_HASH_ANNOTATION], `${kind} ${name}`).toMatch(/^[0-9a-f]{16}$/);
+    }
+    const ns = await env.admin.kube.get<k8s.V1Namespace>({ apiVersion: 'v1', kind: 'Namespace', name: namespace });
+    expect(ns!.metadata?.ownerReferences).toEqual([owner]);
+    expect(ns!.metadata?.labels).toMatchObject({ ...labels, 'pod-security.kubernetes.io/enforce': 'restricted' });
+
+    const binding = await env.admin.kube.get<k8s.V1RoleBinding>({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', name: 'agent-runtime', namespace });
+    expect(binding!.roleRef).toMatchObject({ kind: 'ClusterRole', name: 'agentplane-project-runtime' });
+
+    // The runtime Pods run (kwok) under Pod Security `restricted`.
+    const pods = await env.admin.core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=runtime' });
+    expect(pods.items.filter((pod) => pod.status?.phase === 'Running')).toHaveLength(1);
+
+    // Its own database and role, whose password is the one in the Secret; other roles may not connect.
+    const secret = await env.admin.core.readNamespacedSecret({ name: 'agentplane-runtime', namespace });
+    const value = (key: string) => Buffer.from(secret.data![key]!, 'base64').toString('utf8');
+    expect(value('admin-key')).toBe(env.runtime.adminKey);
+    const client = new pg.Client({ connectionString: value('database-url') });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ user: string; database: string; vector: boolean }>(
+        "select current_user as user, current_database() as database, exists (select 1 from pg_extension where extname = 'vector') as vector",
+      );
+      expect(rows[0]).toEqual({ user: 'agentplane_alpha', database: 'agentplane_alpha', vector: true });
+    } finally {
+      await client.end();
+    }
+    const adminClient = new pg.Client({ connectionString: env.postgres.adminUrl });
+    await adminClient.connect();
+    try {
+      const { rows } = await adminClient.query("select has_database_privilege('public', 'agentplane_alpha', 'CONNECT') as public_connect");
+      expect(rows[0].public_connect).toBe(false);
+    } finally {
+      await adminClient.end();
+    }
+  });
+
+  it('rolls a spec change through: replicas, quota, and a removed LimitRange is pruned', async () => {
+    const namespace = namespaceOf('alpha');
+    const before = (await env.admin.project('alpha'))!;
+    await env.admin.patchProjectSpec('alpha', { runtime: { replicas: 2 }, quota: { pods: 30 }, containerDefaults: null });
+    await eventually(
+      async () => {
+        const project = (await env.admin.project('alpha'))!;
+        expect(project.metadata.generation).toBeGreaterThan(before.metadata.generation!);
+        expect(project.status?.observedGeneration).toBe(project.metadata.generation);
+        expect(conditionOf(project, 'RuntimeAvailable')).toMatchObject({ status: 'True', message: '2 of 2 runtime replicas are available' });
+        expect(conditionOf(project, 'Ready')?.status).toBe('True');
+      },
+      { what: 'the change rolled through', timeoutMs: 90_000 },
+    );
+    const deployment = await env.admin.apps.readNamespacedDeployment({ name: 'agent-runtime', namespace });
+    expect(deployment.spec?.replicas).toBe(2);
+    const quota = await env.admin.core.readNamespacedResourceQuota({ name: 'project-quota', namespace });
+    expect(quota.spec?.hard?.pods).toBe('30');
+    expect(await env.admin.kube.get({ apiVersion: 'v1', kind: 'LimitRange', name: 'container-defaults', namespace })).toBeNull();
+  });
+
+  it('makes no writes at steady state, over several resyncs', async () => {
+    const tenant = await env.admin.createTenant('alpha', namespaceOf('alpha'), { default_model: 'model-a' });
+    await waitForCondition(() => env.admin.tenant(namespaceOf('alpha'), tenant.metadata.name), 'Ready', 'True');
+    const steady = await startOperator(env.cluster, env.config({ RESYNC_SECONDS: '1', LEADER_ELECTION_LEASE: 'steady-state' }), { runtimeClient: env.runtimeClient });
+    try {
+      // Its first passes over everything it finds may only confirm what the main operator did.
+      await eventually(async () => (await steady.metrics.reconcilesTotal('Project')) >= 1, { what: 'a first reconcile' });
+      const writesBefore = await steady.metrics.writesTotal();
+      const reconcilesBefore = await steady.metrics.reconcilesTotal();
+      // Every resync reconciles the Project and its Tenant again.
+      await eventually(async () => (await steady.metrics.reconcilesTotal()) >= reconcilesBefore + 8, { what: 'several resyncs', timeoutMs: 30_000 });
+      expect(await steady.metrics.writesTotal()).toBe(writesBefore);
+      expect(writesBefore).toBe(0);
+    } finally {
+      await steady.stop();
+    }
+  });
+
+  it('retries writes the API server refuses with 409 because someone else changed the object', async () => {
+    await operator.stop();
+    const admin = env.admin;
+    let interferences = 0;
+    /** Before each of the first few status and finalizer writes, another client changes the object. */
+    const interfering = (kube: KubeClient): KubeClient => {
+      const touch = async (object: { metadata: { name: string; namespace?: string } }) => {
+        if (interferences >= 6) return;
+        interferences += 1;
+        const body = { metadata: { annotations: { 'test.agentplane.io/touched': String(interferences) } } };
+        const asMerge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+        await admin.kube.custom.patchClusterCustomObject({ group: 'agentplane.io', version: 'v1alpha1', plural: 'projects', name: object.metadata.name, body }, asMerge);
+      };
+      const replaceStatus = kube.replaceStatus.bind(kube);
+      const patchMetadata = kube.patchCustomMetadata.bind(kube);
+      kube.replaceStatus = (async (kind: 'Project', object: Project) => {
+        if (kind === 'Project') await touch(object);
+        return replaceStatus(kind, object);
+      }) as KubeClient['replaceStatus'];
+      kube.patchCustomMetadata = (async (kind: 'Project', object: Project, metadata: Record<string, unknown>) => {
+        if (kind === 'Project') await touch(object);
+        return patchMetadata(kind, object, metadata);
+      }) as KubeClient['patchCustomMetadata'];
+      return kube;
+    };
+    operator = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient, wrapKube: interfering });
+    await createProject('contested');
+    const ready = (await waitForCondition(readProject('contested'), 'Ready', 'True', { timeoutMs: 90_000 })) as Project;
+    expect(ready.metadata.finalizers).toEqual(['agentplane.io/project-erase']);
+    expect(ready.metadata.annotations?.['test.agentplane.io/touched']).toBe('6');
+    const conflicts = (await operator.metrics.conflicts.get()).values.reduce((sum, v) => sum + v.value, 0);
+    expect(conflicts).toBeGreaterThanOrEqual(6);
+  });
+
+  it('lets only the leader of two operators write, and the other take over when it stops', async () => {
+    await operator.stop();
+    const first = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient });
+    const second = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient });
+    try {
+      const leader = await eventually(() => (first.isLeader() ? first : second.isLeader() ? second : false), { what: 'a leader' });
+      const standby = leader === first ? second : first;
+      await createProject('delta');
+      await waitForCondition(readProject('delta'), 'Ready', 'True', { timeoutMs: 90_000 });
+      expect(await leader.metrics.writesTotal()).toBeGreaterThan(0);
+      expect(await standby.metrics.writesTotal()).toBe(0);
+      expect(await standby.metrics.reconcilesTotal()).toBe(0);
+      // Both are ready (their watches run); only one leads.
+      for (const replica of [leader, standby]) expect((await fetch(`${replica.url()}/ready`)).status).toBe(200);
+
+      await leader.stop();
+      await eventually(() => standby.isLeader(), { what: 'the standby leading', timeoutMs: 15_000 });
+      await env.admin.patchProjectSpec('delta', { runtime: { replicas: 2 } });
+      await eventually(
+        async () => {
+          const project = (await env.admin.project('delta'))!;
+          expect(project.status?.observedGeneration).toBe(project.metadata.generation);
+          expect(conditionOf(project, 'RuntimeAvailable')?.message).toBe('2 of 2 runtime replicas are available');
+        },
+        { what: 'the new leader rolling the change through', timeoutMs: 90_000 },
+      );
+      expect(await standby.metrics.writesTotal()).toBeGreaterThan(0);
+      const metrics = await (await fetch(`${standby.url()}/metrics`)).text();
+      expect(metrics).toMatch(/agentplane_operator_writes_total\{verb="apply",kind="Deployment"\} \d+/);
+      expect(metrics).toMatch(/agentplane_operator_leader 1/);
+    } finally {
+      await Promise.all([first.stop(), second.stop()]);
+    }
+  });
+});
