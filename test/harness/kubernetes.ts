@@ -146,6 +146,11 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
             `--authorization-kubeconfig=${kubeconfigPath}`,
             '--leader-elect=false',
             '--controllers=*',
+            // The fake node's heartbeats come from kwok, one process among many on a busy two-core machine. A late
+            // one would mark the node NotReady and every Pod on it NotReady with it, and kwok never sets a Pod Ready
+            // again (a kubelet would, on its next probe), so Deployments would stay unavailable for good. No suite
+            // tests node failure; a generous grace period keeps a late heartbeat from looking like one.
+            '--node-monitor-grace-period=10m',
             '--use-service-account-credentials=false',
             `--service-account-private-key-file=${pki.serviceAccountKey}`,
             `--root-ca-file=${pki.caCert}`,
@@ -193,6 +198,9 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
           '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
           `--cidr=${podCidr}`,
           `--node-ip=${fakeNodeIp}`,
+          // Heartbeats as a kubelet sends them: a node Lease renewed every quarter of its duration, a small write
+          // instead of the whole node status.
+          '--node-lease-duration-seconds=40',
         ],
         dir: kwokDir,
         // kwok reads ~/.kwok/kwok.yaml; an empty home keeps a developer's own configuration out. With no stages
