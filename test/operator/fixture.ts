@@ -203,16 +203,19 @@ export async function waitForCondition(
  */
 export interface TcpLink {
   url: string;
+  /** Sends new connections to this server from now on (a link started without a target refuses until then). */
+  point(target: URL): void;
   cut(): void;
   restore(): void;
   stop(): Promise<void>;
 }
 
-export async function startTcpLink(target: URL): Promise<TcpLink> {
+export async function startTcpLink(initialTarget?: URL): Promise<TcpLink> {
   const sockets = new Set<Socket>();
   let open = true;
+  let target = initialTarget;
   const server = createNetServer((client) => {
-    if (!open) return client.destroy();
+    if (!open || !target) return client.destroy();
     const upstream = connect(Number(target.port), target.hostname);
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -228,6 +231,9 @@ export async function startTcpLink(target: URL): Promise<TcpLink> {
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
+    point(next) {
+      target = next;
+    },
     cut() {
       open = false;
       for (const socket of sockets) socket.destroy();
