@@ -2,7 +2,7 @@
 // scheduler, kwok), each given its own database on a real PostgreSQL. Figures: time from create to Ready (p50, p99),
 // writes per reconcile at steady state (the goal is zero), and the operator's memory. Baselines measured in the
 // same run: 100 bare Deployments created straight through the client and awaited to Available (what the platform
-// itself takes, with no operator), and an idle Node process loading the same modules' runtime (tsx) for memory.
+// itself takes, with no operator), and an idle Node process with the operator's modules loaded, for memory.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -58,7 +58,7 @@ export async function run(): Promise<BenchReport> {
 
     const ready = await projectsToReady(kubeConfig, PROJECT_COUNT);
     const steady = await steadyState(metricsUrl);
-    const memory = processMemory(operator.pid!);
+    const memory = { ...processMemory(operator.pid!), ...(await heapMiB(metricsUrl)) };
 
     const latency: Table = finishTable({
       title: `operator: ${PROJECT_COUNT} created at once until ready`,
@@ -88,9 +88,11 @@ export async function run(): Promise<BenchReport> {
       columns: [
         { key: 'rssMiB', label: 'RSS MiB', ratio: true },
         { key: 'peakMiB', label: 'peak RSS MiB', ratio: true },
+        { key: 'heapMiB', label: 'heap used MiB', ratio: true },
+        { key: 'heapTotalMiB', label: 'heap reserved MiB', ratio: true },
       ],
       rows: [
-        { case: 'resident memory', impl: 'idle node --import tsx', baseline: true, figures: idleNode },
+        { case: 'resident memory', impl: 'operator code loaded, idle', baseline: true, figures: idleNode },
         { case: 'resident memory', impl: `operator, ${PROJECT_COUNT} Projects (ours)`, figures: memory },
       ],
     });
@@ -235,15 +237,36 @@ function processMemory(pid: number): Record<string, number> {
   return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
 }
 
-/** The same Node with the same TypeScript loader, doing nothing: what any operator written this way starts from. */
+/**
+ * The same Node with the same TypeScript loader and the operator's whole module graph loaded (client-node, pg,
+ * prom-client), doing nothing: what the operator's code costs before it watches or reconciles anything. Its heap is
+ * read by the process itself, as prom-client's nodejs_heap_size_used_bytes reads the operator's.
+ */
 async function idleProcessMemory(): Promise<Record<string, number>> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '-e', 'setInterval(() => {}, 1000)'], { cwd: repoRoot, stdio: 'ignore' });
+  const script = [
+    "await import('./operator/src/app.ts');",
+    'setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 3000);',
+    'setInterval(() => {}, 1000);',
+  ].join(' ');
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
-    await new Promise((resolve) => setTimeout(resolve, 3000));
-    return processMemory(child.pid!);
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const usage = await eventually(() => (output.includes('\n') ? (JSON.parse(output) as NodeJS.MemoryUsage) : false), { what: 'the idle process reporting', timeoutMs: 60_000 });
+    return { ...processMemory(child.pid!), heapMiB: usage.heapUsed / 2 ** 20, heapTotalMiB: usage.heapTotal / 2 ** 20 };
   } finally {
     await stopProcess(child);
   }
+}
+
+/** The operator's V8 heap, live and reserved, from its own metrics (prom-client's process.memoryUsage()). */
+async function heapMiB(metricsUrl: string): Promise<{ heapMiB: number; heapTotalMiB: number }> {
+  const text = await (await fetch(metricsUrl)).text();
+  const read = (metric: string) => {
+    const line = text.split('\n').find((l) => l.startsWith(`${metric} `));
+    return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) / 2 ** 20 : Number.NaN;
+  };
+  return { heapMiB: read('nodejs_heap_size_used_bytes'), heapTotalMiB: read('nodejs_heap_size_total_bytes') };
 }
 
 /** Answers `/ready` like a runtime at rest. */
