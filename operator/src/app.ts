@@ -70,20 +70,23 @@ export function createOperator(deps: OperatorDeps): Operator {
   let queue: WorkQueue;
   const metrics = createOperatorMetrics(() => queue?.depth ?? 0);
   const connection = new KubeClient(kubeConfig);
+  // Every write, to the API server, a project runtime or the database server, is made only while leading.
+  const mayWrite = () => {
+    if (!isLeader()) throw new NotLeaderError();
+  };
   const guarded = connection.withOptions({
-    mayWrite: () => {
-      if (!isLeader()) throw new NotLeaderError();
-    },
+    mayWrite,
     onWrite: (verb, kind) => metrics.writes.inc({ verb, kind }),
     onConflict: (kind) => metrics.conflicts.inc({ kind }),
   });
   const kube = deps.wrapKube ? deps.wrapKube(guarded) : guarded;
 
-  const ownPool = !deps.database && config.stores.databaseAdminUrl ? new pg.Pool({ connectionString: config.stores.databaseAdminUrl, max: 3 }) : undefined;
+  const adminUrl = config.stores.databaseAdminUrl;
+  const ownPool = !deps.database && adminUrl ? ProjectDatabases.adminPool(adminUrl) : undefined;
   const pool = deps.database ?? ownPool;
   ownPool?.on('error', (error) => logger.warn({ err: error.message }, 'project database admin connection failed'));
-  const databases = pool && config.stores.databaseAdminUrl ? new ProjectDatabases(pool, config.stores.databaseAdminUrl, config.stores.databaseHost, logger) : undefined;
-  const runtime = deps.runtimeClient ?? new RuntimeClient();
+  const databases = pool && adminUrl ? new ProjectDatabases({ pool, adminUrl, databaseHost: config.stores.databaseHost, logger, mayWrite }) : undefined;
+  const runtime = (deps.runtimeClient ?? new RuntimeClient()).withOptions({ mayWrite });
 
   const enqueue = (key: string) => queue.add(key);
   const tenants = tenantController({ kubeConfig, kube, reconciler: new TenantReconciler({ kube, config, logger, runtime }), enqueue, logger });

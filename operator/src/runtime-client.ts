@@ -15,6 +15,11 @@ export interface RuntimeCall {
 export interface RuntimeClientOptions {
   timeoutMs?: number;
   onCall?: (call: RuntimeCall) => void;
+  /**
+   * Called before every call that changes the runtime (register, update, erase); throws when this replica may not
+   * make it. A deposed leader must not send a stale settings update or erase after its successor has moved on.
+   */
+  mayWrite?: () => void;
 }
 
 /** The runtime did not answer (refused, reset, timed out). */
@@ -67,11 +72,18 @@ export class RuntimeClient {
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
 
+  /** A client with these options over this one's (the composition root adds the leadership guard). */
+  withOptions(options: RuntimeClientOptions): RuntimeClient {
+    return new RuntimeClient({ ...this.options, ...options });
+  }
+
   /** Whether the runtime answers `GET /ready` with 200, and what it said otherwise. */
   async ready(baseUrl: string): Promise<{ ready: boolean; detail: string }> {
     try {
       const response = await this.call('GET', `${baseUrl}/ready`, { timeoutMs: Math.min(this.timeoutMs, 5_000) });
-      return { ready: response.status === 200, detail: response.status === 200 ? 'ready' : `answered ${response.status}: ${await detailOf(response)}` };
+      if (response.status === 200) return { ready: true, detail: 'ready' };
+      const text = await response.text();
+      return { ready: false, detail: `answered ${response.status}: ${readinessDetail(parseJson(text)) ?? (text.slice(0, 300) || response.statusText)}` };
     } catch (error) {
       return { ready: false, detail: error instanceof Error ? error.message : String(error) };
     }
@@ -96,9 +108,11 @@ export class RuntimeClient {
   /** `DELETE /tenants/{id}`: the ordered erase (DESIGN.md flow 5). */
   async eraseTenant(baseUrl: string, adminKey: string, tenantId: string): Promise<EraseOutcome> {
     const response = await this.call('DELETE', `${baseUrl}/tenants/${encodeURIComponent(tenantId)}`, { adminKey });
-    if (response.status === 404) return { kind: 'unknown_tenant' };
     const text = await response.text();
     const body = parseJson(text);
+    // Only the runtime's own answer (JSON with a detail) says the tenant is unknown; a 404 page from an ingress or
+    // a default backend says nothing about the tenant, and must not let its finalizer go.
+    if (response.status === 404 && typeof body?.detail === 'string') return { kind: 'unknown_tenant' };
     if (response.status === 200 && body) {
       const report = toEraseReport(body);
       return report.complete ? { kind: 'erased', report } : { kind: 'incomplete', report, detail: failedSteps(report) };
@@ -111,6 +125,7 @@ export class RuntimeClient {
   }
 
   private async call(method: string, url: string, options: { adminKey?: string; body?: unknown; timeoutMs?: number }): Promise<Response> {
+    if (method !== 'GET') this.options.mayWrite?.();
     const headers: Record<string, string> = {};
     if (options.adminKey !== undefined) headers['x-admin-key'] = options.adminKey;
     if (options.body !== undefined) headers['content-type'] = 'application/json';
@@ -138,6 +153,21 @@ function parseJson(text: string): Record<string, unknown> | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * What a runtime's /ready body says is wrong, as stable text: the failing dependencies and their errors, without
+ * the latencies that change on every probe (a condition message that changes every pass is a status write every
+ * pass, and every write wakes the object again).
+ */
+export function readinessDetail(body: Record<string, unknown> | null): string | undefined {
+  if (!body || typeof body.dependencies !== 'object' || body.dependencies === null) return undefined;
+  if (body.draining === true) return 'the runtime is draining';
+  const failing = Object.entries(body.dependencies as Record<string, { ok?: unknown; error?: unknown }>)
+    .filter(([, report]) => report?.ok !== true)
+    .map(([name, report]) => `${name}: ${typeof report?.error === 'string' ? report.error : 'not ok'}`)
+    .sort();
+  return failing.length > 0 ? `dependencies failing: ${failing.join('; ')}` : 'not ready';
 }
 
 async function detailOf(response: Response): Promise<string> {

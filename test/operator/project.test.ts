@@ -151,6 +151,25 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
     }
   });
 
+  it("refuses a namespace the Project cannot have, and leaves it standing when the Project goes", async () => {
+    // With the prefix `agentplane-`, a Project named `system` would get the operator's own namespace.
+    await env.admin.createProject('system');
+    const refused = await waitForCondition(readProject('system'), 'Ready', 'False', { reason: 'NamespaceConflict' });
+    expect(conditionOf(refused, 'NamespaceReady')).toMatchObject({
+      status: 'False',
+      reason: 'NamespaceConflict',
+      message: "namespace agentplane-system is the operator's own, so project system cannot have it; rename the project or set another PROJECT_NAMESPACE_PREFIX",
+    });
+    const operatorNamespace = await env.admin.core.readNamespace({ name: 'agentplane-system' });
+    expect(operatorNamespace.metadata?.ownerReferences).toBeUndefined();
+    expect(operatorNamespace.metadata?.labels?.[LABELS.project]).toBeUndefined();
+    expect(await env.admin.kube.list('v1', 'Secret', 'agentplane-system', `${LABELS.project}=system`)).toEqual([]);
+
+    await env.admin.kube.deleteCustom('Project', 'system');
+    await eventually(async () => (await env.admin.project('system')) === null, { what: 'the refused Project gone', timeoutMs: 60_000 });
+    expect((await env.admin.core.readNamespace({ name: 'agentplane-system' })).metadata?.deletionTimestamp).toBeUndefined();
+  });
+
   it('retries writes the API server refuses with 409 because someone else changed the object', async () => {
     await operator.stop();
     const admin = env.admin;

@@ -137,6 +137,36 @@ describe.skipIf(!binaries)('Tenant reconciliation and erase', () => {
     expect((await runtimeTenant(tenant.spec.tenantId)).status).toBe(404);
   });
 
+  it('keeps the finalizer of a Tenant whose registration was sent but not answered, until the runtime says what it has', async () => {
+    // The Project must still be Ready when the runtime is cut off, so that the Tenant's registration is sent. The
+    // previous test's Tenant deletion woke the Project: let that pass end first.
+    await waitForCondition(() => env.admin.project('acme'), 'Ready', 'True');
+    await eventually(() => operator.queue.depth === 0 && operator.queue.inFlight === 0, { what: 'the operator idle' });
+    env.link.cut();
+    let tenant!: Tenant;
+    try {
+      tenant = await env.admin.createTenant('acme', acme);
+      const attempted = await eventually(
+        async () => {
+          const current = await env.admin.tenant(acme, tenant.metadata.name);
+          return current?.status?.registrationAttemptedAt !== undefined && env.calls.some((call) => call.method === 'POST' && call.error) && current;
+        },
+        { what: 'the registration sent and lost' },
+      );
+      expect(attempted.status?.registeredAt).toBeUndefined();
+
+      await env.admin.kube.deleteCustom('Tenant', tenant.metadata.name, acme);
+      // The request might have reached the runtime: the erase must ask it, so the finalizer stays until it can.
+      const waiting = await waitForCondition(readTenant(acme, tenant.metadata.name), 'Erased', 'False', { reason: 'RuntimeUnreachable' });
+      expect(waiting.metadata.finalizers).toEqual(['agentplane.io/tenant-erase']);
+    } finally {
+      env.link.restore();
+    }
+    await gone(readTenant(acme, tenant.metadata.name), 'the tenant finalized once the runtime answers');
+    const erase = env.calls.filter((call) => call.method === 'DELETE' && call.url.endsWith(`/tenants/${tenant.spec.tenantId}`));
+    expect(erase.at(-1)?.status).toBe(404);
+  });
+
   it("erases a Project's Tenants first, then drops its database and role, then deletes its namespace", async () => {
     await createProject('doomed');
     await waitForCondition(() => env.admin.project('doomed'), 'Ready', 'True', { timeoutMs: 90_000 });
@@ -197,6 +227,8 @@ describe.skipIf(!binaries)('Tenant reconciliation and erase', () => {
       }
       const deleted = versions.events.find((e) => e.type === 'DELETED')!.object;
       expect(conditionOf(deleted, 'Erased')).toMatchObject({ status: 'True', reason: 'NeverRegistered' });
+      expect(deleted.status?.registrationAttemptedAt).toBeUndefined();
+      expect(env.calls.filter((call) => call.url.endsWith(`/tenants/${tenant.spec.tenantId}`))).toEqual([]);
       await env.admin.kube.deleteCustom('Project', 'unreached');
       await gone(() => env.admin.project('unreached'), 'the unreached Project gone', 90_000);
     } finally {

@@ -115,6 +115,7 @@ const tenantSpec = {
 const tenantStatus = {
   observedGeneration: { ...integer, required: false },
   conditions,
+  registrationAttemptedAt: { ...string, required: false },
   registeredAt: { ...string, required: false },
   erase: {
     type: 'object',

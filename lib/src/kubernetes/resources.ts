@@ -168,6 +168,8 @@ export interface TenantEraseReport {
 export interface TenantStatus {
   observedGeneration?: number;
   conditions?: Condition[];
+  /** When the operator first asked the runtime to register the tenant (written before asking). */
+  registrationAttemptedAt?: string;
   /** When the runtime first accepted the tenant. */
   registeredAt?: string;
   /** The runtime's report of the erase, recorded before the finalizer is removed. */

@@ -17,7 +17,16 @@ export {
   redisKeyPrefix,
   runtimeUrl,
 } from './names.js';
-export { POD_SECURITY_LABELS, buildLimitRange, buildNamespace, buildResourceQuota, buildRoleBinding, buildServiceAccount } from './namespace.js';
+export {
+  POD_SECURITY_LABELS,
+  buildLimitRange,
+  buildNamespace,
+  buildResourceQuota,
+  buildRoleBinding,
+  buildServiceAccount,
+  namespaceConflict,
+  ownsNamespace,
+} from './namespace.js';
 export { BLOCKED_IPV4_RANGES, BLOCKED_IPV6_RANGES, NETWORK_POLICY_NAMES, buildNetworkPolicies } from './network.js';
 export { PROJECT_OBJECT_KINDS, buildProjectObjects } from './project.js';
 export { quantityValue } from './quantity.js';

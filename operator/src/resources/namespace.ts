@@ -2,7 +2,7 @@
 // ServiceAccount bound to the chart's ClusterRole in this namespace only), and the ResourceQuota and LimitRange
 // the Project asks for.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project, ResourceAmounts } from '../../../lib/src/kubernetes/resources.js';
+import { LABELS, type Project, type ResourceAmounts } from '../../../lib/src/kubernetes/resources.js';
 import type { OperatorConfig } from '../config.js';
 import { ownerReference, projectLabels, projectObjectMeta, runtimeLabels } from './metadata.js';
 import { LIMIT_RANGE_NAME, QUOTA_NAME, RUNTIME_NAME, projectNamespaceName } from './names.js';
@@ -27,6 +27,30 @@ export function buildNamespace(project: Project, config: OperatorConfig): k8s.V1
       ownerReferences: [ownerReference(project)],
     },
   };
+}
+
+/** Namespaces no Project may take over, whatever the prefix makes of its name. */
+const SYSTEM_NAMESPACES = new Set(['default', 'kube-system', 'kube-public', 'kube-node-lease']);
+
+/**
+ * Why an existing namespace must not become this Project's, if it must not. A namespace an admin made ahead of the
+ * operator (with their own keys in its Secret, say) is adopted; the operator's own, a system one, or another
+ * Project's never is, since the Project's erase ends by deleting its namespace.
+ */
+export function namespaceConflict(existing: k8s.V1Namespace, project: Project, config: OperatorConfig): string | undefined {
+  const name = existing.metadata?.name ?? '';
+  if (name === config.namespace) return `namespace ${name} is the operator's own`;
+  if (SYSTEM_NAMESPACES.has(name) || name.startsWith('kube-')) return `namespace ${name} is a system namespace`;
+  const otherOwner = (existing.metadata?.ownerReferences ?? []).find((ref) => ref.kind === 'Project' && ref.uid !== project.metadata.uid);
+  if (otherOwner) return `namespace ${name} belongs to project ${otherOwner.name}`;
+  const labelled = existing.metadata?.labels?.[LABELS.project];
+  if (labelled !== undefined && labelled !== project.metadata.name) return `namespace ${name} belongs to project ${labelled}`;
+  return undefined;
+}
+
+/** Whether the namespace is this Project's (made or adopted by the operator for it): only then may its erase delete it. */
+export function ownsNamespace(existing: k8s.V1Namespace, project: Project): boolean {
+  return (existing.metadata?.ownerReferences ?? []).some((ref) => ref.kind === 'Project' && ref.uid === project.metadata.uid);
 }
 
 export function buildServiceAccount(project: Project, namespace: string): k8s.V1ServiceAccount {

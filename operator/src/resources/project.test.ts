@@ -10,6 +10,8 @@ import {
   buildNamespace,
   buildProjectObjects,
   dataPlaneHost,
+  namespaceConflict,
+  ownsNamespace,
   dataPlaneUrl,
   projectDatabaseName,
   projectNamespaceName,
@@ -448,5 +450,34 @@ describe('tenantRegistration', () => {
       name: '',
       settings_json: {},
     });
+  });
+});
+
+describe('who a namespace belongs to', () => {
+  const namespace = (name: string, metadata: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Namespace => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...metadata } });
+  const config = aConfig();
+
+  it("adopts one an admin made ahead of the operator, and claims its own", () => {
+    expect(namespaceConflict(namespace('agentplane-acme-support'), aProject(), config)).toBeUndefined();
+    const made = buildNamespace(aProject(), config);
+    expect(namespaceConflict(made, aProject(), config)).toBeUndefined();
+    expect(ownsNamespace(made, aProject())).toBe(true);
+    expect(ownsNamespace(namespace('agentplane-acme-support'), aProject())).toBe(false);
+  });
+
+  it("never takes the operator's own namespace, a system namespace, or another Project's", () => {
+    expect(namespaceConflict(namespace('agentplane-system'), aProject({}, 'system'), config)).toBe("namespace agentplane-system is the operator's own");
+    const kubePrefixed = aConfig({ PROJECT_NAMESPACE_PREFIX: 'kube-' });
+    expect(namespaceConflict(namespace('kube-system'), aProject({}, 'system'), kubePrefixed)).toBe('namespace kube-system is a system namespace');
+    expect(namespaceConflict(namespace('default'), aProject({}, 'default'), aConfig({ PROJECT_NAMESPACE_PREFIX: 'x' }))).toBe('namespace default is a system namespace');
+    const other = { ...aProject({}, 'other'), metadata: { name: 'other', uid: 'a-different-uid' } };
+    const theirs = buildNamespace(other, config);
+    expect(namespaceConflict({ ...theirs, metadata: { ...theirs.metadata, name: 'agentplane-acme-support' } }, aProject(), config)).toBe(
+      'namespace agentplane-acme-support belongs to project other',
+    );
+    expect(namespaceConflict(namespace('agentplane-acme-support', { labels: { [LABELS.project]: 'other' } }), aProject(), config)).toBe(
+      'namespace agentplane-acme-support belongs to project other',
+    );
+    expect(ownsNamespace(theirs, aProject())).toBe(false);
   });
 });

@@ -15,24 +15,47 @@ const OBJECT_IN_USE = '55006';
 
 const codeOf = (error: unknown) => (error as { code?: string })?.code;
 
+/** Connection parameters of the admin URL that name the admin's own credentials: never copied to a project's URL. */
+const CREDENTIAL_PARAMETERS = ['user', 'password', 'passfile', 'sslkey', 'sslcert', 'sslpassword'];
+
+/** How long one statement or one connection attempt may take before the step fails and is retried with backoff. */
+export const DATABASE_TIMEOUT_MS = 60_000;
+export const CONNECT_TIMEOUT_MS = 10_000;
+
+export interface ProjectDatabasesOptions {
+  pool: pg.Pool;
+  adminUrl: string;
+  /** `host:port` the runtimes reach the server at, when it differs from the admin connection's. */
+  databaseHost: string | undefined;
+  logger: Logger;
+  /** Called before every statement that changes the server; throws when this replica may not (not the leader). */
+  mayWrite?: () => void;
+}
+
 export class ProjectDatabases {
   private ddl: Promise<unknown> = Promise.resolve();
+  private readonly pool: pg.Pool;
 
-  constructor(
-    private readonly pool: pg.Pool,
-    private readonly adminUrl: string,
-    /** `host:port` the runtimes reach the server at, when it differs from the admin connection's. */
-    private readonly databaseHost: string | undefined,
-    private readonly logger: Logger,
-  ) {}
+  constructor(private readonly options: ProjectDatabasesOptions) {
+    this.pool = options.pool;
+  }
 
-  /** The URL a project's runtime connects with: its own role and database, on the admin URL's server and options. */
+  /** The admin pool as the composition root makes it: bounded waits, so a silent server cannot hold a key forever. */
+  static adminPool(adminUrl: string): pg.Pool {
+    return new pg.Pool({ connectionString: adminUrl, max: 3, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: DATABASE_TIMEOUT_MS });
+  }
+
+  /**
+   * The URL a project's runtime connects with: its own role and database, on the admin URL's server and with its
+   * connection options (sslmode and the like), but none of the admin's credentials.
+   */
   connectionUrl(name: string, password: string): string {
-    const url = new URL(this.adminUrl);
-    if (this.databaseHost) url.host = this.databaseHost;
+    const url = new URL(this.options.adminUrl);
+    if (this.options.databaseHost) url.host = this.options.databaseHost;
     url.username = encodeURIComponent(name);
     url.password = encodeURIComponent(password);
     url.pathname = `/${encodeURIComponent(name)}`;
+    for (const parameter of CREDENTIAL_PARAMETERS) url.searchParams.delete(parameter);
     return url.toString();
   }
 
@@ -59,13 +82,13 @@ export class ProjectDatabases {
       const role = await this.pool.query('select 1 from pg_roles where rolname = $1', [name]);
       if (role.rowCount === 0) {
         try {
-          await this.pool.query(`create role ${id} login password ${secret}`);
+          await this.change(`create role ${id} login password ${secret}`);
         } catch (error) {
           if (codeOf(error) !== DUPLICATE_OBJECT) throw error;
         }
         setPassword = true;
       }
-      if (setPassword) await this.pool.query(`alter role ${id} with login password ${secret}`);
+      if (setPassword) await this.change(`alter role ${id} with login password ${secret}`);
 
       const database = await this.pool.query<{ marker: string | null }>(
         "select shobj_description(oid, 'pg_database') as marker from pg_database where datname = $1",
@@ -74,16 +97,19 @@ export class ProjectDatabases {
       if (database.rowCount === 0) await this.createDatabase(name);
       if (database.rows[0]?.marker === SETUP_MARKER) return;
 
-      await this.pool.query(`revoke connect on database ${id} from public`);
-      const inside = new pg.Client({ connectionString: this.databaseUrlAsAdmin(name) });
+      await this.change(`revoke connect on database ${id} from public`);
+      const inside = new pg.Client({ connectionString: this.databaseUrlAsAdmin(name), connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: DATABASE_TIMEOUT_MS });
+      // A connection lost while idle is reported as an event; without a listener it would end the process.
+      inside.on('error', (error) => this.options.logger.warn({ database: name, err: error.message }, 'project database setup connection failed'));
       await inside.connect();
       try {
+        this.options.mayWrite?.();
         await inside.query('create extension if not exists vector');
       } finally {
         await inside.end().catch(() => {});
       }
-      await this.pool.query(`comment on database ${id} is ${pg.escapeLiteral(SETUP_MARKER)}`);
-      this.logger.info({ database: name }, 'project database set up');
+      await this.change(`comment on database ${id} is ${pg.escapeLiteral(SETUP_MARKER)}`);
+      this.options.logger.info({ database: name }, 'project database set up');
     });
   }
 
@@ -91,8 +117,8 @@ export class ProjectDatabases {
   drop(name: string): Promise<void> {
     return this.serialized(async () => {
       const id = pg.escapeIdentifier(name);
-      await this.pool.query(`drop database if exists ${id} with (force)`);
-      await this.pool.query(`drop role if exists ${id}`);
+      await this.change(`drop database if exists ${id} with (force)`);
+      await this.change(`drop role if exists ${id}`);
     });
   }
 
@@ -109,10 +135,10 @@ export class ProjectDatabases {
     const id = pg.escapeIdentifier(name);
     // An admin that is not a superuser may give a database to a role only as a member of it.
     const admin = await this.pool.query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user');
-    if (!admin.rows[0]?.rolsuper) await this.pool.query(`grant ${id} to current_user`);
+    if (!admin.rows[0]?.rolsuper) await this.change(`grant ${id} to current_user`);
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await this.pool.query(`create database ${id} owner ${id}`);
+        await this.change(`create database ${id} owner ${id}`);
         return;
       } catch (error) {
         if (codeOf(error) === DUPLICATE_DATABASE) return;
@@ -123,8 +149,14 @@ export class ProjectDatabases {
     }
   }
 
+  /** One statement that changes the server, sent only while this replica may write. */
+  private async change(sql: string): Promise<void> {
+    this.options.mayWrite?.();
+    await this.pool.query(sql);
+  }
+
   private databaseUrlAsAdmin(name: string): string {
-    const url = new URL(this.adminUrl);
+    const url = new URL(this.options.adminUrl);
     url.pathname = `/${encodeURIComponent(name)}`;
     return url.toString();
   }

@@ -8,7 +8,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { PROJECT_CONDITIONS, PROJECT_FINALIZER, TENANT_CONDITIONS, type Project } from '../../../../lib/src/kubernetes/resources.js';
 import { finalize, type EraseProgress } from '../../finalizers.js';
 import type { ReconcileOutcome } from '../../queue.js';
-import { projectDatabaseName, projectNamespaceName } from '../../resources/index.js';
+import { namespaceConflict, ownsNamespace, projectDatabaseName, projectNamespaceName } from '../../resources/index.js';
 import { findCondition, setCondition, writeStatus, type ConditionUpdate } from '../../status.js';
 import type { ProjectReconcilerDeps } from './index.js';
 
@@ -24,9 +24,10 @@ export async function eraseProject(deps: ProjectReconcilerDeps, project: Project
 async function eraseStages(deps: ProjectReconcilerDeps, project: Project): Promise<EraseProgress> {
   const { kube, config, databases } = deps;
   const name = project.metadata.name;
-  const namespace = projectNamespaceName(project, config);
+  // Where the Project was provisioned, even if the namespace prefix has changed since.
+  const namespace = project.status?.namespace ?? projectNamespaceName(project, config);
 
-  const tenants = await kube.listCustom('Tenant', namespace);
+  const tenants = (await kube.listCustom('Tenant', namespace)).filter((tenant) => tenant.spec.project === name);
   if (tenants.length > 0) {
     for (const tenant of tenants) {
       if (!tenant.metadata.deletionTimestamp) await kube.deleteCustom('Tenant', tenant.metadata.name, namespace);
@@ -59,7 +60,8 @@ async function eraseStages(deps: ProjectReconcilerDeps, project: Project): Promi
   }
 
   const existing = await kube.get<k8s.V1Namespace>({ apiVersion: 'v1', kind: 'Namespace', name: namespace });
-  if (existing) {
+  // A namespace the Project could not have (the operator's own, a system one, another Project's) stays.
+  if (existing && (ownsNamespace(existing, project) || !namespaceConflict(existing, project, config))) {
     if (!existing.metadata?.deletionTimestamp) await kube.delete({ apiVersion: 'v1', kind: 'Namespace', name: namespace });
     await waiting(deps, project, { reason: 'DeletingNamespace', message: `deleting: waiting for namespace ${namespace} to be deleted` });
     return { done: false };

@@ -17,6 +17,7 @@ import {
   buildNamespace,
   buildProjectObjects,
   dataPlaneUrl,
+  namespaceConflict,
   projectDatabaseName,
   projectNamespaceName,
   runtimeUrl,
@@ -30,6 +31,9 @@ import { newAdminKey, newDatabasePassword, newMasterKey, secretValues } from './
 
 /** How soon a Project that is not Ready yet is looked at again, besides the watch events that also wake it. */
 export const NOT_READY_REQUEUE_MS = 5_000;
+
+/** How soon a Project whose namespace is taken looks again (nothing about the namespace wakes it). */
+export const CONFLICT_REQUEUE_MS = 60_000;
 
 export interface ProjectReconcilerDeps {
   kube: KubeClient;
@@ -136,6 +140,16 @@ export class ProjectReconciler {
         message: `namespace ${pass.namespace} is being deleted; the operator recreates it once it is gone`,
       });
       return { requeueAfterMs: NOT_READY_REQUEUE_MS };
+    }
+    const conflict = existing && namespaceConflict(existing, pass.project, config);
+    if (conflict) {
+      pass.conditions.push({
+        type: PROJECT_CONDITIONS.namespaceReady,
+        status: 'False',
+        reason: 'NamespaceConflict',
+        message: `${conflict}, so project ${pass.project.metadata.name} cannot have it; rename the project or set another PROJECT_NAMESPACE_PREFIX`,
+      });
+      return { requeueAfterMs: CONFLICT_REQUEUE_MS };
     }
     await this.failingAs({ type: PROJECT_CONDITIONS.namespaceReady, reason: 'NamespaceFailed', what: `creating namespace ${pass.namespace}` }, () =>
       applyObjects(kube, [buildNamespace(pass.project, config)]),

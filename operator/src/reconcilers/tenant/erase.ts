@@ -3,11 +3,11 @@
 // records the runtime's report in status.erase and removes the finalizer only after that write. An erase that
 // cannot complete (runtime unreachable, a failed step) keeps the finalizer, says why in Erased=False and is
 // retried with backoff. A tenant the runtime never accepted has nothing to erase there.
+import { isDeepStrictEqual } from 'node:util';
 import { TENANT_CONDITIONS, TENANT_FINALIZER, type Tenant, type TenantEraseReport } from '../../../../lib/src/kubernetes/resources.js';
 import { AppError } from '../../../../lib/src/errors.js';
 import { finalize, type EraseProgress } from '../../finalizers.js';
 import type { ReconcileOutcome } from '../../queue.js';
-import { RuntimeUnreachableError } from '../../runtime-client.js';
 import { findCondition, setCondition, timestamp, writeStatus, type ConditionUpdate } from '../../status.js';
 import { runtimeAccess, runtimeFailure, type TenantReconcilerDeps } from './index.js';
 
@@ -29,23 +29,22 @@ async function runErase(deps: TenantReconcilerDeps, tenant: Tenant): Promise<Era
   const tenantId = tenant.spec.tenantId;
   // Already recorded by a pass that stopped before it could remove the finalizer: do not erase (and report) twice.
   if (findCondition(tenant.status?.conditions, TENANT_CONDITIONS.erased)?.status === 'True' && tenant.status?.erase?.complete) return { done: true };
-  const neverRegistered = !tenant.status?.registeredAt && findCondition(tenant.status?.conditions, TENANT_CONDITIONS.registered)?.status !== 'True';
-  const project = await deps.kube.getCustom('Project', tenant.spec.project);
-  const access = await runtimeAccess(deps, tenant, project);
   const nothingToErase = (reason: string, message: string) =>
     record(deps, tenant, { type: TENANT_CONDITIONS.erased, status: 'True', reason, message }, { complete: true, erasedAt: timestamp(), steps: [] });
+  // No registration was ever sent (the marker is written before the request), so no runtime can hold the tenant.
+  // This is also the only way out for a Tenant that was never let near a runtime (wrong namespace, no Project).
+  const neverAsked = !tenant.status?.registrationAttemptedAt && !tenant.status?.registeredAt && findCondition(tenant.status?.conditions, TENANT_CONDITIONS.registered)?.status !== 'True';
+  if (neverAsked) return nothingToErase('NeverRegistered', 'the tenant was never sent to a runtime, so there was nothing to erase');
 
+  const project = await deps.kube.getCustom('Project', tenant.spec.project);
+  const access = await runtimeAccess(deps, tenant, project);
   if (!access.adminKey) {
-    if (neverRegistered) return nothingToErase('NeverRegistered', 'the tenant was never registered with a runtime, so there was nothing to erase');
     return failed(deps, tenant, { type: TENANT_CONDITIONS.erased, status: 'False', reason: 'AdminKeyMissing', message: `the project's Secret has no admin-key, so the runtime at ${access.url} cannot be asked to erase the tenant` });
   }
   let outcome;
   try {
     outcome = await deps.runtime.eraseTenant(access.url, access.adminKey, tenantId);
   } catch (error) {
-    if (error instanceof RuntimeUnreachableError && neverRegistered) {
-      return nothingToErase('NeverRegistered', `the tenant was never registered and its runtime is not reachable (${error.message}), so there was nothing to erase`);
-    }
     return failed(deps, tenant, runtimeFailure(error, TENANT_CONDITIONS.erased));
   }
   switch (outcome.kind) {
@@ -80,9 +79,21 @@ async function write(deps: TenantReconcilerDeps, tenant: Tenant, condition: Cond
           : { type: TENANT_CONDITIONS.ready, status: 'False', reason: condition.reason, message: condition.message },
         current.metadata.generation,
       );
-      if (report) status.erase = report;
+      if (report) status.erase = keepingErasedAt(status.erase, report);
     },
   ]);
+}
+
+/**
+ * The report to record: the one already recorded when the runtime reported the same steps again (only its time
+ * differs), so a retried erase that fails the same way writes nothing; every write would wake the Tenant at once
+ * and defeat the retry's backoff.
+ */
+export function keepingErasedAt(recorded: TenantEraseReport | undefined, report: TenantEraseReport): TenantEraseReport {
+  if (!recorded) return report;
+  const { erasedAt: _recordedAt, ...recordedRest } = recorded;
+  const { erasedAt: _reportedAt, ...reportRest } = report;
+  return isDeepStrictEqual(JSON.parse(JSON.stringify(recordedRest)), JSON.parse(JSON.stringify(reportRest))) ? recorded : report;
 }
 
 function summary(report: TenantEraseReport): string {

@@ -58,13 +58,13 @@ export class TenantReconciler {
     const project = await kube.getCustom('Project', tenant.spec.project);
     const blocked = this.blockedBy(tenant, project);
     if (blocked) {
-      await this.write(tenant, [{ ...blocked.condition, type: TENANT_CONDITIONS.registered }], {});
+      await this.write(tenant, generation, [{ ...blocked.condition, type: TENANT_CONDITIONS.registered }], {});
       return blocked.requeue ? { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS } : {};
     }
 
     const access = await runtimeAccess(this.deps, tenant, project);
     if (!access.adminKey) {
-      await this.write(tenant, [{ type: TENANT_CONDITIONS.registered, status: 'False', reason: 'AdminKeyMissing', message: `Secret ${namespace}/${RUNTIME_SECRET_NAME} has no admin-key yet` }], {});
+      await this.write(tenant, generation, [{ type: TENANT_CONDITIONS.registered, status: 'False', reason: 'AdminKeyMissing', message: `Secret ${namespace}/${RUNTIME_SECRET_NAME} has no admin-key yet` }], {});
       return { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS };
     }
     const registration = tenantRegistration(tenant);
@@ -74,6 +74,9 @@ export class TenantReconciler {
       const synced = findCondition(tenant.status?.conditions, TENANT_CONDITIONS.settingsSynced);
       let settingsSynced = synced?.status === 'True' && synced.observedGeneration === generation;
       if (!registeredAt) {
+        // Recorded before asking: a request that times out may still have registered the tenant, and its erase
+        // must then go through the runtime rather than assume there is nothing there.
+        if (!tenant.status?.registrationAttemptedAt) await this.write(tenant, generation, [], { registrationAttemptedAt: timestamp() });
         const registered = await this.deps.runtime.registerTenant(access.url, access.adminKey, registration);
         registeredAt = timestamp();
         // A new tenant got this generation's settings with its registration.
@@ -94,12 +97,12 @@ export class TenantReconciler {
     } catch (error) {
       const condition = runtimeFailure(error, registeredAt ? TENANT_CONDITIONS.settingsSynced : TENANT_CONDITIONS.registered);
       conditions.push(condition);
-      await this.write(tenant, conditions, { registeredAt });
+      await this.write(tenant, generation, conditions, { registeredAt });
       // Settings the runtime refuses stay refused until the spec changes, which brings the Tenant back here.
       if (error instanceof RuntimeRefusedError && error.status === 422) return {};
       throw error;
     }
-    await this.write(tenant, conditions, { registeredAt, observed: true });
+    await this.write(tenant, generation, conditions, { registeredAt, observed: true });
     return {};
   }
 
@@ -122,18 +125,29 @@ export class TenantReconciler {
     const ready = findCondition(project.status?.conditions, PROJECT_CONDITIONS.ready);
     if (ready?.status !== 'True') {
       return {
-        condition: { status: 'False', reason: 'ProjectNotReady', message: `project ${name} is not ready${ready ? ` (${ready.reason}: ${ready.message})` : ''}; registration waits for it` },
+        // The Project's reason only: its message may change on every one of its passes, and this one is copied to
+        // every Tenant of the project.
+        condition: { status: 'False', reason: 'ProjectNotReady', message: `project ${name} is not ready${ready ? ` (${ready.reason})` : ''}; registration waits for it` },
         requeue: true,
       };
     }
     return undefined;
   }
 
-  private async write(tenant: Tenant, conditions: ConditionUpdate[], facts: { registeredAt?: string | undefined; observed?: boolean }): Promise<void> {
+  /**
+   * Writes what this pass learned about `generation`, the one it read and acted on: a newer generation that landed
+   * meanwhile is not claimed as synced, so the next pass sends its settings.
+   */
+  private async write(
+    tenant: Tenant,
+    generation: number | undefined,
+    conditions: ConditionUpdate[],
+    facts: { registeredAt?: string | undefined; registrationAttemptedAt?: string; observed?: boolean },
+  ): Promise<void> {
     await writeStatus(this.deps.kube, 'Tenant', tenant.metadata.name, tenant.metadata.namespace, [
-      (status, current) => {
-        const generation = current.metadata.generation;
+      (status) => {
         for (const condition of conditions) status.conditions = setCondition(status.conditions, condition, generation);
+        if (facts.registrationAttemptedAt && !status.registrationAttemptedAt) status.registrationAttemptedAt = facts.registrationAttemptedAt;
         if (facts.registeredAt) status.registeredAt = facts.registeredAt;
         status.conditions = setCondition(status.conditions, readyOf(status.conditions), generation);
         if (facts.observed) status.observedGeneration = generation;
