@@ -1,6 +1,7 @@
 // A Project on a real API server (kwok runs its Pods), a real PostgreSQL and a real runtime process: every object
-// the operator makes, with owner references and labels; Ready; a spec change rolling through; zero writes at
-// steady state; 409 conflicts retried; two operators of which only the leader writes.
+// the operator makes, with owner references and labels; Ready; replicas the stores cannot share refused; a spec
+// change rolling through; zero writes at steady state; 409 conflicts retried; two operators of which only the
+// leader writes.
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,17 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
   let env: OperatorEnvironment;
   let operator: Operator;
   const namespaceOf = (project: string) => `agentplane-${project}`;
+  /**
+   * Stores a production install shares between runtime replicas. The operator only hands them to the runtime's Pods
+   * (which kwok runs without running anything), so nothing here connects to them.
+   */
+  const sharedStores = {
+    RUNTIME_REDIS_URL: 'redis://redis.agentplane-system.svc:6379',
+    RUNTIME_S3_BUCKET: 'agentplane-blobs',
+    RUNTIME_S3_ENDPOINT: 'http://minio.agentplane-system.svc:9000',
+    RUNTIME_S3_ACCESS_KEY_ID: 'access-key',
+    RUNTIME_S3_SECRET_ACCESS_KEY: 'secret-key',
+  };
 
   beforeAll(async () => {
     env = await startOperatorEnvironment(binaries!);
@@ -112,10 +124,21 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
     }
   });
 
-  it('rolls a spec change through: replicas, quota, and a removed LimitRange is pruned', async () => {
+  it('refuses more replicas than the configured stores can share, then rolls the change through once they are configured', async () => {
     const namespace = namespaceOf('alpha');
     const before = (await env.admin.project('alpha'))!;
     await env.admin.patchProjectSpec('alpha', { runtime: { replicas: 2 }, quota: { pods: 30 }, containerDefaults: null });
+    const refused = await waitForCondition(readProject('alpha'), 'Ready', 'False', { reason: 'SharedStoresRequired' });
+    expect(conditionOf(refused, 'Ready')?.message).toBe(
+      'spec.runtime.replicas is 2, but replicas share nothing without Redis (RUNTIME_REDIS_URL), an S3 store (RUNTIME_S3_BUCKET) configured on the operator; set replicas to 1 or configure the stores',
+    );
+    expect(refused.status?.observedGeneration).toBe(before.metadata.generation);
+    // The runtime of the last accepted spec keeps serving, untouched.
+    expect((await env.admin.apps.readNamespacedDeployment({ name: 'agent-runtime', namespace })).spec?.replicas).toBe(1);
+
+    // The platform engineer configures the shared stores; the operator, restarted with them, rolls the change out.
+    await operator.stop();
+    operator = await startOperator(env.cluster, env.config(sharedStores), { runtimeClient: env.runtimeClient });
     await eventually(
       async () => {
         const project = (await env.admin.project('alpha'))!;
@@ -136,7 +159,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
   it('makes no writes at steady state, over several resyncs', async () => {
     const tenant = await env.admin.createTenant('alpha', namespaceOf('alpha'), { default_model: 'model-a' });
     await waitForCondition(() => env.admin.tenant(namespaceOf('alpha'), tenant.metadata.name), 'Ready', 'True');
-    const steady = await startOperator(env.cluster, env.config({ RESYNC_SECONDS: '1', LEADER_ELECTION_LEASE: 'steady-state' }), { runtimeClient: env.runtimeClient });
+    const steady = await startOperator(env.cluster, env.config({ ...sharedStores, RESYNC_SECONDS: '1', LEADER_ELECTION_LEASE: 'steady-state' }), { runtimeClient: env.runtimeClient });
     try {
       // Its first passes over everything it finds may only confirm what the main operator did.
       await eventually(async () => (await steady.metrics.reconcilesTotal('Project')) >= 1, { what: 'a first reconcile' });
@@ -195,7 +218,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
       }) as KubeClient['patchCustomMetadata'];
       return kube;
     };
-    operator = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient, wrapKube: interfering });
+    operator = await startOperator(env.cluster, env.config(sharedStores), { runtimeClient: env.runtimeClient, wrapKube: interfering });
     await createProject('contested');
     const ready = (await waitForCondition(readProject('contested'), 'Ready', 'True', { timeoutMs: 90_000 })) as Project;
     expect(ready.metadata.finalizers).toEqual(['agentplane.io/project-erase']);
@@ -206,8 +229,8 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
 
   it('lets only the leader of two operators write, and the other take over when it stops', async () => {
     await operator.stop();
-    const first = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient });
-    const second = await startOperator(env.cluster, env.config(), { runtimeClient: env.runtimeClient });
+    const first = await startOperator(env.cluster, env.config(sharedStores), { runtimeClient: env.runtimeClient });
+    const second = await startOperator(env.cluster, env.config(sharedStores), { runtimeClient: env.runtimeClient });
     try {
       const leader = await eventually(() => (first.isLeader() ? first : second.isLeader() ? second : false), { what: 'a leader' });
       const standby = leader === first ? second : first;

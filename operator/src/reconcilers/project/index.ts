@@ -1,7 +1,8 @@
 // Reconciles one Project, CloudNativePG-style: a flat list of ordered steps, each of which may stop the pass and ask
 // for a requeue, then one status write. A Project being deleted runs its finalizer instead (./erase.ts).
-//   1. finalizer  2. namespace  3. database and role  4. runtime Secret values  5. desired objects, then prune
-//   6. the Deployment's availability  7. the runtime's /ready  -> status (conditions, observedGeneration, URLs)
+//   1. finalizer  2. replicas the stores allow  3. namespace  4. database and role  5. runtime Secret values
+//   6. desired objects, then prune  7. the Deployment's availability  8. the runtime's /ready
+//   -> status (conditions, observedGeneration, URLs)
 import type * as k8s from '@kubernetes/client-node';
 import { PROJECT_CONDITIONS, PROJECT_FINALIZER, type Condition, type Project } from '../../../../lib/src/kubernetes/resources.js';
 import type { Logger } from '../../../../lib/src/logging.js';
@@ -32,7 +33,7 @@ import { newAdminKey, newDatabasePassword, newMasterKey, secretValues } from './
 /** How soon a Project that is not Ready yet is looked at again, besides the watch events that also wake it. */
 export const NOT_READY_REQUEUE_MS = 5_000;
 
-/** How soon a Project whose namespace is taken looks again (nothing about the namespace wakes it). */
+/** How soon a Project refused for its namespace or its replicas looks again (neither a namespace nor the operator's configuration wakes it). */
 export const CONFLICT_REQUEUE_MS = 60_000;
 
 export interface ProjectReconcilerDeps {
@@ -74,6 +75,7 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 export class ProjectReconciler {
   private readonly steps: Step[] = [
     (pass) => this.ensureFinalizer(pass),
+    (pass) => this.checkReplicas(pass),
     (pass) => this.ensureNamespace(pass),
     (pass) => this.ensureDatabase(pass),
     (pass) => this.resolveSecrets(pass),
@@ -127,6 +129,31 @@ export class ProjectReconciler {
     }
     pass.project = updated;
     return undefined;
+  }
+
+  /**
+   * More than one runtime replica works only on shared stores: each replica would otherwise keep its own embedded
+   * database (a tenant registered through the Service would exist on one replica only), its own events (a stream
+   * could not resume, a cancel not arrive, on another) and its own files. Such a spec is refused, not quietly run
+   * on one replica; the objects of the last accepted spec keep running.
+   */
+  private async checkReplicas(pass: ProjectPass): Promise<StepOutcome> {
+    const replicas = pass.project.spec.runtime?.replicas ?? 1;
+    const { databaseAdminUrl, redisUrl, s3 } = this.deps.config.stores;
+    const missing = [
+      databaseAdminUrl ? undefined : 'PostgreSQL (PROJECT_DATABASE_ADMIN_URL)',
+      redisUrl ? undefined : 'Redis (RUNTIME_REDIS_URL)',
+      s3 ? undefined : 'an S3 store (RUNTIME_S3_BUCKET)',
+    ].filter((store) => store !== undefined);
+    if (replicas <= 1 || missing.length === 0) return undefined;
+    pass.conditions.push({
+      type: PROJECT_CONDITIONS.ready,
+      status: 'False',
+      reason: 'SharedStoresRequired',
+      message: `spec.runtime.replicas is ${replicas}, but replicas share nothing without ${missing.join(', ')} configured on the operator; set replicas to 1 or configure the stores`,
+    });
+    // A spec change or an operator restarted with the stores brings the Project back here.
+    return { requeueAfterMs: CONFLICT_REQUEUE_MS };
   }
 
   private async ensureNamespace(pass: ProjectPass): Promise<StepOutcome> {
