@@ -11,7 +11,7 @@ import type { OperatorConfig } from './config.js';
 import { parseKey } from './controllers/keys.js';
 import { projectController, type Controller } from './controllers/project.js';
 import { tenantController } from './controllers/tenant.js';
-import { KubeClient, NotLeaderError } from './kube/client.js';
+import { KubeClient, NotLeaderError, withCallDeadline } from './kube/client.js';
 import { LeaderElector } from './leader.js';
 import { createOperatorMetrics, type OperatorMetrics } from './metrics.js';
 import { WorkQueue, type ReconcileReport } from './queue.js';
@@ -63,7 +63,7 @@ export function loadKubeConfig(path: string | undefined): k8s.KubeConfig {
 
 export function createOperator(deps: OperatorDeps): Operator {
   const { config, logger } = deps;
-  const kubeConfig = deps.kubeConfig ?? loadKubeConfig(config.kubeconfig);
+  const kubeConfig = withCallDeadline(deps.kubeConfig ?? loadKubeConfig(config.kubeconfig));
   let elector: LeaderElector | undefined;
   const isLeader = () => (elector ? elector.isLeader() : true);
 

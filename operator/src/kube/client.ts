@@ -9,6 +9,31 @@ import { GROUP, PROJECTS, TENANTS, VERSION, type Project, type Tenant } from '..
 
 export const FIELD_MANAGER = 'agentplane-operator';
 
+/** How long one API call may take: a request the API server never answers fails the reconcile, which retries. */
+export const API_CALL_TIMEOUT_MS = 30_000;
+
+/** A KubeConfig whose API calls carry a deadline. Watches are not affected: they keep their own. */
+class DeadlineKubeConfig extends k8s.KubeConfig {
+  constructor(private readonly timeoutMs: number) {
+    super();
+  }
+
+  override async applySecurityAuthentication(context: k8s.RequestContext): Promise<void> {
+    await super.applySecurityAuthentication(context);
+    if (!context.getSignal()) context.setSignal(AbortSignal.timeout(this.timeoutMs));
+  }
+}
+
+/**
+ * The same clusters, users and contexts, with a deadline on every API call. Without one, a request to an API server
+ * that stops answering (a network partition that drops packets) would hold its work-queue slot for good.
+ */
+export function withCallDeadline(source: k8s.KubeConfig, timeoutMs = API_CALL_TIMEOUT_MS): k8s.KubeConfig {
+  const timed = new DeadlineKubeConfig(timeoutMs);
+  timed.loadFromOptions({ clusters: source.clusters, users: source.users, contexts: source.contexts, currentContext: source.currentContext });
+  return timed;
+}
+
 /** Names one object: enough to read, patch or delete it. */
 export interface ObjectRef {
   apiVersion: string;
