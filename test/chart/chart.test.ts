@@ -538,6 +538,24 @@ describe.skipIf(!binaries)('the Helm chart on a real API server', () => {
     for (const args of denied) expect(await can(controlApiKubeconfig, args), args.join(' ')).toBe(false);
   });
 
+  it('refuses to delete a Project with foreground propagation, which would remove its runtime before its tenants are erased', async () => {
+    await kubectl(['apply', '-f', '-'], { input: 'apiVersion: agentplane.io/v1alpha1\nkind: Project\nmetadata:\n  name: cascade\nspec: {}\n' });
+    // The policy binding takes effect once the API server has loaded it.
+    const refused = await eventually(
+      async () => {
+        const result = await cluster.kubectl(['delete', 'project', 'cascade', '--cascade=foreground', '--wait=false']);
+        if (result.code === 0) throw new Error('a foreground deletion went through');
+        return result;
+      },
+      { what: 'foreground deletion refused' },
+    );
+    expect(refused.stderr).toContain(
+      'Project cascade cannot be deleted with foreground propagation: its runtime would go before its tenants are erased. Delete it with the default background propagation (kubectl delete project cascade)',
+    );
+    await kubectl(['get', 'project', 'cascade']);
+    expect(await kubectl(['delete', 'project', 'cascade', '--wait=false'])).toContain('deleted');
+  });
+
   it('removes what it installed on uninstall and keeps the CRDs, so Projects and their data outlive a reinstall', async () => {
     const result = await cluster.helm(['uninstall', release, '--namespace', namespace, '--wait', '--timeout', '60s']);
     expect(result.code, result.stderr).toBe(0);
