@@ -540,15 +540,18 @@ describe.skipIf(!binaries)('the Helm chart on a real API server', () => {
 
   it('refuses to delete a Project with foreground propagation, which would remove its runtime before its tenants are erased', async () => {
     await kubectl(['apply', '-f', '-'], { input: 'apiVersion: agentplane.io/v1alpha1\nkind: Project\nmetadata:\n  name: cascade\nspec: {}\n' });
-    // The policy binding takes effect once the API server has loaded it.
-    const refused = await eventually(
+    // The policy binding takes effect once the API server has loaded it: probe with a server-side dry run, which
+    // runs admission without deleting anything, until the policy answers.
+    const policyMessage = 'cannot be deleted with foreground propagation';
+    await eventually(
       async () => {
-        const result = await cluster.kubectl(['delete', 'project', 'cascade', '--cascade=foreground', '--wait=false']);
-        if (result.code === 0) throw new Error('a foreground deletion went through');
-        return result;
+        const probe = await cluster.kubectl(['delete', 'project', 'cascade', '--cascade=foreground', '--dry-run=server']);
+        if (!probe.stderr.includes(policyMessage)) throw new Error(`not refused yet: ${probe.stdout}${probe.stderr}`);
       },
-      { what: 'foreground deletion refused' },
+      { what: 'the deletion policy loaded' },
     );
+    const refused = await cluster.kubectl(['delete', 'project', 'cascade', '--cascade=foreground', '--wait=false']);
+    expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(
       'Project cascade cannot be deleted with foreground propagation: its runtime would go before its tenants are erased. Delete it with the default background propagation (kubectl delete project cascade)',
     );

@@ -128,12 +128,14 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
     const namespace = namespaceOf('alpha');
     const before = (await env.admin.project('alpha'))!;
     await env.admin.patchProjectSpec('alpha', { runtime: { replicas: 2 }, quota: { pods: 30 }, containerDefaults: null });
-    const refused = await waitForCondition(readProject('alpha'), 'Ready', 'False', { reason: 'SharedStoresRequired' });
-    expect(conditionOf(refused, 'Ready')?.message).toBe(
+    const refused = await waitForCondition(readProject('alpha'), 'SpecAccepted', 'False', { reason: 'SharedStoresRequired' });
+    expect(conditionOf(refused, 'SpecAccepted')?.message).toBe(
       'spec.runtime.replicas is 2, but replicas share nothing without Redis (RUNTIME_REDIS_URL), an S3 store (RUNTIME_S3_BUCKET) configured on the operator; set replicas to 1 or configure the stores',
     );
     expect(refused.status?.observedGeneration).toBe(before.metadata.generation);
-    // The runtime of the last accepted spec keeps serving, untouched.
+    // The runtime of the last accepted spec keeps serving, untouched, and stays Ready: its tenants and their
+    // configuration keep flowing.
+    expect(conditionOf(refused, 'Ready')?.status).toBe('True');
     expect((await env.admin.apps.readNamespacedDeployment({ name: 'agent-runtime', namespace })).spec?.replicas).toBe(1);
 
     // The platform engineer configures the shared stores; the operator, restarted with them, rolls the change out.
@@ -146,6 +148,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
         expect(project.status?.observedGeneration).toBe(project.metadata.generation);
         expect(conditionOf(project, 'RuntimeAvailable')).toMatchObject({ status: 'True', message: '2 of 2 runtime replicas are available' });
         expect(conditionOf(project, 'Ready')?.status).toBe('True');
+        expect(conditionOf(project, 'SpecAccepted')?.status).toBe('True');
       },
       { what: 'the change rolled through', timeoutMs: 90_000 },
     );

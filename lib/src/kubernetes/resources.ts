@@ -103,6 +103,8 @@ export const PROJECT_CONDITIONS = {
   databaseReady: 'DatabaseReady',
   /** The runtime Deployment has its replicas available. */
   runtimeAvailable: 'RuntimeAvailable',
+  /** The spec can be run with the operator's configuration (False: the last accepted spec keeps running). */
+  specAccepted: 'SpecAccepted',
 } as const;
 
 export interface ProjectStatus {

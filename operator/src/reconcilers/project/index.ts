@@ -33,7 +33,7 @@ import { newAdminKey, newDatabasePassword, newMasterKey, secretValues } from './
 /** How soon a Project that is not Ready yet is looked at again, besides the watch events that also wake it. */
 export const NOT_READY_REQUEUE_MS = 5_000;
 
-/** How soon a Project refused for its namespace or its replicas looks again (neither a namespace nor the operator's configuration wakes it). */
+/** How soon a Project refused its namespace looks again (a namespace going away does not wake it). */
 export const CONFLICT_REQUEUE_MS = 60_000;
 
 export interface ProjectReconcilerDeps {
@@ -57,6 +57,8 @@ interface ProjectPass {
   applied: boolean;
   /** The Project went away or began deleting mid-pass: its status is the erase's to write now. */
   superseded: boolean;
+  /** Why this spec cannot run with the operator's configuration, if it cannot: its objects are not applied. */
+  refused?: ConditionUpdate;
   runtimeReady: boolean;
 }
 
@@ -135,7 +137,8 @@ export class ProjectReconciler {
    * More than one runtime replica works only on shared stores: each replica would otherwise keep its own embedded
    * database (a tenant registered through the Service would exist on one replica only), its own events (a stream
    * could not resume, a cancel not arrive, on another) and its own files. Such a spec is refused, not quietly run
-   * on one replica; the objects of the last accepted spec keep running.
+   * on one replica: its objects are not applied, and the runtime of the last accepted spec keeps serving (and stays
+   * Ready, so its tenants and their configuration keep flowing); SpecAccepted=False says why.
    */
   private async checkReplicas(pass: ProjectPass): Promise<StepOutcome> {
     const replicas = pass.project.spec.runtime?.replicas ?? 1;
@@ -145,15 +148,18 @@ export class ProjectReconciler {
       redisUrl ? undefined : 'Redis (RUNTIME_REDIS_URL)',
       s3 ? undefined : 'an S3 store (RUNTIME_S3_BUCKET)',
     ].filter((store) => store !== undefined);
-    if (replicas <= 1 || missing.length === 0) return undefined;
-    pass.conditions.push({
-      type: PROJECT_CONDITIONS.ready,
+    if (replicas <= 1 || missing.length === 0) {
+      pass.conditions.push({ type: PROJECT_CONDITIONS.specAccepted, status: 'True', reason: 'Accepted', message: 'the operator can run this spec' });
+      return undefined;
+    }
+    pass.refused = {
+      type: PROJECT_CONDITIONS.specAccepted,
       status: 'False',
       reason: 'SharedStoresRequired',
       message: `spec.runtime.replicas is ${replicas}, but replicas share nothing without ${missing.join(', ')} configured on the operator; set replicas to 1 or configure the stores`,
-    });
-    // A spec change or an operator restarted with the stores brings the Project back here.
-    return { requeueAfterMs: CONFLICT_REQUEUE_MS };
+    };
+    pass.conditions.push(pass.refused);
+    return undefined;
   }
 
   private async ensureNamespace(pass: ProjectPass): Promise<StepOutcome> {
@@ -200,8 +206,11 @@ export class ProjectReconciler {
     const name = projectDatabaseName(pass.project);
     const kept = ProjectDatabases.passwordOf(pass.secret['database-url']);
     const password = kept ?? newDatabasePassword();
+    // While the runtime is not Ready the role's password is set again from the Secret: should anything have left
+    // the two apart (a deposed leader's late ALTER ROLE), the runtime could not log in, and this mends it.
+    const ready = findCondition(pass.project.status?.conditions, PROJECT_CONDITIONS.ready)?.status === 'True';
     await this.failingAs({ type: PROJECT_CONDITIONS.databaseReady, reason: 'DatabaseUnavailable', what: `setting up database and role ${name}` }, () =>
-      databases.ensure(name, password, kept === undefined),
+      databases.ensure(name, password, kept === undefined || !ready),
     );
     pass.databaseUrl = databases.connectionUrl(name, password);
     pass.conditions.push({ type: PROJECT_CONDITIONS.databaseReady, status: 'True', reason: 'DatabaseReady', message: `database and role ${name} exist` });
@@ -218,6 +227,9 @@ export class ProjectReconciler {
   }
 
   private async applyObjects(pass: ProjectPass): Promise<StepOutcome> {
+    // A refused spec changes nothing: what runs is the last accepted one, whose availability and readiness the
+    // next steps still report. A spec change or an operator restarted with the stores brings the Project back.
+    if (pass.refused) return undefined;
     const { kube, config, logger } = this.deps;
     const name = pass.project.metadata.name;
     const desired = buildProjectObjects(pass.project, config, pass.secrets!);
@@ -307,10 +319,14 @@ export class ProjectReconciler {
   }
 }
 
-/** Ready: True only when the runtime answered /ready this pass; else why not, from the first condition not True. */
+/**
+ * Ready: True only when the runtime answered /ready this pass (a refused spec does not change that: the runtime of
+ * the last accepted one serves); else why not, from the first condition not True.
+ */
 function readyCondition(pass: ProjectPass, conditions: Condition[] | undefined, failure: unknown): ConditionUpdate {
   const fromStep = pass.conditions.find((c) => c.type === PROJECT_CONDITIONS.ready);
   if (fromStep && !failure) return fromStep;
+  if (pass.refused) return { ...pass.refused, type: PROJECT_CONDITIONS.ready };
   for (const type of [PROJECT_CONDITIONS.namespaceReady, PROJECT_CONDITIONS.databaseReady, PROJECT_CONDITIONS.runtimeAvailable]) {
     const condition = pass.conditions.find((c) => c.type === type) ?? findCondition(conditions, type);
     if (condition && condition.status !== 'True') return { type: PROJECT_CONDITIONS.ready, status: 'False', reason: condition.reason, message: condition.message };

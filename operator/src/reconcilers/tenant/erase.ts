@@ -2,7 +2,7 @@
 // schedules and runs, delete sandboxes, purge rows all or nothing, then vectors and stored bytes); the operator
 // records the runtime's report in status.erase and removes the finalizer only after that write. An erase that
 // cannot complete (runtime unreachable, a failed step) keeps the finalizer, says why in Erased=False and is
-// retried with backoff. A tenant the runtime never accepted has nothing to erase there.
+// retried with backoff. A tenant to which no registration was ever sent has nothing to erase there.
 import { isDeepStrictEqual } from 'node:util';
 import { TENANT_CONDITIONS, TENANT_FINALIZER, type Tenant, type TenantEraseReport } from '../../../../lib/src/kubernetes/resources.js';
 import { AppError } from '../../../../lib/src/errors.js';
