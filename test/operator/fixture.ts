@@ -206,6 +206,12 @@ export interface TcpLink {
   /** Sends new connections to this server from now on (a link started without a target refuses until then). */
   point(target: URL): void;
   cut(): void;
+  /**
+   * Drops the connection carrying a request with one of these methods, once the request has been read (so it never
+   * reaches the server and no answer comes back), and lets every other request through: the runtime stays `/ready`
+   * while its registrations and erases are lost. `restore()` ends it.
+   */
+  dropRequests(methods: string[]): void;
   restore(): void;
   stop(): Promise<void>;
 }
@@ -214,6 +220,7 @@ export async function startTcpLink(initialTarget?: URL): Promise<TcpLink> {
   const sockets = new Set<Socket>();
   let open = true;
   let target = initialTarget;
+  let dropped: string[] = [];
   const server = createNetServer((client) => {
     if (!open || !target) return client.destroy();
     const upstream = connect(Number(target.port), target.hostname);
@@ -225,7 +232,18 @@ export async function startTcpLink(initialTarget?: URL): Promise<TcpLink> {
         upstream.destroy();
       });
     }
-    client.pipe(upstream).pipe(client);
+    // Each request on a kept-alive connection arrives as a chunk starting with its request line.
+    client.on('data', (chunk: Buffer) => {
+      const line = chunk.subarray(0, 16).toString('latin1');
+      if (dropped.some((method) => line.startsWith(`${method} `))) {
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      upstream.write(chunk);
+    });
+    client.on('end', () => upstream.end());
+    upstream.pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -238,8 +256,12 @@ export async function startTcpLink(initialTarget?: URL): Promise<TcpLink> {
       open = false;
       for (const socket of sockets) socket.destroy();
     },
+    dropRequests(methods) {
+      dropped = methods;
+    },
     restore() {
       open = true;
+      dropped = [];
     },
     async stop() {
       for (const socket of sockets) socket.destroy();
