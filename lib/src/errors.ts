@@ -49,6 +49,9 @@ export class AppError extends Error {
   }
 }
 
+/** What went wrong, as text: an Error's message, or anything else thrown, stringified. */
+export const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 /** 422: the body or query failed its schema. `problems` becomes the `detail` array. */
 export class ValidationError extends AppError {
   readonly problems: FieldProblem[];

@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
+import { errorMessage } from '../../lib/src/errors.js';
 import type { Logger } from '../../lib/src/logging.js';
 import { listen } from '../../lib/src/program.js';
 import type { OperatorConfig } from './config.js';
@@ -117,7 +118,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     metrics.reconciles.inc({ kind, result: report.result });
     metrics.reconcileDuration.observe({ kind }, report.durationMs / 1000);
     if (report.result !== 'error') return;
-    const err = report.error instanceof Error ? report.error.message : String(report.error);
+    const err = errorMessage(report.error);
     if (report.error instanceof NotLeaderError) logger.debug({ key: report.key }, 'reconcile stopped: no longer the leader');
     else logger.warn({ key: report.key, err, retryInMs: report.retryInMs }, 'reconcile failed; retrying');
   }

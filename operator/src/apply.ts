@@ -25,24 +25,30 @@ export function withSpecHash<T extends k8s.KubernetesObject>(object: T): T {
   return { ...unhashed, metadata: { ...unhashed.metadata, annotations: { ...annotations, [SPEC_HASH_ANNOTATION]: specHash(unhashed) } } };
 }
 
+/**
+ * Makes one desired object exist as desired, given what is stored now (null: nothing); true when that took a write.
+ * For a caller that has just read the object anyway.
+ */
+export async function applyObject(kube: KubeClient, object: k8s.KubernetesObject, existing: k8s.KubernetesObject | null): Promise<boolean> {
+  const hashed = withSpecHash(object);
+  if (existing?.metadata?.annotations?.[SPEC_HASH_ANNOTATION] === hashed.metadata!.annotations![SPEC_HASH_ANNOTATION]) return false;
+  await kube.apply(hashed);
+  return true;
+}
+
 /** Makes each desired object exist as desired; returns which ones needed a write. */
 export async function applyObjects(kube: KubeClient, desired: readonly k8s.KubernetesObject[]): Promise<Pick<ApplyReport, 'applied' | 'unchanged'>> {
   const applied: string[] = [];
   let unchanged = 0;
   for (const object of desired) {
-    const hashed = withSpecHash(object);
     const existing = await kube.get({
       apiVersion: object.apiVersion!,
       kind: object.kind!,
       name: object.metadata!.name!,
       ...(object.metadata?.namespace ? { namespace: object.metadata.namespace } : {}),
     });
-    if (existing?.metadata?.annotations?.[SPEC_HASH_ANNOTATION] === hashed.metadata!.annotations![SPEC_HASH_ANNOTATION]) {
-      unchanged += 1;
-      continue;
-    }
-    await kube.apply(hashed);
-    applied.push(label(object));
+    if (await applyObject(kube, object, existing)) applied.push(label(object));
+    else unchanged += 1;
   }
   return { applied, unchanged };
 }

@@ -4,6 +4,7 @@
 // candidates exactly one wins. A leader whose renewals keep failing stops leading after two thirds of the lease,
 // before any other replica may take it; on shutdown it releases the Lease so a standby takes over at once.
 import * as k8s from '@kubernetes/client-node';
+import { errorMessage } from '../../lib/src/errors.js';
 import type { Logger } from '../../lib/src/logging.js';
 import { isConflict, isNotFound, toKubeError, type KubeClient } from './kube/client.js';
 
@@ -86,7 +87,7 @@ export class LeaderElector {
         this.lose('another replica holds the lease');
       }
     } catch (error) {
-      this.options.logger.warn({ err: error instanceof Error ? error.message : String(error), lease: this.options.leaseName }, 'leader election: could not reach the lease');
+      this.options.logger.warn({ err: errorMessage(error), lease: this.options.leaseName }, 'leader election: could not reach the lease');
     }
     if (this.leading && !this.isLeader()) this.lose('could not renew the lease in time');
   }

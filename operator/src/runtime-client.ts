@@ -1,7 +1,7 @@
 // The operator's calls to a project runtime's admin surface (runtime/src/tenants/routes.ts): readiness, register a
 // tenant, merge its settings, erase it. Each call has a timeout and carries the project's admin key; every call and
 // its outcome can be observed (the tests watch the erase order through `onCall`).
-import { AppError } from '../../lib/src/errors.js';
+import { AppError, errorMessage } from '../../lib/src/errors.js';
 import type { EraseStepOutcome, TenantEraseReport } from '../../lib/src/kubernetes/resources.js';
 
 export interface RuntimeCall {
@@ -25,7 +25,7 @@ export interface RuntimeClientOptions {
 /** The runtime did not answer (refused, reset, timed out). */
 export class RuntimeUnreachableError extends AppError {
   constructor(url: string, cause: unknown) {
-    super('upstream_failed', `the runtime at ${url} could not be reached: ${cause instanceof Error ? cause.message : String(cause)}`, { code: 'runtime_unreachable', cause });
+    super('upstream_failed', `the runtime at ${url} could not be reached: ${errorMessage(cause)}`, { code: 'runtime_unreachable', cause });
     this.name = 'RuntimeUnreachableError';
   }
 }
@@ -85,7 +85,7 @@ export class RuntimeClient {
       const text = await response.text();
       return { ready: false, detail: `answered ${response.status}: ${readinessDetail(parseJson(text)) ?? (text.slice(0, 300) || response.statusText)}` };
     } catch (error) {
-      return { ready: false, detail: error instanceof Error ? error.message : String(error) };
+      return { ready: false, detail: errorMessage(error) };
     }
   }
 

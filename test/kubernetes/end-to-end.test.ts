@@ -19,7 +19,7 @@ import { redisServerBinary, startRedis, type RedisServer } from '../harness/redi
 import { startTestRuntime, type TestRuntime } from '../harness/runtime.js';
 import type { Operator } from '../../operator/src/app.js';
 import { RuntimeClient, type RuntimeCall } from '../../operator/src/runtime-client.js';
-import { installCrds, operatorConfig, prepareCluster, startOperator, startTcpLink, type TcpLink } from '../operator/fixture.js';
+import { Admin, installCrds, operatorConfig, prepareCluster, startOperator, startTcpLink, type TcpLink } from '../operator/fixture.js';
 
 const kubernetes = kubernetesBinaries();
 const postgresReady = postgresBinaries() !== null;
@@ -184,22 +184,11 @@ describe.skipIf(!binaries)('agentplane on Kubernetes, end to end', () => {
     // Deleting the project: the Tenant's erase runs in the runtime, then the database and role go, then the namespace.
     const deleted = await api.call(`/api/projects/${project.id}`, { method: 'DELETE', token: session });
     expect(deleted.status).toBe(202);
-    const custom = cluster.kubeConfig().makeApiClient(k8s.CustomObjectsApi);
-    await eventually(
-      async () => {
-        try {
-          await custom.getClusterCustomObject({ group: 'agentplane.io', version: 'v1alpha1', plural: 'projects', name: project.id });
-          return false;
-        } catch (error) {
-          if (error instanceof k8s.ApiException && error.code === 404) return true;
-          throw error;
-        }
-      },
-      { what: 'the Project erased and gone', timeoutMs: 180_000 },
-    );
+    const clusterAdmin = new Admin(cluster.kubeConfig());
+    await eventually(async () => (await clusterAdmin.project(project.id)) === null, { what: 'the Project erased and gone', timeoutMs: 180_000 });
     const erase = calls.filter((call) => call.method === 'DELETE');
     expect(erase).toEqual([{ method: 'DELETE', url: `${runtimeLink.url}/tenants/${project.tenant_id}`, status: 200 }]);
     expect(await operator.databases!.exists(databaseName)).toEqual({ database: false, role: false });
-    expect((await core.listNamespace()).items.map((n) => n.metadata!.name)).not.toContain(namespace);
+    expect(await clusterAdmin.namespaceExists(namespace)).toBe(false);
   });
 });

@@ -2,6 +2,7 @@
 // Prometheus metrics and the OpenAPI document.
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
+import { errorMessage } from '../errors.js';
 import type { Lifecycle } from './lifecycle.js';
 import { defineRoute, type RouteDefinition } from './routes.js';
 
@@ -49,7 +50,7 @@ async function runCheck(check: ReadinessCheck): Promise<z.infer<typeof Dependenc
     ]);
     return { ok: true, latency_ms: Math.round(performance.now() - started) };
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     return { ok: false, latency_ms: Math.round(performance.now() - started), error: message.slice(0, 300) };
   } finally {
     clearTimeout(timer);

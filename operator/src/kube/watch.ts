@@ -2,6 +2,7 @@
 // (relisting by itself after 410 Gone); when the watch fails otherwise it stops, so this restarts it with a growing
 // delay. `synced` says the first list has arrived and the watch is running: the operator's readiness.
 import * as k8s from '@kubernetes/client-node';
+import { errorMessage } from '../../../lib/src/errors.js';
 import type { Logger } from '../../../lib/src/logging.js';
 
 export interface WatchSpec<T extends k8s.KubernetesObject> {
@@ -68,7 +69,7 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
     this.synced = false;
     this.failures += 1;
     const delayMs = Math.min(30_000, 500 * 2 ** Math.min(this.failures - 1, 6));
-    this.logger.warn({ watch: this.spec.name, err: error instanceof Error ? error.message : String(error), retryInMs: delayMs }, 'watch failed; restarting');
+    this.logger.warn({ watch: this.spec.name, err: errorMessage(error), retryInMs: delayMs }, 'watch failed; restarting');
     clearTimeout(this.restartTimer);
     this.restartTimer = setTimeout(() => {
       if (!this.stopped) void this.connect().catch((failure: unknown) => this.failed(failure));

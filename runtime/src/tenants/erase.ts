@@ -3,7 +3,7 @@
 // stored bytes, run logs). Rows go in one transaction, all or nothing, and only once work is stopped and
 // sandboxes are gone; what lies outside the database is best effort, each outcome reported.
 import type { Kysely, Transaction } from 'kysely';
-import { AppError } from '../../../lib/src/errors.js';
+import { AppError, errorMessage } from '../../../lib/src/errors.js';
 import type { Logger } from '../../../lib/src/logging.js';
 import type { RuntimeSchema } from '../store/schema.js';
 
@@ -147,7 +147,7 @@ export class TenantEraser {
       return { step: step.name, phase: step.phase, outcome: 'done', ...(items === undefined ? {} : { items }) };
     } catch (error) {
       this.logger.warn({ err: error, tenant_id: tenantId, step: step.name }, 'tenant erase step failed');
-      return { step: step.name, phase: step.phase, outcome: 'failed', error: (error instanceof Error ? error.message : String(error)).slice(0, 500) };
+      return { step: step.name, phase: step.phase, outcome: 'failed', error: errorMessage(error).slice(0, 500) };
     }
   }
 }

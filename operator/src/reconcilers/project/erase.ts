@@ -5,6 +5,7 @@
 //   3. delete the namespace (the runtime and everything else in it) and wait until it is gone;
 // then remove the finalizer. While it waits, Ready=False says on what, and the pass is requeued.
 import type * as k8s from '@kubernetes/client-node';
+import { errorMessage } from '../../../../lib/src/errors.js';
 import { PROJECT_CONDITIONS, PROJECT_FINALIZER, TENANT_CONDITIONS, type Project } from '../../../../lib/src/kubernetes/resources.js';
 import { finalize, type EraseProgress } from '../../finalizers.js';
 import type { ReconcileOutcome } from '../../queue.js';
@@ -53,7 +54,7 @@ async function eraseStages(deps: ProjectReconcilerDeps, project: Project): Promi
     } catch (error) {
       await waiting(deps, project, {
         reason: 'DatabaseDropFailed',
-        message: `deleting: dropping database and role ${database} failed: ${error instanceof Error ? error.message : String(error)}`,
+        message: `deleting: dropping database and role ${database} failed: ${errorMessage(error)}`,
       });
       throw error;
     }

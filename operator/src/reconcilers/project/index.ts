@@ -5,8 +5,9 @@
 //   -> status (conditions, observedGeneration, URLs)
 import type * as k8s from '@kubernetes/client-node';
 import { PROJECT_CONDITIONS, PROJECT_FINALIZER, type Condition, type Project } from '../../../../lib/src/kubernetes/resources.js';
+import { errorMessage } from '../../../../lib/src/errors.js';
 import type { Logger } from '../../../../lib/src/logging.js';
-import { applyObjects, pruneObjects } from '../../apply.js';
+import { applyObject, applyObjects, pruneObjects } from '../../apply.js';
 import type { OperatorConfig } from '../../config.js';
 import { ensureFinalizer } from '../../finalizers.js';
 import type { KubeClient } from '../../kube/client.js';
@@ -71,8 +72,6 @@ class StepFailed extends Error {
     super(condition.message, { cause });
   }
 }
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 export class ProjectReconciler {
   private readonly steps: Step[] = [
@@ -185,7 +184,8 @@ export class ProjectReconciler {
       return { requeueAfterMs: CONFLICT_REQUEUE_MS };
     }
     await this.failingAs({ type: PROJECT_CONDITIONS.namespaceReady, reason: 'NamespaceFailed', what: `creating namespace ${pass.namespace}` }, () =>
-      applyObjects(kube, [buildNamespace(pass.project, config)]),
+      // The namespace was just read: apply it against that, not a second read.
+      applyObject(kube, buildNamespace(pass.project, config), existing),
     );
     return undefined;
   }
@@ -296,7 +296,7 @@ export class ProjectReconciler {
     try {
       return await work();
     } catch (error) {
-      throw new StepFailed({ type: failure.type, status: 'False', reason: failure.reason, message: `${failure.what} failed: ${messageOf(error)}` }, error);
+      throw new StepFailed({ type: failure.type, status: 'False', reason: failure.reason, message: `${failure.what} failed: ${errorMessage(error)}` }, error);
     }
   }
 
@@ -331,6 +331,6 @@ function readyCondition(pass: ProjectPass, conditions: Condition[] | undefined, 
     const condition = pass.conditions.find((c) => c.type === type) ?? findCondition(conditions, type);
     if (condition && condition.status !== 'True') return { type: PROJECT_CONDITIONS.ready, status: 'False', reason: condition.reason, message: condition.message };
   }
-  if (failure) return { type: PROJECT_CONDITIONS.ready, status: 'False', reason: 'ReconcileFailed', message: messageOf(failure) };
+  if (failure) return { type: PROJECT_CONDITIONS.ready, status: 'False', reason: 'ReconcileFailed', message: errorMessage(failure) };
   return { type: PROJECT_CONDITIONS.ready, status: 'False', reason: 'Provisioning', message: 'the operator is setting the project up' };
 }

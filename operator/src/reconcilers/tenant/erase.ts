@@ -93,7 +93,7 @@ export function keepingErasedAt(recorded: TenantEraseReport | undefined, report:
   if (!recorded) return report;
   const { erasedAt: _recordedAt, ...recordedRest } = recorded;
   const { erasedAt: _reportedAt, ...reportRest } = report;
-  return isDeepStrictEqual(JSON.parse(JSON.stringify(recordedRest)), JSON.parse(JSON.stringify(reportRest))) ? recorded : report;
+  return isDeepStrictEqual(recordedRest, reportRest) ? recorded : report;
 }
 
 function summary(report: TenantEraseReport): string {

@@ -5,6 +5,7 @@
 // At steady state it calls nothing and writes nothing: registration and settings are remembered in the status.
 import type * as k8s from '@kubernetes/client-node';
 import { PROJECT_CONDITIONS, TENANT_CONDITIONS, TENANT_FINALIZER, type Condition, type Project, type Tenant } from '../../../../lib/src/kubernetes/resources.js';
+import { errorMessage } from '../../../../lib/src/errors.js';
 import type { Logger } from '../../../../lib/src/logging.js';
 import type { OperatorConfig } from '../../config.js';
 import { ensureFinalizer } from '../../finalizers.js';
@@ -39,8 +40,6 @@ export async function runtimeAccess(deps: TenantReconcilerDeps, tenant: Tenant, 
   const secret = await deps.kube.get<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace });
   return { url: project?.status?.runtimeUrl ?? runtimeUrl(stand, deps.config), adminKey: secretValues(secret)['admin-key'] };
 }
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 export class TenantReconciler {
   constructor(private readonly deps: TenantReconcilerDeps) {}
@@ -168,11 +167,11 @@ function readyOf(conditions: Condition[] | undefined): ConditionUpdate {
 
 /** A failed runtime call as a condition of the step it broke. */
 export function runtimeFailure(error: unknown, type: string): ConditionUpdate {
-  if (error instanceof RuntimeUnreachableError) return { type, status: 'False', reason: 'RuntimeUnreachable', message: messageOf(error) };
+  if (error instanceof RuntimeUnreachableError) return { type, status: 'False', reason: 'RuntimeUnreachable', message: errorMessage(error) };
   if (error instanceof RuntimeRefusedError) {
-    if (error.status === 401) return { type, status: 'False', reason: 'AdminKeyRejected', message: `${messageOf(error)}; the Secret's admin-key differs from the runtime's` };
-    if (error.status === 422) return { type, status: 'False', reason: 'SettingsRejected', message: messageOf(error) };
-    return { type, status: 'False', reason: 'RuntimeError', message: messageOf(error) };
+    if (error.status === 401) return { type, status: 'False', reason: 'AdminKeyRejected', message: `${errorMessage(error)}; the Secret's admin-key differs from the runtime's` };
+    if (error.status === 422) return { type, status: 'False', reason: 'SettingsRejected', message: errorMessage(error) };
+    return { type, status: 'False', reason: 'RuntimeError', message: errorMessage(error) };
   }
-  return { type, status: 'False', reason: 'ReconcileFailed', message: messageOf(error) };
+  return { type, status: 'False', reason: 'ReconcileFailed', message: errorMessage(error) };
 }
