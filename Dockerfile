@@ -1,22 +1,53 @@
 # syntax=docker/dockerfile:1
 # One image for agentplane's programs: the first argument picks the control-api, the runtime, the operator or the
-# runtime's migrations (hack/entrypoint.sh). TypeScript runs through tsx, a runtime dependency, so there is no
-# compile stage. The final stage has production dependencies only, no npm and no compilers, and runs as uid 10001
-# with every file owned by root, so the process cannot rewrite its own code.
+# runtime's migrations (hack/entrypoint.sh). The build stage compiles the workspace packages with `tsc -b`; the final
+# stage runs `node` on that JavaScript with production dependencies only: no TypeScript, no tsx, no npm, no
+# compilers. It runs as uid 10001 with every file owned by root, so the process cannot rewrite its own code.
 #
 #   docker build -t ghcr.io/agentplane/agentplane:0.1.0 .
 #   docker run --rm -p 8080:8080 ghcr.io/agentplane/agentplane:0.1.0 control-api
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 24 LTS, the version hack/node.sh gives CI and the tests.
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+
+# ---- compile: every package's src/ to its dist/
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.base.json tsconfig.build.json ./
+COPY lib/package.json lib/tsconfig.json ./lib/
+COPY runtime/package.json runtime/tsconfig.json ./runtime/
+COPY control-api/package.json control-api/tsconfig.json ./control-api/
+COPY operator/package.json operator/tsconfig.json ./operator/
+COPY all-in-one/package.json all-in-one/tsconfig.json ./all-in-one/
+COPY test/package.json ./test/
+# No install scripts: nothing here needs one, and none may fetch or phone home at build time.
+RUN --mount=type=cache,target=/root/.npm \
+    npm ci --ignore-scripts --no-audit --no-fund
+COPY lib/src ./lib/src
+COPY runtime/src ./runtime/src
+COPY control-api/src ./control-api/src
+COPY operator/src ./operator/src
+COPY all-in-one/src ./all-in-one/src
+RUN npm run build \
+ && mkdir /out \
+ && for p in lib runtime control-api operator; do \
+      mkdir -p /out/$p && cp -r $p/package.json $p/dist /out/$p/ && rm -f /out/$p/dist/.tsbuildinfo; \
+    done
 
 # ---- production dependencies
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# No install scripts: nothing here needs one (esbuild, under tsx, finds its platform binary package without its
-# postinstall), and none may fetch or phone home at build time.
+COPY lib/package.json ./lib/
+COPY runtime/package.json ./runtime/
+COPY control-api/package.json ./control-api/
+COPY operator/package.json ./operator/
+COPY all-in-one/package.json ./all-in-one/
+COPY test/package.json ./test/
 RUN --mount=type=cache,target=/root/.npm \
-    npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+    npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ # Workspace packages are links into /app; the final stage brings the compiled packages to where they point.
+ && rm -f node_modules/@agentplane/all-in-one node_modules/@agentplane/test
 
 # ---- the image
 FROM ${NODE_IMAGE}
@@ -33,11 +64,8 @@ ENV NODE_ENV=production \
     LOG_FORMAT=json
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json package-lock.json tsconfig.json ./
-COPY lib ./lib
-COPY runtime ./runtime
-COPY control-api ./control-api
-COPY operator ./operator
+COPY --from=build /out/ ./
+COPY package.json ./
 COPY --chmod=0755 hack/entrypoint.sh ./hack/entrypoint.sh
 USER 10001:10001
 # control-api, runtime (data plane), operator (health, readiness, metrics)

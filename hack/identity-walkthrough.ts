@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { FakeOpenAIServer } from '../test/fakes/openai-server.js';
+import { FakeOpenAIServer } from '@agentplane/test/fakes/openai-server';
 
 export interface WalkthroughOptions {
   controlUrl: string;

@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { walkThrough } from '../hack/identity-walkthrough.js';
-import { freePort, makeTempDir } from './harness/process.js';
+import { freePort, makeTempDir, typeScriptNodeArgs } from './harness/process.js';
 
 const root = join(import.meta.dirname, '..');
 
@@ -20,7 +20,7 @@ const running = new Set<ChildProcess>();
 
 async function startAllInOne(env: Record<string, string>): Promise<Started> {
   // One node process (tsx as a loader, not its launcher, which would fork a child a kill could miss).
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'all-in-one', 'main.ts')], {
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, join(root, 'all-in-one', 'src', 'main.ts')], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_FORMAT: 'json', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -201,5 +201,68 @@ describe('npm start (all-in-one)', () => {
     expect(output).toContain('DATA_PORT="99999" is not valid: expected an integer from 0 to 65535');
     expect(output).toContain('REDIS_URL="http://nope" is not valid: expected a URL with scheme redis:// or rediss://');
     expect(output).toContain('LOG_LEVEL="loud" is not valid: expected one of trace, debug, info, warn, error, fatal, silent');
+  });
+
+  it('reports the bad variables of both programs at once, a shared one once', async () => {
+    const started = await startAllInOne({ AGENTPLANE_DATA_DIR: dataDir, DATA_PORT: 'abc', CONTROL_PORT: '99999', LOG_FORMAT: 'loud' });
+    expect(await started.exited).toBe(2);
+    const output = started.lines.join('\n');
+    expect(output).toContain('DATA_PORT="abc" is not valid');
+    expect(output).toContain('CONTROL_PORT="99999" is not valid');
+    expect(output.match(/LOG_FORMAT="loud" is not valid/g)).toHaveLength(1);
+  });
+
+  it('hands out the data-plane URL it serves in the connect snippet', async () => {
+    const dir = makeTempDir('connect');
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const started = await startAllInOne({ AGENTPLANE_DATA_DIR: dir, CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort) });
+    try {
+      await waitForLine(started, /agentplane is up/);
+      const controlUrl = `http://127.0.0.1:${controlPort}`;
+      const password = readFileSync(join(dir, 'secrets', 'owner-password'), 'utf8').trim();
+      const login = (await (await fetch(`${controlUrl}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'owner@localhost', password }) })).json()) as { token: string };
+      const auth = { authorization: `Bearer ${login.token}`, 'content-type': 'application/json' };
+      const me = (await (await fetch(`${controlUrl}/api/me`, { headers: auth })).json()) as { orgs: { id: string }[] };
+      const project = (await (await fetch(`${controlUrl}/api/orgs/${me.orgs[0]!.id}/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'connect' }) })).json()) as { id: string };
+      const connect = (await (await fetch(`${controlUrl}/api/projects/${project.id}/connect`, { headers: auth })).json()) as { data_url: string; snippet: string };
+      expect(connect.data_url).toBe(`http://127.0.0.1:${dataPort}`);
+      expect(connect.snippet).toContain(`http://127.0.0.1:${dataPort}`);
+    } finally {
+      started.child.kill('SIGTERM');
+      await started.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stops when whatever started `npm start` signals npm itself', async () => {
+    const dir = makeTempDir('npm-start');
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const npm = spawn('npm', ['start', '--silent'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_FORMAT: 'json', AGENTPLANE_DATA_DIR: dir, CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(npm);
+    const started: Started = { child: npm, lines: [], exited: new Promise((resolve) => npm.once('exit', (code) => { running.delete(npm); resolve(code); })) };
+    let buffer = '';
+    const collect = (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const parts = buffer.split('\n');
+      buffer = parts.pop() ?? '';
+      started.lines.push(...parts);
+    };
+    npm.stdout!.on('data', collect);
+    npm.stderr!.on('data', collect);
+    try {
+      const up = JSON.parse(await waitForLine(started, /agentplane is up/)) as { pid: number };
+      expect(up.pid).not.toBe(npm.pid); // npm's own process is not the server's
+      npm.kill('SIGTERM');
+      await started.exited;
+      await waitForLine(started, /"msg":"stopped"/);
+      await expect(fetch(`http://127.0.0.1:${dataPort}/health`)).rejects.toThrow();
+      expect(() => process.kill(up.pid, 0)).toThrow(); // the server is gone, not re-parented and still answering
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,9 +2,9 @@
 // keys, mint an end-user token, and call the data plane with it. The project's tenant and configuration reach
 // the runtime through the outbox and the local provisioner, over the runtime's real admin surface.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_KEY_ON_DATA_PLANE } from '../lib/src/tokens/verify.js';
-import type { ControlApi } from '../control-api/src/app.js';
-import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
+import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
+import type { ControlApi } from '@agentplane/control-api/app';
+import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';

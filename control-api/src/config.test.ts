@@ -1,6 +1,6 @@
 // Choosing the provisioner is one config value; each one's own settings are refused with the other, saying why.
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../lib/src/config.js';
+import { ConfigError } from '@agentplane/lib/config';
 import { loadControlApiConfig } from './config.js';
 
 const problemsOf = (env: Record<string, string>): string[] => {

@@ -1,6 +1,6 @@
 // The control-api's configuration, parsed from the environment once at start. README's table lists every variable.
 import { resolve } from 'node:path';
-import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '../../lib/src/config.js';
+import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '@agentplane/lib/config';
 
 export interface ControlApiConfig extends ServiceBasics {
   database: { driver: 'pglite'; dataDir: string } | { driver: 'postgres'; url: string; poolSize: number };
@@ -44,7 +44,11 @@ export interface KubernetesProvisionerConfig {
 
 export const minOwnerPasswordLength = 12;
 
-export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
+/**
+ * `defaults.dataPlaneUrl` is what the connect snippet hands out when DATA_PLANE_URL is unset: the all-in-one passes
+ * the URL its own data plane serves.
+ */
+export function loadControlApiConfig(env: Env = process.env, defaults: { dataPlaneUrl?: string } = {}): ControlApiConfig {
   const read = new EnvReader(env);
   const basics = readServiceBasics(read, { port: 'CONTROL_PORT', defaultPort: 8080, publicUrl: 'CONTROL_PUBLIC_URL' });
   const databaseUrl = read.url('CONTROL_DATABASE_URL', ['postgres', 'postgresql']);
@@ -68,7 +72,7 @@ export function loadControlApiConfig(env: Env = process.env): ControlApiConfig {
     owner: { email: ownerEmail, password: ownerPassword },
     masterKey: read.string('AGENTPLANE_MASTER_KEY'),
     provisioner,
-    dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
+    dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? defaults.dataPlaneUrl ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
     sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
     signIn: {
       maxFailures: read.integer('SIGNIN_MAX_FAILURES', 10, { min: 1, max: 1000 }),

@@ -1,7 +1,7 @@
 // Entry point of the control-api on its own: `npm run start:control-api`.
 import { createServer } from 'node:http';
-import { exitOnSignals } from '../../lib/src/http/lifecycle.js';
-import { listen, loadConfigOrExit, loggerFor, startOrExit } from '../../lib/src/program.js';
+import { exitOnSignals } from '@agentplane/lib/http/lifecycle';
+import { listen, loadConfigOrExit, loggerFor, startOrExit } from '@agentplane/lib/program';
 import { announceGeneratedOwner } from './owner.js';
 import { createControlApi } from './app.js';
 import { loadControlApiConfig } from './config.js';

@@ -1,7 +1,7 @@
 // Telling the person who started a fresh install how to sign in as its first owner.
 import { readFileSync } from 'node:fs';
-import type { Logger } from '../../lib/src/logging.js';
-import { announceGeneratedSecret } from '../../lib/src/program.js';
+import type { Logger } from '@agentplane/lib/logging';
+import { announceGeneratedSecret } from '@agentplane/lib/program';
 
 export function announceGeneratedOwner(logger: Logger, owner: { email: string; passwordFile: string }): void {
   const password = readFileSync(owner.passwordFile, 'utf8').trim();

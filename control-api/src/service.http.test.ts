@@ -2,9 +2,9 @@
 import { createServer, type Server } from 'node:http';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../lib/src/logging.js';
+import { silentLogger } from '@agentplane/lib/logging';
 import { rmSync } from 'node:fs';
-import { freePort, makeTempDir } from '../../test/harness/process.js';
+import { freePort, makeTempDir } from '@agentplane/test/harness/process';
 import { createControlApi } from './app.js';
 import { loadControlApiConfig } from './config.js';
 

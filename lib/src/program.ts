@@ -6,13 +6,30 @@ import { createLogger, type Logger } from './logging.js';
 
 /** Runs `load`; on a configuration problem prints every problem and exits with status 2. */
 export function loadConfigOrExit<T>(load: () => T): T {
-  try {
-    return load();
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(error.message);
+  return loadConfigsOrExit({ config: load }).config;
+}
+
+/**
+ * Runs every loader, also after one has failed, so a process that hosts several programs (the all-in-one) reports
+ * every bad variable of all of them at once; a variable both read (HOST, ...) is named once. Exits with status 2
+ * when any problem was found.
+ */
+export function loadConfigsOrExit<T extends Record<string, unknown>>(loaders: { [K in keyof T]: () => T[K] }): T {
+  const problems = new Set<string>();
+  const loaded: Partial<T> = {};
+  for (const key of Object.keys(loaders) as (keyof T)[]) {
+    try {
+      loaded[key] = loaders[key]();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      for (const problem of error.problems) problems.add(problem);
+    }
+  }
+  if (problems.size > 0) {
+    console.error(new ConfigError([...problems]).message);
     process.exit(2);
   }
+  return loaded as T;
 }
 
 export function loggerFor(config: { logLevel: string; logFormat: 'json' | 'pretty' | 'auto' }): Logger {

@@ -3,7 +3,7 @@
 // A changed or missing object is server-side applied with our field manager (force: we own these objects). Then
 // objects of the project's kinds that carry its labels but are no longer desired are deleted.
 import type * as k8s from '@kubernetes/client-node';
-import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION } from '../../lib/src/kubernetes/resources.js';
+import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION } from '@agentplane/lib/kubernetes/resources';
 import type { KubeClient } from './kube/client.js';
 import { specHash } from './resources/index.js';
 

@@ -1,6 +1,6 @@
 // The operator's configuration, parsed from the environment once at start. README's table lists every variable;
 // the Helm chart sets them from values.yaml.
-import { EnvReader, type Env } from '../../lib/src/config.js';
+import { EnvReader, type Env } from '@agentplane/lib/config';
 
 export interface RuntimeStores {
   /** Admin connection that creates each project's database and role (CREATEDB, CREATEROLE); unset: runtimes run embedded. */

@@ -1,7 +1,7 @@
 // The one finalizer helper for Projects and Tenants: add ours with a patch that carries the resourceVersion read
 // (so a concurrent change to the list is never lost), and remove it only after the erase reports done. A 409
 // re-reads the object and tries again.
-import type { Project, Tenant } from '../../lib/src/kubernetes/resources.js';
+import type { Project, Tenant } from '@agentplane/lib/kubernetes/resources';
 import { isConflict, isNotFound, type CustomKind, type KubeClient } from './kube/client.js';
 
 type ObjectOf<K extends CustomKind> = K extends 'Project' ? Project : Tenant;

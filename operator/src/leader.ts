@@ -4,8 +4,8 @@
 // candidates exactly one wins. A leader whose renewals keep failing stops leading after two thirds of the lease,
 // before any other replica may take it; on shutdown it releases the Lease so a standby takes over at once.
 import * as k8s from '@kubernetes/client-node';
-import { errorMessage } from '../../lib/src/errors.js';
-import type { Logger } from '../../lib/src/logging.js';
+import { errorMessage } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
 import { isConflict, isNotFound, toKubeError, type KubeClient } from './kube/client.js';
 
 export interface LeaderElectorOptions {

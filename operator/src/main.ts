@@ -1,6 +1,6 @@
 // Entry point of the operator: `tsx operator/src/main.ts` (the image runs it as `operator`). On SIGTERM it stops
 // leading, lets running reconciles finish, releases its lease and exits.
-import { loadConfigOrExit, loggerFor, startOrExit } from '../../lib/src/program.js';
+import { loadConfigOrExit, loggerFor, startOrExit } from '@agentplane/lib/program';
 import { createOperator } from './app.js';
 import { loadOperatorConfig } from './config.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventually } from '../../test/harness/eventually.js';
+import { eventually } from '@agentplane/test/harness/eventually';
 import { WorkQueue, type ReconcileReport } from './queue.js';
 
 /** A reconcile whose runs stay open until the test lets them finish. */

@@ -1,8 +1,8 @@
 // The operator's calls to a project runtime's admin surface (runtime/src/tenants/routes.ts): readiness, register a
 // tenant, merge its settings, erase it. Each call has a timeout and carries the project's admin key; every call and
 // its outcome can be observed (the tests watch the erase order through `onCall`).
-import { AppError, errorMessage } from '../../lib/src/errors.js';
-import type { EraseStepOutcome, TenantEraseReport } from '../../lib/src/kubernetes/resources.js';
+import { AppError, errorMessage } from '@agentplane/lib/errors';
+import type { EraseStepOutcome, TenantEraseReport } from '@agentplane/lib/kubernetes/resources';
 
 export interface RuntimeCall {
   method: string;

@@ -3,7 +3,7 @@
 // and on 409 start over from a fresh read. With conditions whose lastTransitionTime moves only when their status
 // flips, a steady state writes nothing.
 import { isDeepStrictEqual } from 'node:util';
-import type { Condition, Project, Tenant } from '../../lib/src/kubernetes/resources.js';
+import type { Condition, Project, Tenant } from '@agentplane/lib/kubernetes/resources';
 import { isConflict, type CustomKind, type KubeClient } from './kube/client.js';
 
 /** What a step says about one condition; the writer adds lastTransitionTime and observedGeneration. */

@@ -1,7 +1,7 @@
 // The X-Admin-Key guard of the tenant routes: compared in constant time; missing and wrong answer alike.
-import type { Guard } from '../../lib/src/http/routes.js';
-import { secretsEqual } from '../../lib/src/crypto/secret-box.js';
-import { unauthenticated } from '../../lib/src/errors.js';
+import type { Guard } from '@agentplane/lib/http/routes';
+import { secretsEqual } from '@agentplane/lib/crypto/secret-box';
+import { unauthenticated } from '@agentplane/lib/errors';
 
 export function adminKeyGuard(adminKey: string): Guard {
   return (req) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../lib/src/config.js';
+import { ConfigError } from '@agentplane/lib/config';
 import { loadRuntimeConfig } from './config.js';
 
 describe('runtime configuration', () => {

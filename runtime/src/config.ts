@@ -1,7 +1,7 @@
 // The runtime's configuration, parsed from the environment once at start. README's table lists every variable.
 import { resolve } from 'node:path';
-import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '../../lib/src/config.js';
-import { parseMasterKey } from '../../lib/src/crypto/local-secrets.js';
+import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '@agentplane/lib/config';
+import { parseMasterKey } from '@agentplane/lib/crypto/local-secrets';
 
 export type BlobConfig =
   | { kind: 'fs' }

@@ -1,7 +1,7 @@
 // Entry point of the runtime (data plane) on its own: `npm run start:runtime`.
 import { createServer } from 'node:http';
-import { exitOnSignals } from '../../lib/src/http/lifecycle.js';
-import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '../../lib/src/program.js';
+import { exitOnSignals } from '@agentplane/lib/http/lifecycle';
+import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '@agentplane/lib/program';
 import { createRuntime } from './app.js';
 import { loadRuntimeConfig } from './config.js';
 

@@ -1,7 +1,7 @@
 // `npm run migrate`: applies the runtime's migrations to the configured database and exits.
-import { openDatabase } from '../../lib/src/db/database.js';
-import { migrate } from '../../lib/src/db/migrate.js';
-import { loadConfigOrExit } from '../../lib/src/program.js';
+import { openDatabase } from '@agentplane/lib/db/database';
+import { migrate } from '@agentplane/lib/db/migrate';
+import { loadConfigOrExit } from '@agentplane/lib/program';
 import { loadRuntimeConfig } from './config.js';
 import { runtimeMigrations } from './store/migrations.js';
 

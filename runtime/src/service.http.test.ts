@@ -2,7 +2,7 @@
 // unknown routes. The same shell serves the control-api (control-api/src/service.http.test.ts).
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestRuntime, type TestRuntime } from '../../test/harness/runtime.js';
+import { startTestRuntime, type TestRuntime } from '@agentplane/test/harness/runtime';
 
 describe('runtime service routes', () => {
   let rt: TestRuntime;

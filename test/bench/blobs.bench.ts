@@ -6,7 +6,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { createBlobStore, type BlobStore } from '../../runtime/src/blob/index.js';
+import { createBlobStore, type BlobStore } from '@agentplane/runtime/blob';
 import { minioClient, startMinio } from '../harness/minio.js';
 import { makeTempDir, requireBinary } from '../harness/process.js';
 import {

@@ -6,11 +6,12 @@ import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
-import { runLogKey } from '../../runtime/src/chat/runs.js';
+import { runLogKey } from '@agentplane/runtime/chat/runs';
 import { chatWorld, MODEL, OTHER_MODEL, type ChatWorld } from '../chat/fixture.js';
 import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
+import { typeScriptNodeArgs } from '../harness/process.js';
 import {
   Teardown,
   finishTable,
@@ -264,7 +265,7 @@ const MiB = 1024 * 1024;
 
 function runStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', SELF, 'open-streams', JSON.stringify(spec)], {
+    const child = spawn(process.execPath, ['--expose-gc', ...typeScriptNodeArgs, SELF, 'open-streams', JSON.stringify(spec)], {
       cwd: REPO,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -3,7 +3,7 @@
 // and a plain Map of JSON arrays for the in-process adapter.
 import { performance } from 'node:perf_hooks';
 import { createClient } from 'redis';
-import { createEventBus, type EventBus } from '../../lib/src/events/index.js';
+import { createEventBus, type EventBus } from '@agentplane/lib/events';
 import { redisServerBinary, startRedis } from '../harness/redis.js';
 import {
   Teardown,

@@ -29,7 +29,7 @@ const DDL = 'create table probe (id integer primary key, body text)';
 
 const openers = {
   'pglite:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { openDatabase } = await import('../../lib/src/db/database.js');
+    const { openDatabase } = await import('@agentplane/lib/db/database');
     const { sql } = await import('kysely');
     const database = await openDatabase({ driver: 'pglite', dataDir: spec.dir });
     await sql.raw(DDL).execute(database.db);
@@ -47,7 +47,7 @@ const openers = {
     return () => pglite.close();
   },
   'postgres:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { openDatabase } = await import('../../lib/src/db/database.js');
+    const { openDatabase } = await import('@agentplane/lib/db/database');
     const { sql } = await import('kysely');
     const database = await openDatabase({ driver: 'postgres', url: spec.postgresUrl! });
     await sql.raw(DDL).execute(database.db);
@@ -64,7 +64,7 @@ const openers = {
     return () => pool.end();
   },
   'memory-bus:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { createEventBus } = await import('../../lib/src/events/index.js');
+    const { createEventBus } = await import('@agentplane/lib/events');
     const bus = createEventBus({ kind: 'memory' });
     for (let seq = 1; seq <= (spec.frames ?? 1); seq++) await bus.logs.append('probe', frame(seq));
     await bus.logs.read('probe', 0);
@@ -78,7 +78,7 @@ const openers = {
     return async () => logs.clear();
   },
   'redis-bus:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { createEventBus } = await import('../../lib/src/events/index.js');
+    const { createEventBus } = await import('@agentplane/lib/events');
     const keyPrefix = `probe-${randomBytes(4).toString('hex')}:`;
     const bus = createEventBus({ kind: 'redis', url: spec.redisUrl!, keyPrefix });
     for (let seq = 1; seq <= (spec.frames ?? 1); seq++) await bus.logs.append('probe', frame(seq));
@@ -97,7 +97,7 @@ const openers = {
     return () => client.close();
   },
   'fs-store:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { createBlobStore } = await import('../../runtime/src/blob/index.js');
+    const { createBlobStore } = await import('@agentplane/runtime/blob');
     const store = createBlobStore({
       kind: 'fs',
       root: spec.dir,
@@ -115,7 +115,7 @@ const openers = {
     return async () => {};
   },
   's3-store:ours': async (spec: ProbeSpec): Promise<Close> => {
-    const { createBlobStore } = await import('../../runtime/src/blob/index.js');
+    const { createBlobStore } = await import('@agentplane/runtime/blob');
     const store = createBlobStore({ kind: 's3', ...spec.s3!, forcePathStyle: true, prefix: 'probe-ours' });
     await store.put('probe/blob', randomBytes(4096));
     for await (const _chunk of (await store.get('probe/blob')).body);

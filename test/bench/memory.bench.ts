@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startMinio, type MinioServer } from '../harness/minio.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from '../harness/postgres.js';
-import { makeTempDir, requireBinary } from '../harness/process.js';
+import { makeTempDir, requireBinary, typeScriptNodeArgs } from '../harness/process.js';
 import { redisServerBinary, startRedis, type RedisServer } from '../harness/redis.js';
 import type { ProbeResult, ProbeSpec, ProbeSubject } from './memory-probe.js';
 import { Teardown, finishTable, type BenchReport, type Row } from './measure.js';
@@ -19,7 +19,7 @@ const HELD_FRAMES = 2_000;
 
 function runProbe(spec: ProbeSpec): Promise<ProbeResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', PROBE, JSON.stringify(spec)], {
+    const child = spawn(process.execPath, ['--expose-gc', ...typeScriptNodeArgs, PROBE, JSON.stringify(spec)], {
       cwd: REPO,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -9,11 +9,11 @@ import { createServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { API_VERSION, GROUP, PROJECTS, VERSION, type Project } from '../../lib/src/kubernetes/resources.js';
+import { API_VERSION, GROUP, PROJECTS, VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';
 import { postgresBinaries, startPostgres } from '../harness/postgres.js';
-import { freePort } from '../harness/process.js';
+import { freePort, typeScriptNodeArgs } from '../harness/process.js';
 import { installCrds, OPERATOR_NAMESPACE, prepareCluster, RUNTIME_CLUSTER_ROLE } from '../operator/fixture.js';
 import { finishTable, percentile, Teardown, type BenchReport, type Table } from './measure.js';
 
@@ -202,7 +202,7 @@ async function counters(metricsUrl: string): Promise<{ reconciles: number; write
 }
 
 function startOperatorProcess(cluster: KubernetesCluster, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'operator/src/main.ts'], {
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, 'operator/src/main.ts'], {
     cwd: repoRoot,
     env: {
       PATH: process.env.PATH,
@@ -248,7 +248,7 @@ async function idleProcessMemory(): Promise<Record<string, number>> {
     'setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 3000);',
     'setInterval(() => {}, 1000);',
   ].join(' ');
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, '--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { openDatabase, type Database } from '../../lib/src/db/database.js';
+import { openDatabase, type Database } from '@agentplane/lib/db/database';
 import { postgresBinaries, startPostgres } from '../harness/postgres.js';
 import { makeTempDir } from '../harness/process.js';
 import {

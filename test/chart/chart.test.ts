@@ -5,8 +5,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadControlApiConfig } from '../../control-api/src/config.js';
-import { loadOperatorConfig } from '../../operator/src/config.js';
+import { loadControlApiConfig } from '@agentplane/control-api/config';
+import { loadOperatorConfig } from '@agentplane/operator/config';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';
 import { requireBinary } from '../harness/process.js';

@@ -1,10 +1,11 @@
-// The container image's contract, short of building it (no container engine here): the entrypoint runs the program
-// its first argument names, and the Dockerfile copies only files that exist and that .dockerignore lets through.
-import { spawnSync } from 'node:child_process';
+// The container image's contract, short of building it (no container engine here): the entrypoint runs the compiled
+// program its first argument names, the Dockerfile copies only files that exist and that .dockerignore lets through,
+// and what the final stage installs holds no TypeScript tooling.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const entrypoint = join(root, 'hack', 'entrypoint.sh');
@@ -16,6 +17,11 @@ function run(args: string[], env: Record<string, string> = {}) {
 }
 
 describe('the image entrypoint', () => {
+  // The image runs what `npm run build` compiles; so does the entrypoint here.
+  beforeAll(() => {
+    execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit', timeout: 300_000 });
+  }, 300_000);
+
   // A bad setting stops each program at its configuration step (exit 2, the variable named): proof the entrypoint
   // reached that program's main module, without starting a server.
   it.each([
@@ -46,12 +52,14 @@ describe('the Dockerfile', () => {
 
   it('copies from the build context only paths that exist and that .dockerignore lets through', () => {
     const sources = [...dockerfile.matchAll(/^COPY (?!--from)(?:--\S+ )*(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
-    expect(sources).toEqual(expect.arrayContaining(['lib', 'runtime', 'control-api', 'operator', 'hack/entrypoint.sh']));
-    // The context is deny-all, then re-included path by path.
+    expect(sources).toEqual(expect.arrayContaining(['lib/src', 'runtime/src', 'control-api/src', 'operator/src', 'hack/entrypoint.sh']));
+    // The context is deny-all, then re-included path by path (a folder brings what is under it).
     expect(ignore[0]).toBe('*');
     for (const source of sources) {
       expect(existsSync(join(root, source)), source).toBe(true);
-      expect(ignore, source).toContain(`!${source}`);
+      const parts = source.split('/');
+      const reincluded = parts.some((_, i) => ignore.includes(`!${parts.slice(0, i + 1).join('/')}`));
+      expect(reincluded, source).toBe(true);
     }
   });
 
@@ -61,5 +69,14 @@ describe('the Dockerfile', () => {
     expect(finalStage).toContain('ENTRYPOINT ["/app/hack/entrypoint.sh"]');
     expect(finalStage).not.toMatch(/npm (ci|install)|apt-get install/);
     accessSync(entrypoint, constants.X_OK);
+  });
+
+  it('installs production dependencies only, none of them TypeScript tooling', () => {
+    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+    const tooling = ['tsx', 'typescript', 'vitest'];
+    for (const manifest of ['package.json', 'lib/package.json', 'runtime/package.json', 'control-api/package.json', 'operator/package.json']) {
+      const pkg = JSON.parse(readFileSync(join(root, manifest), 'utf8')) as { dependencies?: Record<string, string> };
+      for (const name of tooling) expect(Object.keys(pkg.dependencies ?? {}), manifest).not.toContain(name);
+    }
   });
 });

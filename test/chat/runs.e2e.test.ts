@@ -3,7 +3,7 @@
 // across two runtime processes sharing Redis and PostgreSQL, including a process that dies mid-run.
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { runLogKey } from '../../runtime/src/chat/runs.js';
+import { runLogKey } from '@agentplane/runtime/chat/runs';
 import { FakeOpenAIServer } from '../fakes/openai-server.js';
 import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../harness/runtime.js';
 import { allEvents, sseEvents, type SseEvent } from '../harness/sse.js';

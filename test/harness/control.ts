@@ -2,9 +2,9 @@
 // one), for suites that drive it through HTTP.
 import { createServer } from 'node:http';
 import { rmSync } from 'node:fs';
-import { silentLogger } from '../../lib/src/logging.js';
-import { createControlApi, type ControlApi, type ControlApiDeps } from '../../control-api/src/app.js';
-import { loadControlApiConfig } from '../../control-api/src/config.js';
+import { silentLogger } from '@agentplane/lib/logging';
+import { createControlApi, type ControlApi, type ControlApiDeps } from '@agentplane/control-api/app';
+import { loadControlApiConfig } from '@agentplane/control-api/config';
 import { freePort, makeTempDir } from './process.js';
 
 export interface TestControl {

@@ -13,6 +13,13 @@ export const cacheDir =
   (process.getuid?.() === 0 ? '/var/cache/agentplane' : join(homedir(), '.cache', 'agentplane'));
 export const binDir = join(cacheDir, 'bin');
 
+/**
+ * Node's arguments for running one of the repository's TypeScript entry points in a single process, as `npm start`
+ * does: tsx as a loader (its launcher would fork a child a kill could miss), and workspace packages resolved to
+ * their sources.
+ */
+export const typeScriptNodeArgs = ['--conditions=@agentplane/source', '--import', 'tsx'];
+
 /** True when `AGENTPLANE_REQUIRE_SERVICES=1`: a missing service fails the run instead of skipping. */
 export const servicesRequired = process.env.AGENTPLANE_REQUIRE_SERVICES === '1';
 

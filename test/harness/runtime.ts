@@ -4,12 +4,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
-import { silentLogger } from '../../lib/src/logging.js';
-import { issuerFor, type AccessTokenGrant } from '../../lib/src/tokens/claims.js';
-import { createKeyRing, trustedKeysOf, type KeyRing, type SigningKey } from '../../lib/src/tokens/keys.js';
-import { signAccessToken } from '../../lib/src/tokens/mint.js';
-import { createRuntime, type Runtime } from '../../runtime/src/app.js';
-import { loadRuntimeConfig, type RuntimeConfig } from '../../runtime/src/config.js';
+import { silentLogger } from '@agentplane/lib/logging';
+import { issuerFor, type AccessTokenGrant } from '@agentplane/lib/tokens/claims';
+import { createKeyRing, trustedKeysOf, type KeyRing, type SigningKey } from '@agentplane/lib/tokens/keys';
+import { signAccessToken } from '@agentplane/lib/tokens/mint';
+import { createRuntime, type Runtime } from '@agentplane/runtime/app';
+import { loadRuntimeConfig, type RuntimeConfig } from '@agentplane/runtime/config';
 import { startMinio, type MinioServer } from './minio.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort, makeTempDir, requireBinary } from './process.js';

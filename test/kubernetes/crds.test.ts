@@ -13,7 +13,7 @@ import {
   projectNamespace,
   type Project,
   type Tenant,
-} from '../../lib/src/kubernetes/resources.js';
+} from '@agentplane/lib/kubernetes/resources';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type CommandResult, type KubernetesCluster } from '../harness/kubernetes.js';
 

@@ -17,8 +17,8 @@ import { postgresBinaries, startPostgres, type PostgresServer } from '../harness
 import { requireBinary } from '../harness/process.js';
 import { redisServerBinary, startRedis, type RedisServer } from '../harness/redis.js';
 import { startTestRuntime, type TestRuntime } from '../harness/runtime.js';
-import type { Operator } from '../../operator/src/app.js';
-import { RuntimeClient, type RuntimeCall } from '../../operator/src/runtime-client.js';
+import type { Operator } from '@agentplane/operator/app';
+import { RuntimeClient, type RuntimeCall } from '@agentplane/operator/runtime-client';
 import { Admin, installCrds, operatorConfig, prepareCluster, startOperator, startTcpLink, type TcpLink } from '../operator/fixture.js';
 
 const kubernetes = kubernetesBinaries();

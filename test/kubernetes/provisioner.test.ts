@@ -17,7 +17,7 @@ import {
   type Condition,
   type Project,
   type Tenant,
-} from '../../lib/src/kubernetes/resources.js';
+} from '@agentplane/lib/kubernetes/resources';
 import { startTestControl, type TestControl } from '../harness/control.js';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';

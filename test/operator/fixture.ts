@@ -6,12 +6,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { API_VERSION, type Project, type ProjectSpec, type Tenant } from '../../lib/src/kubernetes/resources.js';
-import { silentLogger } from '../../lib/src/logging.js';
-import { createOperator, type Operator, type OperatorDeps } from '../../operator/src/app.js';
-import { loadOperatorConfig, type OperatorConfig } from '../../operator/src/config.js';
-import { KubeClient } from '../../operator/src/kube/client.js';
-import { RuntimeClient, type RuntimeCall } from '../../operator/src/runtime-client.js';
+import { API_VERSION, type Project, type ProjectSpec, type Tenant } from '@agentplane/lib/kubernetes/resources';
+import { silentLogger } from '@agentplane/lib/logging';
+import { createOperator, type Operator, type OperatorDeps } from '@agentplane/operator/app';
+import { loadOperatorConfig, type OperatorConfig } from '@agentplane/operator/config';
+import { KubeClient } from '@agentplane/operator/kube/client';
+import { RuntimeClient, type RuntimeCall } from '@agentplane/operator/runtime-client';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from '../harness/postgres.js';
@@ -100,7 +100,7 @@ export function operatorConfig(env: Record<string, string>): OperatorConfig {
 export async function startOperator(cluster: KubernetesCluster, config: OperatorConfig, extra: Partial<OperatorDeps> = {}): Promise<Operator> {
   const operator = createOperator({
     config,
-    logger: process.env.OPERATOR_TEST_LOGS ? (await import('../../lib/src/logging.js')).createLogger({ level: 'debug', name: config.identity }) : silentLogger(),
+    logger: process.env.OPERATOR_TEST_LOGS ? (await import('@agentplane/lib/logging')).createLogger({ level: 'debug', name: config.identity }) : silentLogger(),
     kubeConfig: config.kubeconfig ? undefined : cluster.kubeConfig(),
     ...extra,
   });

@@ -5,15 +5,15 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, type Project } from '../../lib/src/kubernetes/resources.js';
-import { silentLogger } from '../../lib/src/logging.js';
-import { ensureFinalizer, finalize } from '../../operator/src/finalizers.js';
-import { KubeClient } from '../../operator/src/kube/client.js';
-import { LeaderElector } from '../../operator/src/leader.js';
-import { setCondition, writeStatus } from '../../operator/src/status.js';
+import { API_VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
+import { silentLogger } from '@agentplane/lib/logging';
+import { ensureFinalizer, finalize } from '@agentplane/operator/finalizers';
+import { KubeClient } from '@agentplane/operator/kube/client';
+import { LeaderElector } from '@agentplane/operator/leader';
+import { setCondition, writeStatus } from '@agentplane/operator/status';
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';
-import { freePort } from '../harness/process.js';
+import { freePort, typeScriptNodeArgs } from '../harness/process.js';
 import { installCrds, OPERATOR_NAMESPACE, prepareCluster, startTcpLink } from './fixture.js';
 
 const binaries = kubernetesBinaries();
@@ -224,7 +224,7 @@ describe.skipIf(!binaries)('operator machinery on a real API server', () => {
   describe('the operator program', () => {
     it('serves health, readiness and metrics, and on SIGTERM releases its lease and exits 0', async () => {
       const port = await freePort();
-      const child = spawn(process.execPath, ['--import', 'tsx', 'operator/src/main.ts'], {
+      const child = spawn(process.execPath, [...typeScriptNodeArgs, 'operator/src/main.ts'], {
         cwd: repoRoot,
         env: {
           ...process.env,

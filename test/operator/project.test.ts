@@ -5,9 +5,9 @@
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION, type Project } from '../../lib/src/kubernetes/resources.js';
-import type { Operator } from '../../operator/src/app.js';
-import type { KubeClient } from '../../operator/src/kube/client.js';
+import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION, type Project } from '@agentplane/lib/kubernetes/resources';
+import type { Operator } from '@agentplane/operator/app';
+import type { KubeClient } from '@agentplane/operator/kube/client';
 import { eventually } from '../harness/eventually.js';
 import { conditionOf, operatorSuiteBinaries, startOperator, startOperatorEnvironment, waitForCondition, type OperatorEnvironment } from './fixture.js';
 

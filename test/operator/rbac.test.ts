@@ -2,7 +2,7 @@
 // a Project provisioned to Ready, a Tenant registered and erased, the Project erased, leader election on the
 // chart's Lease.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Operator } from '../../operator/src/app.js';
+import type { Operator } from '@agentplane/operator/app';
 import { chartServiceAccounts, installChart, serviceAccountKubeconfig } from '../chart/install.js';
 import { eventually } from '../harness/eventually.js';
 import { OPERATOR_NAMESPACE, operatorSuiteBinaries, startOperator, startOperatorEnvironment, waitForCondition, type OperatorEnvironment } from './fixture.js';

@@ -4,8 +4,8 @@
 // operator restarted between any two of its writes still converging.
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Project, Tenant } from '../../lib/src/kubernetes/resources.js';
-import type { Operator } from '../../operator/src/app.js';
+import type { Project, Tenant } from '@agentplane/lib/kubernetes/resources';
+import type { Operator } from '@agentplane/operator/app';
 import { eventually } from '../harness/eventually.js';
 import { conditionOf, operatorSuiteBinaries, startOperator, startOperatorEnvironment, waitForCondition, type OperatorEnvironment } from './fixture.js';
 

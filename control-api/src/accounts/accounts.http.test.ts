@@ -2,10 +2,10 @@
 import { rmSync, statSync } from 'node:fs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
-import { makeTempDir } from '../../../test/harness/process.js';
-import { redisServerBinary, startRedis, type RedisServer } from '../../../test/harness/redis.js';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
+import { makeTempDir } from '@agentplane/test/harness/process';
+import { redisServerBinary, startRedis, type RedisServer } from '@agentplane/test/harness/redis';
+import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
 import { defaultOwnerEmail } from '../app.js';
 import { projectKeyOnOrgRoute } from './routes.js';
 

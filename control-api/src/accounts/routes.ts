@@ -1,7 +1,7 @@
 // HTTP adapter for sign-in and the org routes (signed-in account sessions only, never a project key).
 import { z } from 'zod';
-import { defineRoute, type Guard, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { permissionDenied, unauthenticated } from '../../../lib/src/errors.js';
+import { defineRoute, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { permissionDenied, unauthenticated } from '@agentplane/lib/errors';
 import type { ProjectService } from '../projects/service.js';
 import type { Account, AccountService } from './service.js';
 

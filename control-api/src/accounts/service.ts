@@ -2,8 +2,8 @@
 // tokens (stored only as a hash) that expire and can be revoked. Failed sign-ins are rate limited.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { AppError, unauthenticated } from '../../../lib/src/errors.js';
-import type { Counters } from '../../../lib/src/events/port.js';
+import { AppError, unauthenticated } from '@agentplane/lib/errors';
+import type { Counters } from '@agentplane/lib/events/port';
 import type { ControlSchema } from '../store/schema.js';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
 

@@ -1,7 +1,7 @@
 // Project keys through HTTP: who may create, list and revoke them, scopes, and what a revoked key can do.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
 import type { ControlApi } from '../app.js';
 
 describe('project keys', () => {

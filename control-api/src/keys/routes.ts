@@ -1,7 +1,7 @@
 // HTTP adapter for project keys, and the guard of every project route: a signed-in session or a project key.
 import { z } from 'zod';
-import { unauthenticated } from '../../../lib/src/errors.js';
-import { defineRoute, type Guard, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { unauthenticated } from '@agentplane/lib/errors';
+import { defineRoute, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
 import type { AccountService } from '../accounts/service.js';
 import type { ProjectCaller, ProjectKeyService } from './service.js';
 

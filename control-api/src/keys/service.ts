@@ -2,7 +2,7 @@
 // the ceiling) or `admin` (every control-plane call). Shown once, stored as a hash, revocable at once.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { notFound, permissionDenied, unauthenticated } from '../../../lib/src/errors.js';
+import { notFound, permissionDenied, unauthenticated } from '@agentplane/lib/errors';
 import type { ControlSchema } from '../store/schema.js';
 import type { ProjectService } from '../projects/service.js';
 

@@ -1,7 +1,7 @@
 // A project's capability ceiling and maxima: the wire schema, the default for a new project, and the form the
 // permission module computes with.
 import { z } from 'zod';
-import { CAPABILITIES, DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, didYouMean, isCapability, type CapabilityCeiling } from '../../../lib/src/permissions/index.js';
+import { CAPABILITIES, DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, didYouMean, isCapability, type CapabilityCeiling } from '@agentplane/lib/permissions';
 import type { StoredCeiling } from '../store/schema.js';
 
 const roleNames = z.array(z.string().min(1).max(100)).max(50);

@@ -2,8 +2,8 @@
 // null clearing, bad values refused with nothing changed, every change bumping the configuration version with the
 // caps in the pushed document, and a warning when a budget cannot count a model that has no price.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
-import { FakeOpenAIServer } from '../../../test/fakes/openai-server.js';
+import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
+import { FakeOpenAIServer } from '@agentplane/test/fakes/openai-server';
 import type { ControlApi } from '../app.js';
 
 const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };

@@ -1,10 +1,10 @@
 // A project's routes through HTTP: reading and changing its ceiling and configuration, and minting tokens that
 // the data plane's verifier accepts, with every clamp and warning of SPEC.md's token request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issuerFor } from '../../../lib/src/tokens/claims.js';
-import { trustedKeysOf } from '../../../lib/src/tokens/keys.js';
-import { verifyAccessToken } from '../../../lib/src/tokens/verify.js';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
+import { issuerFor } from '@agentplane/lib/tokens/claims';
+import { trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { verifyAccessToken } from '@agentplane/lib/tokens/verify';
+import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
 import type { ControlApi } from '../app.js';
 
 describe('project routes and minting', () => {

@@ -1,9 +1,9 @@
 // HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read, change and delete the project
 // and its ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
 import { z } from 'zod';
-import { notFound, permissionDenied } from '../../../lib/src/errors.js';
-import { CATALOGUE, modalitySide } from '../../../lib/src/permissions/index.js';
-import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { notFound, permissionDenied } from '@agentplane/lib/errors';
+import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import type { ProvisioningReport } from '../provisioning/status.js';

@@ -2,10 +2,10 @@
 // capability ceiling and configuration, and its own token signing key ring (sealed at rest).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
-import { notFound } from '../../../lib/src/errors.js';
-import { issuerFor } from '../../../lib/src/tokens/claims.js';
-import { createKeyRing, exportKeyRing, importKeyRing, pruneKeyRing, rotateKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
+import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { notFound } from '@agentplane/lib/errors';
+import { issuerFor } from '@agentplane/lib/tokens/claims';
+import { createKeyRing, exportKeyRing, importKeyRing, pruneKeyRing, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
 import { pushedProviders, unpricedModels } from '../providers/configuration.js';

@@ -1,7 +1,7 @@
 // The providers' part of what a project's runtime is told: each credential with its key opened for the push, and
 // the registered models the customer set no price for (which a spend cap then counts as free).
 import type { Kysely, Transaction } from 'kysely';
-import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
+import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import type { PushedProvider } from '../provisioning/provisioner.js';
 import type { ControlSchema } from '../store/schema.js';
 

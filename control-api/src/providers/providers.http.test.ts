@@ -6,10 +6,10 @@ import { Writable } from 'node:stream';
 import { sql } from 'kysely';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../lib/src/logging.js';
-import { startTestControl } from '../../../test/harness/control.js';
-import { freePort } from '../../../test/harness/process.js';
-import { FakeOpenAIServer } from '../../../test/fakes/openai-server.js';
+import { silentLogger } from '@agentplane/lib/logging';
+import { startTestControl } from '@agentplane/test/harness/control';
+import { freePort } from '@agentplane/test/harness/process';
+import { FakeOpenAIServer } from '@agentplane/test/fakes/openai-server';
 
 interface Provider {
   id: string;

@@ -1,7 +1,7 @@
 // The models a project registered: the union of its providers' models. The one list the pushed ceiling, minting
 // and the default model are checked against, so they can never disagree.
 import type { Kysely, Transaction } from 'kysely';
-import { modelNotAvailable } from '../../../lib/src/permissions/index.js';
+import { modelNotAvailable } from '@agentplane/lib/permissions';
 import type { ControlSchema } from '../store/schema.js';
 
 /** Sorted and unique; empty when the project has no provider (then no model is available, none is shared). */

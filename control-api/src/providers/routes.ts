@@ -1,6 +1,6 @@
 // HTTP adapter for a project's providers and default model (admin key or signed-in session).
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import { DEFAULT_EMBEDDING_MODEL, OPENAI_BASE_URL, PRICES_NOTE, PROVIDER_KINDS, type ProviderService } from './service.js';

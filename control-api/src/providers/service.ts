@@ -3,9 +3,9 @@
 // Each change bumps the project's configuration version and queues its push (ProjectService.applyChange).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
-import { AppError, conflict, invalidArgument, notFound } from '../../../lib/src/errors.js';
-import { checkUrl, type UrlPolicy } from '../../../lib/src/net/url-guard.js';
+import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { AppError, conflict, invalidArgument, notFound } from '@agentplane/lib/errors';
+import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import type { ProjectService } from '../projects/service.js';
 import type { ControlSchema, ProviderKind, StoredPrice } from '../store/schema.js';
 import { apiKeyAad } from './configuration.js';

@@ -2,9 +2,9 @@
 // (pinned to vetted addresses, redirects re-checked): read the model catalog and measure an embedding model's
 // dimension. Provider failures become the error family here, in words that never carry the key.
 import OpenAI from 'openai';
-import { AppError, invalidArgument } from '../../../lib/src/errors.js';
-import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '../../../lib/src/models/openai-client.js';
-import type { UrlPolicy } from '../../../lib/src/net/url-guard.js';
+import { AppError, invalidArgument } from '@agentplane/lib/errors';
+import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
+import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 
 export interface ProviderTarget {
   /** Already vetted with checkUrl; the guarded fetch vets every connection again. */

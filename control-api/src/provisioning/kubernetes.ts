@@ -4,7 +4,7 @@
 // runtime's admin channel (status.runtimeUrl, key from the namespace's Secret), never through a resource: the
 // document carries provider keys in clear. docs/decisions/0024-kubernetes-provisioner.md.
 import * as k8s from '@kubernetes/client-node';
-import { AppError } from '../../../lib/src/errors.js';
+import { AppError } from '@agentplane/lib/errors';
 import {
   API_VERSION,
   GROUP,
@@ -18,7 +18,7 @@ import {
   type Condition,
   type Project,
   type Tenant,
-} from '../../../lib/src/kubernetes/resources.js';
+} from '@agentplane/lib/kubernetes/resources';
 import type { Provisioner, ProvisioningStatus, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
 import { adminKeyRefused, RuntimeAdminClient } from './runtime-admin.js';
 

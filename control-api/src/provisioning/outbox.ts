@@ -4,7 +4,7 @@
 // A project's entries go out strictly in order: its tenant, then its configurations, and last its removal.
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
-import type { Logger } from '../../../lib/src/logging.js';
+import type { Logger } from '@agentplane/lib/logging';
 import type { ControlSchema } from '../store/schema.js';
 import type { Provisioner, TenantConfigurationDocument } from './provisioner.js';
 

@@ -2,10 +2,10 @@
 // PostgreSQL: who may, that its keys stop at once, that its tenant's data is erased from the runtime after the
 // project's earlier deliveries, and what GET /api/projects/:id says about the project's runtime meanwhile.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually } from '../../../test/harness/eventually.js';
-import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
-import { startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
+import { eventually } from '@agentplane/test/harness/eventually';
+import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
+import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
+import { startTestRuntime, type TestRuntime } from '@agentplane/test/harness/runtime';
 import { LocalProvisioner } from './local.js';
 
 const setups = postgresBinaries() ? (['embedded', 'postgres'] as const) : (['embedded'] as const);

@@ -1,7 +1,7 @@
 // The calls the control-api makes on a runtime's admin surface (`X-Admin-Key`, runtime/src/tenants/routes.ts) and
 // what counts as success for each. Shared by both provisioners: local knows the runtime's URL and key from its
 // config; kubernetes reads them from the project's resources.
-import { AppError } from '../../../lib/src/errors.js';
+import { AppError } from '@agentplane/lib/errors';
 import type { TenantConfigurationDocument } from './provisioner.js';
 
 /** The code of the error thrown when the runtime refuses the admin key: the key is stale, read it again. */

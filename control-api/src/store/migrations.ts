@@ -1,6 +1,6 @@
 // The control-api's schema (PostgreSQL schema `control`), in order. Released migrations are never edited.
 // It lives beside the runtime's tables when the all-in-one shares one database, with its own history.
-import type { Migration } from '../../../lib/src/db/migrate.js';
+import type { Migration } from '@agentplane/lib/db/migrate';
 
 export const controlSchema = 'control';
 

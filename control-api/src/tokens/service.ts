@@ -1,9 +1,9 @@
 // Minting end-user tokens (POST /api/projects/:id/token): the request clamped against the project's ceiling by
 // the permission module, signed with the project's active key.
-import { clampMint, EFFORTS } from '../../../lib/src/permissions/index.js';
-import { issuerFor } from '../../../lib/src/tokens/claims.js';
-import { signAccessToken } from '../../../lib/src/tokens/mint.js';
-import { grantFromClaims } from '../../../lib/src/tokens/permission-claims.js';
+import { clampMint, EFFORTS } from '@agentplane/lib/permissions';
+import { issuerFor } from '@agentplane/lib/tokens/claims';
+import { signAccessToken } from '@agentplane/lib/tokens/mint';
+import { grantFromClaims } from '@agentplane/lib/tokens/permission-claims';
 import { z } from 'zod';
 import type { ProjectCaller, ProjectKeyService } from '../keys/service.js';
 import { permissionCeiling } from '../projects/ceiling.js';

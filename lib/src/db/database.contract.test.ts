@@ -3,8 +3,8 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { sql, type Generated, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTempDir } from '../../../test/harness/process.js';
-import { postgresBinaries, startPostgres, type PostgresServer } from '../../../test/harness/postgres.js';
+import { makeTempDir } from '@agentplane/test/harness/process';
+import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
 import { DataDirLockedError } from './data-dir-lock.js';
 import { openDatabase, type Database, type DatabaseConfig } from './database.js';
 import { currentVersion, migrate, SchemaTooNewError, type Migration } from './migrate.js';

@@ -2,8 +2,8 @@
 // limits rely on. One suite, run against the in-process adapter and against a real redis-server.
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../../test/harness/process.js';
-import { redisServerBinary, startRedis, type RedisServer } from '../../../test/harness/redis.js';
+import { freePort } from '@agentplane/test/harness/process';
+import { redisServerBinary, startRedis, type RedisServer } from '@agentplane/test/harness/redis';
 import { createEventBus, createMemoryEventBus, type EventBus, type EventLogs, type RetentionOptions } from './index.js';
 
 interface Backend {

@@ -2,8 +2,8 @@
 // made (found by the managed-by label, mapped back by the agentplane.io/project label), so availability changes
 // wake the Project at once.
 import * as k8s from '@kubernetes/client-node';
-import { GROUP, LABELS, MANAGED_BY, PROJECTS, VERSION, type Project } from '../../../lib/src/kubernetes/resources.js';
-import type { Logger } from '../../../lib/src/logging.js';
+import { GROUP, LABELS, MANAGED_BY, PROJECTS, VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
+import type { Logger } from '@agentplane/lib/logging';
 import type { KubeClient } from '../kube/client.js';
 import { ObjectWatch } from '../kube/watch.js';
 import type { ProjectReconciler } from '../reconcilers/project/index.js';

@@ -1,8 +1,8 @@
 // Wires Tenants to the work queue. A Tenant's deletion also wakes its Project (whose erase waits for its Tenants),
 // and the Tenants of a Project are woken when the Project changes (registration waits for it to be Ready).
 import type * as k8s from '@kubernetes/client-node';
-import { GROUP, TENANTS, VERSION, type Project, type Tenant } from '../../../lib/src/kubernetes/resources.js';
-import type { Logger } from '../../../lib/src/logging.js';
+import { GROUP, TENANTS, VERSION, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
+import type { Logger } from '@agentplane/lib/logging';
 import type { KubeClient } from '../kube/client.js';
 import { ObjectWatch } from '../kube/watch.js';
 import type { TenantReconciler } from '../reconcilers/tenant/index.js';

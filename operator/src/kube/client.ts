@@ -4,8 +4,8 @@
 // 409 is recognisable. Every write passes the leadership guard first and is counted, which is how the benchmark and
 // the tests see "zero writes at steady state".
 import * as k8s from '@kubernetes/client-node';
-import { AppError } from '../../../lib/src/errors.js';
-import { GROUP, PROJECTS, TENANTS, VERSION, type Project, type Tenant } from '../../../lib/src/kubernetes/resources.js';
+import { AppError } from '@agentplane/lib/errors';
+import { GROUP, PROJECTS, TENANTS, VERSION, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
 
 export const FIELD_MANAGER = 'agentplane-operator';
 

@@ -2,8 +2,8 @@
 // (relisting by itself after 410 Gone); when the watch fails otherwise it stops, so this restarts it with a growing
 // delay. `synced` says the first list has arrived and the watch is running: the operator's readiness.
 import * as k8s from '@kubernetes/client-node';
-import { errorMessage } from '../../../lib/src/errors.js';
-import type { Logger } from '../../../lib/src/logging.js';
+import { errorMessage } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
 
 export interface WatchSpec<T extends k8s.KubernetesObject> {
   /** For logs: `projects`, `tenants`, `deployments`. */

@@ -1,8 +1,8 @@
 // Labels and the owner reference every object made for a Project carries: the labels let the operator find (and
 // prune) what it made, the owner reference lets the garbage collector remove what a deleted Project leaves behind.
 import type * as k8s from '@kubernetes/client-node';
-import { AppError } from '../../../lib/src/errors.js';
-import { API_VERSION, LABELS, MANAGED_BY, type Project } from '../../../lib/src/kubernetes/resources.js';
+import { AppError } from '@agentplane/lib/errors';
+import { API_VERSION, LABELS, MANAGED_BY, type Project } from '@agentplane/lib/kubernetes/resources';
 import { RUNTIME_NAME } from './names.js';
 
 export function projectLabels(project: Project, component?: string): Record<string, string> {

@@ -1,6 +1,6 @@
 // Where a Project's things are found: its namespace, hosts, URLs and database. Derived from the Project's name and
 // the operator's config alone, so the operator, the control-api and the tests compute the same answers.
-import { projectNamespace, type Project } from '../../../lib/src/kubernetes/resources.js';
+import { projectNamespace, type Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 
 /** Names of the objects made in every project namespace (the contract the control-api and the chart rely on). */

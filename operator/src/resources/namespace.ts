@@ -2,7 +2,7 @@
 // ServiceAccount bound to the chart's ClusterRole in this namespace only), and the ResourceQuota and LimitRange
 // the Project asks for.
 import type * as k8s from '@kubernetes/client-node';
-import { LABELS, type Project, type ResourceAmounts } from '../../../lib/src/kubernetes/resources.js';
+import { LABELS, type Project, type ResourceAmounts } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { ownerReference, projectLabels, projectObjectMeta, runtimeLabels } from './metadata.js';
 import { LIMIT_RANGE_NAME, QUOTA_NAME, RUNTIME_NAME, projectNamespaceName } from './names.js';

@@ -2,7 +2,7 @@
 // and the operator's namespace; every Pod may resolve names and reach the public internet but no private range, so
 // the runtime's tasks, sandboxes and tools cannot reach the cluster, the node or the cloud's metadata service.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectLabels, projectObjectMeta, runtimeSelector } from './metadata.js';
 

@@ -3,7 +3,7 @@
 // be decided from the object alone.
 import type * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { API_VERSION, type Project } from '../../../lib/src/kubernetes/resources.js';
+import { API_VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
 import { loadOperatorConfig } from '../config.js';
 import { buildNamespace, buildProjectObjects, type RuntimeSecretValues } from './index.js';
 

@@ -1,6 +1,6 @@
 import type * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { API_VERSION, LABELS, MANAGED_BY, type Project, type Tenant } from '../../../lib/src/kubernetes/resources.js';
+import { API_VERSION, LABELS, MANAGED_BY, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
 import { loadOperatorConfig, type OperatorConfig } from '../config.js';
 import {
   BLOCKED_IPV4_RANGES,

@@ -2,7 +2,7 @@
 // (ServiceAccount, RoleBinding, NetworkPolicies, quota, limits), then the Secret the runtime reads, then the runtime
 // and the ways to reach it.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectNamespaceName } from './names.js';
 import { buildLimitRange, buildResourceQuota, buildRoleBinding, buildServiceAccount } from './namespace.js';

@@ -2,7 +2,7 @@
 // and store credentials from the runtime Secret), its Service, the data-plane Ingress on the project's host and a
 // PodDisruptionBudget so voluntary disruptions take one replica at a time.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectObjectMeta, runtimeLabels, runtimeSelector } from './metadata.js';
 import {

@@ -2,7 +2,7 @@
 // credentials. The reconciler reads or generates the values; this module only lays them out, as `data` (base64),
 // because `stringData` is write-only and a read-back could never match what was applied.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project } from '../../../lib/src/kubernetes/resources.js';
+import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { specHash } from './hash.js';
 import { projectObjectMeta, runtimeLabels } from './metadata.js';

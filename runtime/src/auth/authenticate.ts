@@ -3,19 +3,19 @@
 // runtime's narrowing keys under the narrowing issuer, chosen by the token's issuer and never mixed), and works out
 // what it may do under the tenant's current ceiling. Knows nothing of HTTP: the guard hands it the two headers.
 import { decodeJwt } from 'jose';
-import { unauthenticated } from '../../../lib/src/errors.js';
-import { effectivePermission, type EffectivePermission } from '../../../lib/src/permissions/index.js';
-import { narrowingIssuerFor, type AccessTokenClaims } from '../../../lib/src/tokens/claims.js';
-import { trustedKeysOf } from '../../../lib/src/tokens/keys.js';
-import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
-import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS } from '../../../lib/src/permissions/index.js';
+import { unauthenticated } from '@agentplane/lib/errors';
+import { effectivePermission, type EffectivePermission } from '@agentplane/lib/permissions';
+import { narrowingIssuerFor, type AccessTokenClaims } from '@agentplane/lib/tokens/claims';
+import { trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS } from '@agentplane/lib/permissions';
 import {
   MAX_TOKEN_LENGTH,
   PROJECT_KEY_ON_DATA_PLANE,
   accessTokenVerifier,
   looksLikeProjectKey,
   type AccessTokenVerifier,
-} from '../../../lib/src/tokens/verify.js';
+} from '@agentplane/lib/tokens/verify';
 import type { StoredConfiguration, TenantConfigurationService } from '../tenants/configuration.js';
 import type { NarrowingKeyRings } from './narrowing-keys.js';
 

@@ -9,7 +9,7 @@ import {
   isPrivileged,
   type Capability,
   type RequestFlag,
-} from '../../../lib/src/permissions/index.js';
+} from '@agentplane/lib/permissions';
 import type { Principal } from './authenticate.js';
 
 const switchesShape = Object.fromEntries(REQUEST_FLAGS.map((flag) => [flag, z.boolean()])) as Record<RequestFlag, z.ZodBoolean>;

@@ -4,10 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import { CompactSign } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REQUEST_FLAGS } from '../../../lib/src/permissions/index.js';
-import { ACCESS_TOKEN_TYPE, audienceFor } from '../../../lib/src/tokens/claims.js';
-import { createKeyRing, rotateKeyRing, trustedKeysOf } from '../../../lib/src/tokens/keys.js';
-import { PROJECT_KEY_ON_DATA_PLANE } from '../../../lib/src/tokens/verify.js';
+import { REQUEST_FLAGS } from '@agentplane/lib/permissions';
+import { ACCESS_TOKEN_TYPE, audienceFor } from '@agentplane/lib/tokens/claims';
+import { createKeyRing, rotateKeyRing, trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
 import {
   availableSetups,
   configuredTenant,
@@ -15,7 +15,7 @@ import {
   startTestRuntime,
   type TestRuntime,
   type TestTenant,
-} from '../../../test/harness/runtime.js';
+} from '@agentplane/test/harness/runtime';
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const decodePart = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()) as Record<string, unknown>;

@@ -1,8 +1,8 @@
 // The `bearer` security scheme of the data plane: authenticates the request's end-user token and leaves the
 // principal on `res.locals` for the route to pass to its service.
 import type { Response } from 'express';
-import { AppError, internal } from '../../../lib/src/errors.js';
-import type { Guard } from '../../../lib/src/http/routes.js';
+import { AppError, internal } from '@agentplane/lib/errors';
+import type { Guard } from '@agentplane/lib/http/routes';
 import type { EndUserAuthenticator, Principal } from './authenticate.js';
 
 export function bearerGuard(authenticator: EndUserAuthenticator): Guard {

@@ -4,8 +4,8 @@
 // the runtime database so every replica signs and verifies with the same one, and purged with the tenant.
 // docs/decisions/0016-token-narrowing.md records the rules.
 import type { Kysely, Transaction } from 'kysely';
-import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
-import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '../../../lib/src/tokens/keys.js';
+import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import type { RuntimeSchema } from '../store/schema.js';
 import { canonicalTenantId } from '../tenants/service.js';
 

@@ -4,12 +4,12 @@
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMasterKey } from '../../../lib/src/crypto/local-secrets.js';
-import { SecretBox } from '../../../lib/src/crypto/secret-box.js';
-import { audienceFor, narrowingIssuerFor, type AccessTokenGrant } from '../../../lib/src/tokens/claims.js';
-import { exportSigningKey } from '../../../lib/src/tokens/keys.js';
-import { signAccessToken } from '../../../lib/src/tokens/mint.js';
-import { PROJECT_KEY_ON_DATA_PLANE } from '../../../lib/src/tokens/verify.js';
+import { loadMasterKey } from '@agentplane/lib/crypto/local-secrets';
+import { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { audienceFor, narrowingIssuerFor, type AccessTokenGrant } from '@agentplane/lib/tokens/claims';
+import { exportSigningKey } from '@agentplane/lib/tokens/keys';
+import { signAccessToken } from '@agentplane/lib/tokens/mint';
+import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
 import {
   availableSetups,
   configuredTenant,
@@ -17,7 +17,7 @@ import {
   startTestRuntime,
   type TestRuntime,
   type TestTenant,
-} from '../../../test/harness/runtime.js';
+} from '@agentplane/test/harness/runtime';
 import { NarrowingKeyRings } from './narrowing-keys.js';
 
 const ceiling = {

@@ -2,11 +2,11 @@
 // clamped by `lib/src/permissions`' `narrowClaims` against the caller's claims and the tenant's current ceiling;
 // the child is signed with the tenant's narrowing key ring. docs/decisions/0016-token-narrowing.md.
 import { z } from 'zod';
-import { unauthenticated } from '../../../lib/src/errors.js';
-import { EFFORTS, narrowClaims, requireRegisteredModels, type CapabilityCeiling, type NarrowRequest } from '../../../lib/src/permissions/index.js';
-import { narrowingIssuerFor } from '../../../lib/src/tokens/claims.js';
-import { signAccessToken } from '../../../lib/src/tokens/mint.js';
-import { claimsFromToken, grantFromClaims } from '../../../lib/src/tokens/permission-claims.js';
+import { unauthenticated } from '@agentplane/lib/errors';
+import { EFFORTS, narrowClaims, requireRegisteredModels, type CapabilityCeiling, type NarrowRequest } from '@agentplane/lib/permissions';
+import { narrowingIssuerFor } from '@agentplane/lib/tokens/claims';
+import { signAccessToken } from '@agentplane/lib/tokens/mint';
+import { claimsFromToken, grantFromClaims } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from './authenticate.js';
 import type { NarrowingKeyRings } from './narrowing-keys.js';
 

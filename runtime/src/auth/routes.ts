@@ -1,6 +1,6 @@
 // HTTP adapters for what an end-user token may do (bearer): parse, ask, answer.
-import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { PROJECT_KEY_ON_DATA_PLANE } from '../../../lib/src/tokens/verify.js';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
 import { Capabilities, capabilitiesOf } from './capabilities.js';
 import { principalOf } from './guard.js';
 import { TokenRequest, TokenResponse, type TokenNarrowingService } from './narrowing.js';

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { errorHandler } from '../../../lib/src/http/errors.js';
-import { silentLogger } from '../../../lib/src/logging.js';
-import { startMinio, type MinioServer } from '../../../test/harness/minio.js';
-import { freePort, makeTempDir, requireBinary } from '../../../test/harness/process.js';
+import { errorHandler } from '@agentplane/lib/http/errors';
+import { silentLogger } from '@agentplane/lib/logging';
+import { startMinio, type MinioServer } from '@agentplane/test/harness/minio';
+import { freePort, makeTempDir, requireBinary } from '@agentplane/test/harness/process';
 import {
   BLOB_ROUTE_PATH,
   BlobUrlSigner,

@@ -6,7 +6,7 @@ import { access, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { AppError, conflict, invalidArgument, notFound, unavailable } from '../../../lib/src/errors.js';
+import { AppError, conflict, invalidArgument, notFound, unavailable } from '@agentplane/lib/errors';
 import {
   MAX_UPLOAD_BYTES,
   MIN_PART_SIZE,

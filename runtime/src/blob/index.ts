@@ -32,5 +32,6 @@ export function createBlobStore(config: BlobStoreConfig): BlobStore {
 
 export { FsBlobStore } from './fs.js';
 export { S3BlobStore, type S3BlobStoreConfig } from './s3.js';
-export { BLOB_ROUTE_PATH, BlobUrlSigner, createSignedBlobRouter } from './signed-urls.js';
+export { BLOB_ROUTE_PATH, BlobUrlSigner } from './signed-urls.js';
+export { createSignedBlobRouter } from './signed-url-routes.js';
 export * from './port.js';

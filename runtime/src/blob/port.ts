@@ -1,7 +1,7 @@
 // The blob store port: where the runtime keeps files, and the rules every adapter shares so that code
 // written against the embedded filesystem store behaves the same against S3.
 import type { Readable } from 'node:stream';
-import { invalidArgument } from '../../../lib/src/errors.js';
+import { invalidArgument } from '@agentplane/lib/errors';
 
 export type BlobBody = Buffer | string | Readable;
 

@@ -17,7 +17,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { Readable } from 'node:stream';
-import { AppError, invalidArgument, notFound, unavailable } from '../../../lib/src/errors.js';
+import { AppError, invalidArgument, notFound, unavailable } from '@agentplane/lib/errors';
 import {
   assertBlobKey,
   assertBlobPrefix,

@@ -3,12 +3,12 @@
 // set, pausing on client calls, approvals and questions), picks up steer messages at step boundaries, and ends with
 // exactly one terminal frame. Its process holds a lease on the run; cancel reaches it through pub/sub.
 import type { Kysely } from 'kysely';
-import { AppError } from '../../../lib/src/errors.js';
-import type { EventBus } from '../../../lib/src/events/port.js';
-import { describeErrorFrame } from '../../../lib/src/http/errors.js';
-import type { Lifecycle } from '../../../lib/src/http/lifecycle.js';
-import type { Logger } from '../../../lib/src/logging.js';
-import type { Effort } from '../../../lib/src/permissions/index.js';
+import { AppError } from '@agentplane/lib/errors';
+import type { EventBus } from '@agentplane/lib/events/port';
+import { describeErrorFrame } from '@agentplane/lib/http/errors';
+import type { Lifecycle } from '@agentplane/lib/http/lifecycle';
+import type { Logger } from '@agentplane/lib/logging';
+import type { Effort } from '@agentplane/lib/permissions';
 import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
 import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';

@@ -1,8 +1,8 @@
 // A project's usage caps on its models (SPEC.md Errors rule 2): `rpm_limit` model calls and `tpm_limit` tokens per
 // minute, and a spend cap per day or month. Answered with 429 and the reset time, never by delaying: a caller that
 // is told when to come back can decide for itself. Counters live on the event port, shared by every replica.
-import { AppError } from '../../../lib/src/errors.js';
-import type { Counters } from '../../../lib/src/events/port.js';
+import { AppError } from '@agentplane/lib/errors';
+import type { Counters } from '@agentplane/lib/events/port';
 import type { UsageLimits } from '../tenants/configuration.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 

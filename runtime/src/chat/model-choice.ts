@@ -2,8 +2,8 @@
 // the request's model, else the tenant's `default_model` setting, else the project's default; checked against the
 // models the project registered and the token's allow-list before anything is sent; served by the one provider
 // credential that registered it, with the tenant's `litellm_key` (when set) in place of the project's key.
-import { conflict, permissionDenied } from '../../../lib/src/errors.js';
-import { modelNotAvailable, type EffectivePermission } from '../../../lib/src/permissions/index.js';
+import { conflict, permissionDenied } from '@agentplane/lib/errors';
+import { modelNotAvailable, type EffectivePermission } from '@agentplane/lib/permissions';
 import type { ProviderTarget } from '../models/port.js';
 import { providerFor, type ModelPrice, type StoredConfiguration, type UsageLimits } from '../tenants/configuration.js';
 import type { TenantRouting } from '../tenants/service.js';

@@ -1,10 +1,10 @@
 // HTTP adapters of the chat routes: parse, call ChatService, answer. The stream routes are one SSE writer over the
 // run log (STYLE.md 9); the blocking route waits for the same log's terminal frame.
 import type { Response } from 'express';
-import { ValidationError } from '../../../lib/src/errors.js';
-import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { lastEventIdOf, openSse } from '../../../lib/src/http/sse.js';
-import type { RunLogEvent } from '../../../lib/src/events/port.js';
+import { ValidationError } from '@agentplane/lib/errors';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { lastEventIdOf, openSse } from '@agentplane/lib/http/sse';
+import type { RunLogEvent } from '@agentplane/lib/events/port';
 import { principalOf } from '../auth/guard.js';
 import type { ChatService } from './service.js';
 import type { SideGenerations } from './side.js';

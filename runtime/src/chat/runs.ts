@@ -3,7 +3,7 @@
 // died. The frames a client sees live in the run log on the event port; this is what outlives them.
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, type Transaction } from 'kysely';
-import { conflict } from '../../../lib/src/errors.js';
+import { conflict } from '@agentplane/lib/errors';
 import type { RuntimeSchema } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 

@@ -1,8 +1,8 @@
 // Request, response and frame schemas of the chat routes; they validate requests and feed /openapi.json. SPEC.md
 // leaves most payloads "not shown": docs/decisions/0017-turn-engine.md records the choices.
 import { z } from 'zod';
-import { EFFORTS, REQUEST_FLAGS, type RequestFlag } from '../../../lib/src/permissions/index.js';
-import { jsonValue } from '../../../lib/src/schemas/json.js';
+import { EFFORTS, REQUEST_FLAGS, type RequestFlag } from '@agentplane/lib/permissions';
+import { jsonValue } from '@agentplane/lib/schemas/json';
 
 export const maxMessageLength = 100_000;
 export const maxClientTools = 128;

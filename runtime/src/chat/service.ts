@@ -3,12 +3,12 @@
 // routes hand it the principal and the parsed body.
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { AppError, conflict, invalidArgument, notFound, permissionDenied } from '../../../lib/src/errors.js';
-import type { EventBus, RunLogEvent } from '../../../lib/src/events/port.js';
-import { kindOfStatus } from '../../../lib/src/http/errors.js';
-import type { Logger } from '../../../lib/src/logging.js';
-import { effectivePermission, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '../../../lib/src/permissions/index.js';
-import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
+import { AppError, conflict, invalidArgument, notFound, permissionDenied } from '@agentplane/lib/errors';
+import type { EventBus, RunLogEvent } from '@agentplane/lib/events/port';
+import { kindOfStatus } from '@agentplane/lib/http/errors';
+import type { Logger } from '@agentplane/lib/logging';
+import { effectivePermission, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
+import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner } from '../sessions/access.js';
 import type { Conversations, NewMessage } from '../sessions/conversations.js';

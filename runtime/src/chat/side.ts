@@ -2,14 +2,14 @@
 // for the person. They read the conversation but never write to it (the title aside) and never reach the agent.
 // Their model calls count against the project's limits and are recorded in usage like any other.
 import type { Kysely } from 'kysely';
-import type { Logger } from '../../../lib/src/logging.js';
-import { effectivePermission } from '../../../lib/src/permissions/index.js';
-import { claimsFromToken } from '../../../lib/src/tokens/permission-claims.js';
+import type { Logger } from '@agentplane/lib/logging';
+import { effectivePermission } from '@agentplane/lib/permissions';
+import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { ModelFactory, ModelMessage } from '../models/port.js';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { TenantService } from '../tenants/service.js';
-import { permissionDenied } from '../../../lib/src/errors.js';
+import { permissionDenied } from '@agentplane/lib/errors';
 import type { Turn } from './engine.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter } from './limits.js';

@@ -1,8 +1,8 @@
 // The tools offered to one turn, computed once (DESIGN.md "Runs"): the built-in human-in-the-loop tools whose
 // capability survives ceiling ∩ token ∩ flag, and the client tools the request declares, each passed through the
 // same permission check. A call to anything outside this set is refused, never run.
-import { invalidArgument } from '../../../lib/src/errors.js';
-import type { EffectivePermission } from '../../../lib/src/permissions/index.js';
+import { invalidArgument } from '@agentplane/lib/errors';
+import type { EffectivePermission } from '@agentplane/lib/permissions';
 import type { ModelTool } from '../models/port.js';
 import type { ChatRequestInput } from './schemas.js';
 

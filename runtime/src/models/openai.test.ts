@@ -3,8 +3,8 @@
 // stream (signal or early return) closes the provider's connection.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../../../lib/src/errors.js';
-import { FakeOpenAIServer, type ChatReply } from '../../../test/fakes/openai-server.js';
+import { AppError } from '@agentplane/lib/errors';
+import { FakeOpenAIServer, type ChatReply } from '@agentplane/test/fakes/openai-server';
 import { createOpenAIModelFactory } from './openai.js';
 import type { LanguageModel, ModelRequest, StreamPart } from './port.js';
 

@@ -4,10 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { AppError, invalidArgument } from '../../../lib/src/errors.js';
-import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '../../../lib/src/models/openai-client.js';
-import type { GuardedFetch } from '../../../lib/src/net/guarded-fetch.js';
-import type { UrlPolicy } from '../../../lib/src/net/url-guard.js';
+import { AppError, invalidArgument } from '@agentplane/lib/errors';
+import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
+import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
+import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 import {
   MODEL_PORT_VERSION,
   type GenerateResult,

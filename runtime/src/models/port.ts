@@ -2,8 +2,8 @@
 // discriminated union of parts ending in exactly one `finish` or `error`; it is consumed once and aborts the
 // upstream call when the consumer stops early or the signal fires. Adapters: openai.ts (OpenAI and every
 // OpenAI-compatible endpoint).
-import type { AppError } from '../../../lib/src/errors.js';
-import type { Effort } from '../../../lib/src/permissions/index.js';
+import type { AppError } from '@agentplane/lib/errors';
+import type { Effort } from '@agentplane/lib/permissions';
 
 export const MODEL_PORT_VERSION = 'v1' as const;
 

@@ -3,7 +3,7 @@
 // A narrowed token's `data_scope` limits both further. One rule, used as a predicate for one row and as a SQL
 // filter for lists, so history, lists, events and the turn engine can never disagree.
 import { sql, type ExpressionBuilder, type Expression, type SqlBool } from 'kysely';
-import { isPrivileged, isWithinScope } from '../../../lib/src/permissions/index.js';
+import { isPrivileged, isWithinScope } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 

@@ -3,7 +3,7 @@
 // turn leaves on its session. Reads and visibility live beside it (service.ts, access.ts).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { PubSub } from '../../../lib/src/events/port.js';
+import type { PubSub } from '@agentplane/lib/events/port';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 

@@ -1,9 +1,9 @@
 // HTTP adapter for conversations (bearer, capability `chat`): parse, call the session service, answer. The events
 // stream is the SSE writer over the service's follower.
 import { z } from 'zod';
-import { ValidationError } from '../../../lib/src/errors.js';
-import { defineRoute, type RouteDefinition } from '../../../lib/src/http/routes.js';
-import { openSse } from '../../../lib/src/http/sse.js';
+import { ValidationError } from '@agentplane/lib/errors';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { openSse } from '@agentplane/lib/http/sse';
 import { principalOf } from '../auth/guard.js';
 import {
   FeedbackDeleted,

@@ -2,11 +2,11 @@
 // feedback, and following a conversation's new messages. Every read goes through the one visibility rule
 // (access.ts), so a conversation the caller may not see answers exactly like one that does not exist.
 import { sql, type Kysely } from 'kysely';
-import { AppError, invalidArgument, notFound, permissionDenied, unauthenticated } from '../../../lib/src/errors.js';
-import { ChangeNotice, type PubSub } from '../../../lib/src/events/port.js';
-import { describeErrorFrame } from '../../../lib/src/http/errors.js';
-import type { Logger } from '../../../lib/src/logging.js';
-import { isPrivileged } from '../../../lib/src/permissions/index.js';
+import { AppError, invalidArgument, notFound, permissionDenied, unauthenticated } from '@agentplane/lib/errors';
+import { ChangeNotice, type PubSub } from '@agentplane/lib/events/port';
+import { describeErrorFrame } from '@agentplane/lib/http/errors';
+import type { Logger } from '@agentplane/lib/logging';
+import { isPrivileged } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { visibleSessions } from './access.js';

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '../../../test/harness/runtime.js';
+import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '@agentplane/test/harness/runtime';
 import type { Conversations } from './conversations.js';
 import type { MessageOutput } from './schemas.js';
 

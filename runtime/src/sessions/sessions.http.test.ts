@@ -3,8 +3,8 @@
 // (refused while a turn holds a live lease) and feedback.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AccessTokenGrant } from '../../../lib/src/tokens/claims.js';
-import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '../../../test/harness/runtime.js';
+import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
+import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '@agentplane/test/harness/runtime';
 import type { Conversations, NewMessage } from './conversations.js';
 import type { MessageOutput, SessionOutput, SessionPageOutput } from './schemas.js';
 

@@ -1,5 +1,5 @@
 // The runtime's schema, in order. Released migrations are never edited: add a new one.
-import type { Migration } from '../../../lib/src/db/migrate.js';
+import type { Migration } from '@agentplane/lib/db/migrate';
 
 export const runtimeMigrations: Migration[] = [
   {

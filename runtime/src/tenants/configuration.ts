@@ -3,8 +3,8 @@
 // sealed at rest and shown redacted. docs/decisions/0013 and 0018 record the rules.
 import { createHash, createHmac, hkdfSync } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { SecretBox } from '../../../lib/src/crypto/secret-box.js';
-import { conflict, notFound } from '../../../lib/src/errors.js';
+import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { conflict, notFound } from '@agentplane/lib/errors';
 import type { RuntimeSchema, TenantConfigurationsTable } from '../store/schema.js';
 import {
   TenantConfiguration,

@@ -3,8 +3,8 @@
 // stored bytes, run logs). Rows go in one transaction, all or nothing, and only once work is stopped and
 // sandboxes are gone; what lies outside the database is best effort, each outcome reported.
 import type { Kysely, Transaction } from 'kysely';
-import { AppError, errorMessage } from '../../../lib/src/errors.js';
-import type { Logger } from '../../../lib/src/logging.js';
+import { AppError, errorMessage } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
 import type { RuntimeSchema } from '../store/schema.js';
 
 /** The phases, in the order they run. */

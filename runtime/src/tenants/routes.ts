@@ -1,6 +1,6 @@
 // HTTP adapter for tenants and their configuration (X-Admin-Key): parse, call the service, answer.
-import type { RouteDefinition } from '../../../lib/src/http/routes.js';
-import { defineRoute } from '../../../lib/src/http/routes.js';
+import type { RouteDefinition } from '@agentplane/lib/http/routes';
+import { defineRoute } from '@agentplane/lib/http/routes';
 import { z } from 'zod';
 import type { TenantConfigurationService } from './configuration.js';
 import type { TenantService } from './service.js';

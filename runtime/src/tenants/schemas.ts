@@ -1,9 +1,9 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
-import { CAPABILITIES, type Capability } from '../../../lib/src/permissions/index.js';
-import { jsonValue } from '../../../lib/src/schemas/json.js';
-import { trustedKeysSchema } from '../../../lib/src/tokens/keys.js';
+import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
+import { jsonValue } from '@agentplane/lib/schemas/json';
+import { trustedKeysSchema } from '@agentplane/lib/tokens/keys';
 
 export const maxSettingsBytes = 64 * 1024;
 

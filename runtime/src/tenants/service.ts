@@ -2,8 +2,8 @@
 // Secret settings and webhook secrets are sealed at rest; reads show settings redacted.
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
-import { conflict, notFound, ValidationError } from '../../../lib/src/errors.js';
-import { newSecret, type SecretBox } from '../../../lib/src/crypto/secret-box.js';
+import { conflict, notFound, ValidationError } from '@agentplane/lib/errors';
+import { newSecret, type SecretBox } from '@agentplane/lib/crypto/secret-box';
 import type { RuntimeSchema, TenantsTable } from '../store/schema.js';
 import type { EraseReport, TenantEraser } from './erase.js';
 import {

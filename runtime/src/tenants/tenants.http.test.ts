@@ -2,8 +2,8 @@
 // (real PostgreSQL, MinIO, Redis). Bad input gets the documented status and stores nothing.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKeyRing, exportSigningKey, trustedKeysOf } from '../../../lib/src/tokens/keys.js';
-import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
+import { createKeyRing, exportSigningKey, trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '@agentplane/test/harness/runtime';
 import { digestOf, providerFor } from './configuration.js';
 import { tenantBlobPrefix, tenantEventPrefix } from './keys.js';
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../../lib/src/logging.js';
+import { silentLogger } from '@agentplane/lib/logging';
 import { ProjectDatabases } from './database.js';
 
 const databases = (adminUrl: string, databaseHost?: string) => new ProjectDatabases({ pool: {} as pg.Pool, adminUrl, databaseHost, logger: silentLogger() });

@@ -4,7 +4,7 @@
 // the `vector` extension the runtime's migrations need, which only an admin may create). DDL runs one statement
 // at a time in this process; CREATE DATABASE also retries while another session holds its template.
 import pg from 'pg';
-import type { Logger } from '../../../../lib/src/logging.js';
+import type { Logger } from '@agentplane/lib/logging';
 
 /** Stored as the database's comment once its setup is complete. */
 const SETUP_MARKER = 'agentplane project database: set up by agentplane-operator';

@@ -5,13 +5,13 @@
 //   3. delete the namespace (the runtime and everything else in it) and wait until it is gone;
 // then remove the finalizer. While it waits, Ready=False says on what, and the pass is requeued.
 import type * as k8s from '@kubernetes/client-node';
-import { errorMessage } from '../../../../lib/src/errors.js';
-import { PROJECT_CONDITIONS, PROJECT_FINALIZER, TENANT_CONDITIONS, type Project } from '../../../../lib/src/kubernetes/resources.js';
+import { errorMessage } from '@agentplane/lib/errors';
+import { PROJECT_CONDITIONS, PROJECT_FINALIZER, TENANT_CONDITIONS, type Project } from '@agentplane/lib/kubernetes/resources';
 import { finalize, type EraseProgress } from '../../finalizers.js';
 import type { ReconcileOutcome } from '../../queue.js';
 import { namespaceConflict, ownsNamespace, projectDatabaseName, projectNamespaceName } from '../../resources/index.js';
 import { findCondition, setCondition, writeStatus, type ConditionUpdate } from '../../status.js';
-import type { ProjectReconcilerDeps } from './index.js';
+import type { ProjectReconcilerDeps } from './deps.js';
 
 /** How often a Project being erased checks on what it waits for (Tenant deletions also wake it). */
 export const ERASE_REQUEUE_MS = 2_000;

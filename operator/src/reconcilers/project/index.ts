@@ -4,13 +4,10 @@
 //   6. desired objects, then prune  7. the Deployment's availability  8. the runtime's /ready
 //   -> status (conditions, observedGeneration, URLs)
 import type * as k8s from '@kubernetes/client-node';
-import { PROJECT_CONDITIONS, PROJECT_FINALIZER, type Condition, type Project } from '../../../../lib/src/kubernetes/resources.js';
-import { errorMessage } from '../../../../lib/src/errors.js';
-import type { Logger } from '../../../../lib/src/logging.js';
+import { PROJECT_CONDITIONS, PROJECT_FINALIZER, type Condition, type Project } from '@agentplane/lib/kubernetes/resources';
+import { errorMessage } from '@agentplane/lib/errors';
 import { applyObject, applyObjects, pruneObjects } from '../../apply.js';
-import type { OperatorConfig } from '../../config.js';
 import { ensureFinalizer } from '../../finalizers.js';
-import type { KubeClient } from '../../kube/client.js';
 import type { ReconcileOutcome } from '../../queue.js';
 import {
   PROJECT_OBJECT_KINDS,
@@ -25,26 +22,19 @@ import {
   runtimeUrl,
   type RuntimeSecretValues,
 } from '../../resources/index.js';
-import type { RuntimeClient } from '../../runtime-client.js';
 import { findCondition, setCondition, writeStatus, type ConditionUpdate } from '../../status.js';
 import { ProjectDatabases } from './database.js';
+import type { ProjectReconcilerDeps } from './deps.js';
 import { eraseProject } from './erase.js';
 import { newAdminKey, newDatabasePassword, newMasterKey, secretValues } from './secrets.js';
+
+export type { ProjectReconcilerDeps } from './deps.js';
 
 /** How soon a Project that is not Ready yet is looked at again, besides the watch events that also wake it. */
 export const NOT_READY_REQUEUE_MS = 5_000;
 
 /** How soon a Project refused its namespace looks again (a namespace going away does not wake it). */
 export const CONFLICT_REQUEUE_MS = 60_000;
-
-export interface ProjectReconcilerDeps {
-  kube: KubeClient;
-  config: OperatorConfig;
-  logger: Logger;
-  runtime: RuntimeClient;
-  /** Absent when no PostgreSQL server is configured: runtimes then keep their data in the Pod. */
-  databases: ProjectDatabases | undefined;
-}
 
 /** What one pass learns, step by step; written to the status at the end. */
 interface ProjectPass {

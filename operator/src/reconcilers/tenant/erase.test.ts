@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { TenantEraseReport } from '../../../../lib/src/kubernetes/resources.js';
+import type { TenantEraseReport } from '@agentplane/lib/kubernetes/resources';
 import { keepingErasedAt } from './erase.js';
 
 const failedBlobs = (erasedAt: string): TenantEraseReport => ({

@@ -4,12 +4,12 @@
 // cannot complete (runtime unreachable, a failed step) keeps the finalizer, says why in Erased=False and is
 // retried with backoff. A tenant to which no registration was ever sent has nothing to erase there.
 import { isDeepStrictEqual } from 'node:util';
-import { TENANT_CONDITIONS, TENANT_FINALIZER, type Tenant, type TenantEraseReport } from '../../../../lib/src/kubernetes/resources.js';
-import { AppError } from '../../../../lib/src/errors.js';
+import { TENANT_CONDITIONS, TENANT_FINALIZER, type Tenant, type TenantEraseReport } from '@agentplane/lib/kubernetes/resources';
+import { AppError } from '@agentplane/lib/errors';
 import { finalize, type EraseProgress } from '../../finalizers.js';
 import type { ReconcileOutcome } from '../../queue.js';
 import { findCondition, setCondition, timestamp, writeStatus, type ConditionUpdate } from '../../status.js';
-import { runtimeAccess, runtimeFailure, type TenantReconcilerDeps } from './index.js';
+import { runtimeAccess, runtimeFailure, type TenantReconcilerDeps } from './runtime-access.js';
 
 /** The erase did not complete; the queue retries it with backoff. */
 export class EraseNotCompleteError extends AppError {

@@ -3,49 +3,25 @@
 //   4. registered with the runtime (POST /tenants)   5. this generation's settings merged (PATCH /tenants/{id})
 //   -> status (Registered, SettingsSynced, Ready, observedGeneration, registeredAt)
 // At steady state it calls nothing and writes nothing: registration and settings are remembered in the status.
-import type * as k8s from '@kubernetes/client-node';
-import { PROJECT_CONDITIONS, TENANT_CONDITIONS, TENANT_FINALIZER, type Condition, type Project, type Tenant } from '../../../../lib/src/kubernetes/resources.js';
-import { errorMessage } from '../../../../lib/src/errors.js';
-import type { Logger } from '../../../../lib/src/logging.js';
-import type { OperatorConfig } from '../../config.js';
+import { PROJECT_CONDITIONS, TENANT_CONDITIONS, TENANT_FINALIZER, type Condition, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
 import { ensureFinalizer } from '../../finalizers.js';
-import type { KubeClient } from '../../kube/client.js';
 import type { ReconcileOutcome } from '../../queue.js';
-import { RUNTIME_SECRET_NAME, projectNamespaceName, runtimeUrl, tenantRegistration } from '../../resources/index.js';
-import { RuntimeRefusedError, RuntimeUnreachableError, type RuntimeClient } from '../../runtime-client.js';
+import { RUNTIME_SECRET_NAME, projectNamespaceName, tenantRegistration } from '../../resources/index.js';
+import { RuntimeRefusedError } from '../../runtime-client.js';
 import { findCondition, setCondition, timestamp, writeStatus, type ConditionUpdate } from '../../status.js';
-import { secretValues } from '../project/secrets.js';
 import { eraseTenant } from './erase.js';
+import { runtimeAccess, runtimeFailure, type TenantReconcilerDeps } from './runtime-access.js';
+
+export type { RuntimeAccess, TenantReconcilerDeps } from './runtime-access.js';
 
 /** How soon a Tenant waiting on its Project looks again (the Project's own changes also wake it). */
 export const PROJECT_WAIT_REQUEUE_MS = 10_000;
-
-export interface TenantReconcilerDeps {
-  kube: KubeClient;
-  config: OperatorConfig;
-  logger: Logger;
-  runtime: RuntimeClient;
-}
-
-/** Where a tenant's runtime is and the key it accepts. */
-export interface RuntimeAccess {
-  url: string;
-  adminKey: string | undefined;
-}
-
-/** The runtime of a tenant's project: from the Project's status, or from the template when the Project is gone. */
-export async function runtimeAccess(deps: TenantReconcilerDeps, tenant: Tenant, project: Project | null): Promise<RuntimeAccess> {
-  const namespace = tenant.metadata.namespace!;
-  const stand = project ?? ({ apiVersion: 'agentplane.io/v1alpha1', kind: 'Project', metadata: { name: tenant.spec.project }, spec: {} } satisfies Project);
-  const secret = await deps.kube.get<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace });
-  return { url: project?.status?.runtimeUrl ?? runtimeUrl(stand, deps.config), adminKey: secretValues(secret)['admin-key'] };
-}
 
 export class TenantReconciler {
   constructor(private readonly deps: TenantReconcilerDeps) {}
 
   async reconcile(namespace: string, name: string): Promise<ReconcileOutcome> {
-    const { kube, config } = this.deps;
+    const { kube } = this.deps;
     const found = await kube.getCustom('Tenant', name, namespace);
     if (!found) return {};
     if (found.metadata.deletionTimestamp) return eraseTenant(this.deps, found);
@@ -163,15 +139,4 @@ function readyOf(conditions: Condition[] | undefined): ConditionUpdate {
     if (condition.status !== 'True') return { type: TENANT_CONDITIONS.ready, status: 'False', reason: condition.reason, message: condition.message };
   }
   return { type: TENANT_CONDITIONS.ready, status: 'True', reason: 'Ready', message: 'registered and settings in sync' };
-}
-
-/** A failed runtime call as a condition of the step it broke. */
-export function runtimeFailure(error: unknown, type: string): ConditionUpdate {
-  if (error instanceof RuntimeUnreachableError) return { type, status: 'False', reason: 'RuntimeUnreachable', message: errorMessage(error) };
-  if (error instanceof RuntimeRefusedError) {
-    if (error.status === 401) return { type, status: 'False', reason: 'AdminKeyRejected', message: `${errorMessage(error)}; the Secret's admin-key differs from the runtime's` };
-    if (error.status === 422) return { type, status: 'False', reason: 'SettingsRejected', message: errorMessage(error) };
-    return { type, status: 'False', reason: 'RuntimeError', message: errorMessage(error) };
-  }
-  return { type, status: 'False', reason: 'ReconcileFailed', message: errorMessage(error) };
 }

@@ -4,11 +4,11 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { providerFor } from '../../../runtime/src/tenants/configuration.js';
-import { FakeOpenAIServer } from '../../../test/fakes/openai-server.js';
-import { startTestControl, type TestControl } from '../../../test/harness/control.js';
-import { startTestRuntime, type TestRuntime } from '../../../test/harness/runtime.js';
-import { LocalProvisioner } from './local.js';
+import { providerFor } from '@agentplane/runtime/tenants/configuration';
+import { FakeOpenAIServer } from './fakes/openai-server.js';
+import { startTestControl, type TestControl } from './harness/control.js';
+import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
+import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 
 const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
 

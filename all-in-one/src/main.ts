@@ -1,19 +1,32 @@
 // `npm start`: the control-api and the runtime in one process on embedded defaults (PGlite, local files,
 // in-process events), state kept in AGENTPLANE_DATA_DIR. Both share one lifecycle, so SIGTERM drains both.
 import { createServer } from 'node:http';
-import { exitOnSignals, Lifecycle } from '../lib/src/http/lifecycle.js';
-import { announceGeneratedSecret, listen, loadConfigOrExit, loggerFor, startOrExit } from '../lib/src/program.js';
-import { announceGeneratedOwner } from '../control-api/src/owner.js';
-import { LocalProvisioner } from '../control-api/src/provisioning/local.js';
-import { createControlApi } from '../control-api/src/app.js';
-import { loadControlApiConfig } from '../control-api/src/config.js';
-import { createRuntime } from '../runtime/src/app.js';
-import { loadRuntimeConfig } from '../runtime/src/config.js';
+import { exitOnSignals, Lifecycle } from '@agentplane/lib/http/lifecycle';
+import { announceGeneratedSecret, listen, loadConfigsOrExit, loggerFor, startOrExit } from '@agentplane/lib/program';
+import { announceGeneratedOwner } from '@agentplane/control-api/owner';
+import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
+import { createControlApi } from '@agentplane/control-api/app';
+import { loadControlApiConfig } from '@agentplane/control-api/config';
+import { createRuntime } from '@agentplane/runtime/app';
+import { loadRuntimeConfig } from '@agentplane/runtime/config';
 
 /** Where this process reaches its own data plane, whatever public URL customers are given. */
 const loopbackUrl = (host: string, port: number) => `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host}:${port}`;
 
-const configs = loadConfigOrExit(() => ({ runtime: loadRuntimeConfig(), control: loadControlApiConfig() }));
+// Every problem of both programs is reported at once. Customers are handed the data plane this process serves
+// (DATA_PORT, PUBLIC_URL), unless DATA_PLANE_URL names another.
+const configs = loadConfigsOrExit({
+  runtime: () => loadRuntimeConfig(),
+  control: () => loadControlApiConfig(process.env, { dataPlaneUrl: servedDataPlaneUrl() }),
+});
+
+function servedDataPlaneUrl(): string | undefined {
+  try {
+    return loadRuntimeConfig().publicUrl;
+  } catch {
+    return undefined; // the runtime's loader reports why
+  }
+}
 const logger = loggerFor(configs.runtime);
 const lifecycle = new Lifecycle();
 const runtime = await startOrExit(logger, 'the runtime', () =>
