@@ -10,7 +10,7 @@ import { errorHandler, refuseProtoKeys, unknownRoute } from './errors.js';
 import type { Lifecycle } from './lifecycle.js';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
-import { mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
+import { BODY_ERROR, mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
 
 export const apiVersion = '0.1.0';
 
@@ -58,7 +58,15 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   });
   app.use(metrics.middleware);
   for (const raw of options.rawRouters ?? []) app.use(raw.path, raw.router);
-  app.use(express.json({ limit: options.bodyLimitBytes, strict: true, reviver: refuseProtoKeys }));
+  // A body that does not parse (bad JSON, too large) is answered by the route after it has checked the credential
+  // and authorized the action (mountRoutes), so a caller who may not act learns nothing from it.
+  const json = express.json({ limit: options.bodyLimitBytes, strict: true, reviver: refuseProtoKeys });
+  app.use((req, res, next) => {
+    json(req, res, (error?: unknown) => {
+      if (error !== undefined) res.locals[BODY_ERROR] = error;
+      next();
+    });
+  });
 
   let document: OpenApiDocument | undefined;
   const allRoutes = [

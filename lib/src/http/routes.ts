@@ -48,6 +48,12 @@ export interface RouteDefinition<
   query?: Q;
   body?: B;
   responses: Record<number, ResponseSpec>;
+  /**
+   * Runs after the credential and the path parameters are checked and before the query and body are: authorizes
+   * the kind of action and finds its target (not visible answers 404, as a made-up id would), so a caller who may
+   * not act learns nothing from how its body would have been validated.
+   */
+  authorize?(input: Pick<RouteInput<z.infer<P>, unknown, unknown>, 'params' | 'req' | 'res'>): Promise<void> | void;
   handle(input: RouteInput<z.infer<P>, z.infer<Q>, z.infer<B>>): Promise<RouteResult>;
 }
 
@@ -82,6 +88,9 @@ function parsePart(schema: z.ZodType | undefined, value: unknown, where: string)
   return result.data;
 }
 
+/** Where the app's body parser leaves a body it could not parse, for the route to answer in its turn. */
+export const BODY_ERROR = 'bodyError';
+
 /** Whether the request carries a body at all (the same test body parsers use). */
 const hasBody = (req: Request) => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 
@@ -91,7 +100,10 @@ export function successStatus(route: RouteDefinition): number {
   return Number(Object.keys(route.responses).find((status) => Number(status) < 300) ?? 200);
 }
 
-/** Mounts every route on a router: check the credential first (401 before any 422), then validate, then handle. */
+/**
+ * Mounts every route on a router. The order is the security order: the credential (401), the path, the route's
+ * own authorization and lookup (403, 404), then the query and body (4xx naming the field), then the handler.
+ */
 export function mountRoutes(routes: RouteDefinition[], options: MountOptions): Router {
   const router = express.Router();
   for (const route of routes) {
@@ -103,12 +115,15 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
     router[route.method](expressPath(route.path), async (req, res, next) => {
       try {
         if (guards.length > 0) await firstPassingGuard(guards, req, res);
+        const params = parsePart(route.params, req.params, 'path');
+        if (route.authorize) await route.authorize({ params, req, res });
+        if (res.locals[BODY_ERROR] !== undefined) throw res.locals[BODY_ERROR];
         // express.json() leaves other media types unparsed; without this check their body would pass as `{}`.
         if (route.body && hasBody(req) && !req.is('application/json')) {
           throw new AppError('unsupported_media_type', 'request body must be JSON, sent with Content-Type: application/json');
         }
         const input = {
-          params: parsePart(route.params, req.params, 'path'),
+          params,
           query: parsePart(route.query, req.query, 'query'),
           body: parsePart(route.body, req.body ?? {}, 'body'),
           req,
