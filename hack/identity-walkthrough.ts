@@ -3,7 +3,10 @@
 // token, call the data plane with it.
 //
 //   AGENTPLANE_ALLOW_PRIVATE_URLS=true npm start            # (the walkthrough's provider listens on loopback)
-//   npx tsx hack/identity-walkthrough.ts                     # in another terminal
+//   node --conditions=@agentplane/source --import tsx hack/identity-walkthrough.ts   # in another terminal
+//
+// It reads the variables `npm start` reads: AGENTPLANE_DATA_DIR, CONTROL_PORT, DATA_PORT (and the owner's
+// AGENTPLANE_OWNER_EMAIL and AGENTPLANE_OWNER_PASSWORD when those were set), so the same environment finds it.
 //
 // It starts a protocol-level OpenAI-compatible server itself to stand in for the customer's provider.
 import { readFileSync } from 'node:fs';
@@ -92,8 +95,8 @@ export async function walkThrough(options: WalkthroughOptions): Promise<Step[]> 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const dataDir = process.env.AGENTPLANE_DATA_DIR ?? './.agentplane';
   const steps = await walkThrough({
-    controlUrl: process.env.CONTROL_URL ?? 'http://127.0.0.1:8080',
-    dataUrl: process.env.DATA_URL ?? 'http://127.0.0.1:8081',
+    controlUrl: `http://127.0.0.1:${process.env.CONTROL_PORT ?? 8080}`,
+    dataUrl: `http://127.0.0.1:${process.env.DATA_PORT ?? 8081}`,
     email: process.env.AGENTPLANE_OWNER_EMAIL ?? 'owner@localhost',
     password: process.env.AGENTPLANE_OWNER_PASSWORD ?? readFileSync(join(dataDir, 'secrets', 'owner-password'), 'utf8').trim(),
     log: console.log,

@@ -81,7 +81,7 @@ describe('identity end to end: control plane to data plane', () => {
     expect(minted.allowed_models).toEqual(['gpt-test']);
     const unregistered = await control_(`/api/projects/${project.id}/token`, { method: 'POST', key: mintKey.key, body: JSON.stringify({ subject: 'helpdesk:bob', models: ['gpt-other'] }) });
     expect(unregistered.status).toBe(400);
-    expect(await unregistered.json()).toEqual({ detail: "model 'gpt-other' is not available to this project. Registered: gpt-test" });
+    expect(await unregistered.json()).toMatchObject({ detail: "model 'gpt-other' is not available to this project. Registered: gpt-test" });
 
     await delivered(project.id);
     const caps = await rt.endUser('/capabilities', minted.access_token);

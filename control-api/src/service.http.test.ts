@@ -64,9 +64,9 @@ describe('control-api service routes', () => {
   });
 
   it('answers malformed JSON with 400 and unknown routes with 404, each with a string detail', async () => {
-    const malformed = await fetch(`${url}/api/projects`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+    const malformed = await fetch(`${url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
     expect(malformed.status).toBe(400);
-    expect(await malformed.json()).toEqual({ detail: 'request body is not valid JSON' });
+    expect(await malformed.json()).toMatchObject({ detail: 'request body is not valid JSON' });
     const unknown = await fetch(`${url}/api/nothing`);
     expect(unknown.status).toBe(404);
     expect(typeof ((await unknown.json()) as { detail: unknown }).detail).toBe('string');

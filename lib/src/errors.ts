@@ -27,6 +27,8 @@ export interface AppErrorOptions {
   code?: string;
   /** Extra fields a client relies on (for example `run_id`, `session_id`). */
   extra?: Record<string, unknown>;
+  /** When trying again can succeed (a rate limit's reset): answered as `Retry-After`. */
+  retryAt?: Date;
   cause?: unknown;
 }
 
@@ -34,6 +36,7 @@ export class AppError extends Error {
   readonly kind: ErrorKind;
   readonly code: string | undefined;
   readonly extra: Record<string, unknown> | undefined;
+  readonly retryAt: Date | undefined;
 
   constructor(kind: ErrorKind, message: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -41,6 +44,7 @@ export class AppError extends Error {
     this.kind = kind;
     this.code = options.code;
     this.extra = options.extra;
+    this.retryAt = options.retryAt;
   }
 
   /** Whether a caller may retry the same request later (rate limits, upstream failures, timeouts). */

@@ -135,7 +135,43 @@ describe('runtime service routes', () => {
   it('answers an unknown route with 404 and a detail', async () => {
     const res = await fetch(`${rt.url}/no/such/route`, { method: 'POST' });
     expect(res.status).toBe(404);
-    expect(await res.json()).toEqual({ detail: 'no route for POST /no/such/route' });
+    expect(await res.json()).toMatchObject({ detail: 'no route for POST /no/such/route', code: 'no_route', request_id: res.headers.get('x-request-id') });
+  });
+
+  it('answers a known path with a method it does not serve with 405 and Allow', async () => {
+    const res = await fetch(`${rt.url}/health`, { method: 'DELETE' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('GET, HEAD');
+    expect(await res.json()).toMatchObject({ code: 'method_not_allowed' });
+    const templated = await fetch(`${rt.url}/tenants/${crypto.randomUUID()}`, { method: 'PUT' });
+    expect(templated.status).toBe(405);
+    expect(templated.headers.get('allow')).toBe('DELETE, GET, HEAD, PATCH');
+  });
+
+  it('gives every error one shape: detail, code and request_id, validation and unparsable bodies included', async () => {
+    const headers = { 'x-admin-key': rt.adminKey, 'content-type': 'application/json' };
+    const invalid = await fetch(`${rt.url}/tenants`, { method: 'POST', headers, body: JSON.stringify({ name: 42 }) });
+    expect(invalid.status).toBe(422);
+    expect(await invalid.json()).toMatchObject({ detail: [{ loc: ['body', 'name'] }], code: 'validation_failed', request_id: invalid.headers.get('x-request-id') });
+    const unparsable = await fetch(`${rt.url}/tenants`, { method: 'POST', headers, body: '{' });
+    expect(unparsable.status).toBe(400);
+    expect(await unparsable.json()).toMatchObject({ detail: 'request body is not valid JSON', code: 'invalid_json', request_id: unparsable.headers.get('x-request-id') });
+  });
+
+  it('refuses text no store can hold (NUL, a lone surrogate) and undecodable paths with a 4xx naming where', async () => {
+    const headers = { 'x-admin-key': rt.adminKey, 'content-type': 'application/json' };
+    const before = await (await fetch(`${rt.url}/tenants`, { headers })).json();
+    for (const name of ['a\u0000b', 'a\ud800b']) {
+      const res = await fetch(`${rt.url}/tenants`, { method: 'POST', headers, body: JSON.stringify({ name }) });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toMatchObject({ detail: [{ loc: ['body', 'name'] }] });
+    }
+    for (const path of ['/tenants/%zz', '/tenants/%E0%A4%A', '/chat/sessions/%zz/messages']) {
+      const res = await fetch(`${rt.url}${path}`, { headers });
+      expect(res.status, path).toBe(400);
+      expect(await res.json()).toMatchObject({ code: 'invalid_path' });
+    }
+    expect(await (await fetch(`${rt.url}/tenants`, { headers })).json()).toEqual(before);
   });
 
   it('echoes a caller request id, and makes one otherwise', async () => {

@@ -133,7 +133,7 @@ describe('runs (embedded)', () => {
     const bob = await world.token({ sub: 'acme:bob', scope: 'acme:bob' });
     const resume = await world.rt.endUser(`/chat/stream/${done.run_id}`, bob);
     expect(resume.status).toBe(404);
-    expect(await resume.json()).toEqual({ detail: `run ${done.run_id} not found` });
+    expect(await resume.json()).toMatchObject({ detail: `run ${done.run_id} not found` });
     const cancel = await world.rt.endUser(`/chat/stream/${done.run_id}/cancel`, bob, { method: 'POST' });
     expect(await cancel.json()).toMatchObject({ status: null });
   });

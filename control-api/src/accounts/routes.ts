@@ -1,7 +1,7 @@
 // HTTP adapter for sign-in and the org routes (signed-in account sessions only, never a project key).
 import { z } from 'zod';
-import { defineRoute, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { permissionDenied, unauthenticated } from '@agentplane/lib/errors';
+import { defineRoute, MissingCredentialError, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { permissionDenied } from '@agentplane/lib/errors';
 import type { ProjectService } from '../projects/service.js';
 import type { Account, AccountService } from './service.js';
 
@@ -19,7 +19,7 @@ export function sessionGuard(accounts: AccountService): Guard {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     if (!match) {
       if (req.get('x-api-key') !== undefined) throw permissionDenied(projectKeyOnOrgRoute);
-      throw unauthenticated('not signed in: send Authorization: Bearer <session token> from POST /api/auth/login');
+      throw new MissingCredentialError('not signed in: send Authorization: Bearer <session token> from POST /api/auth/login');
     }
     if (match[1]!.startsWith('pk_')) throw permissionDenied(projectKeyOnOrgRoute);
     res.locals.account = await accounts.authenticate(match[1]!);

@@ -131,5 +131,6 @@ function presentAccount(row: { id: string; email: string; created_at: Date }): A
 function tooManyFailures(resetAt: Date): AppError {
   return new AppError('rate_limited', `too many failed sign-ins: try again after ${resetAt.toISOString()}`, {
     extra: { retry_at: resetAt.toISOString() },
+    retryAt: resetAt,
   });
 }

@@ -58,12 +58,41 @@ describe('project keys', () => {
     expect((await call(`/api/projects/${projectId}/keys`, { token: admin })).status).toBe(200);
   });
 
+  it('refuses a mint key on admin routes with 403 whatever its body: authorization before validation', async () => {
+    const mint = ((await (await createKey({ token: session })).json()) as { key: string }).key;
+    const bodies = ['{', JSON.stringify({ nonsense: true, name: 42 })];
+    const routes: [string, string][] = [
+      ['PATCH', `/api/projects/${projectId}`],
+      ['POST', `/api/projects/${projectId}/keys`],
+      ['PUT', `/api/projects/${projectId}/origins`],
+      ['POST', `/api/projects/${projectId}/providers`],
+    ];
+    for (const [method, path] of routes) {
+      for (const body of bodies) {
+        const res = await call(path, { method, key: mint, body, headers: { 'content-type': 'application/json' } });
+        expect(res.status, `${method} ${path} ${body}`).toBe(403);
+      }
+      // Another project's key learns nothing either: the project is not found, whatever the body.
+      const elsewhere = await call(path.replace(projectId, otherProjectId), { method, key: mint, body: '{', headers: { 'content-type': 'application/json' } });
+      expect(elsewhere.status, `${method} ${path} elsewhere`).toBe(404);
+    }
+  });
+
+  it('refuses a wrong project key sent beside a valid signed-in session with 401, acting as neither', async () => {
+    for (const wrong of ['pk_not-a-key-of-anyone', 'not even a pk_ key']) {
+      const res = await call(`/api/projects/${projectId}/keys`, { key: wrong, token: session });
+      expect(res.status).toBe(401);
+      expect(await res.json()).toMatchObject({ code: 'unauthenticated', request_id: expect.any(String) });
+    }
+    expect((await call(`/api/projects/${projectId}/keys`, { token: session })).status).toBe(200);
+  });
+
   it("answers 404 for another project's keys, as for a project that does not exist", async () => {
     const admin = ((await (await createKey({ token: session }, { scope: 'admin' })).json()) as { key: string }).key;
     for (const project of [otherProjectId, crypto.randomUUID()]) {
       const res = await call(`/api/projects/${project}/keys`, { key: admin });
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ detail: `project ${project} not found` });
+      expect(await res.json()).toMatchObject({ detail: `project ${project} not found` });
     }
   });
 
@@ -78,7 +107,7 @@ describe('project keys', () => {
 
     const refused = await call(`/api/projects/${projectId}/keys`, { key: admin.key });
     expect(refused.status).toBe(401);
-    expect(await refused.json()).toEqual({ detail: 'this project key was revoked' });
+    expect(await refused.json()).toMatchObject({ detail: 'this project key was revoked' });
     expect((await call(`/api/projects/${projectId}/keys`, { key: 'pk_unknown' })).status).toBe(401);
     expect((await call(`/api/projects/${projectId}/keys`, { key: 'sk-not-a-project-key' })).status).toBe(401);
     expect((await call(`/api/projects/${projectId}/keys`)).status).toBe(401);

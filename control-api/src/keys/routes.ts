@@ -1,7 +1,6 @@
 // HTTP adapter for project keys, and the guard of every project route: a signed-in session or a project key.
 import { z } from 'zod';
-import { unauthenticated } from '@agentplane/lib/errors';
-import { defineRoute, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { defineRoute, MissingCredentialError, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
 import type { AccountService } from '../accounts/service.js';
 import type { ProjectCaller, ProjectKeyService } from './service.js';
 
@@ -14,7 +13,7 @@ export function projectCallerGuard(accounts: AccountService, keys: ProjectKeySer
     if (apiKey !== undefined) caller = await keys.authenticate(apiKey);
     else if (bearer?.startsWith('pk_')) caller = await keys.authenticate(bearer);
     else if (bearer !== undefined) caller = { kind: 'account', accountId: (await accounts.authenticate(bearer)).id };
-    else throw unauthenticated('send a project key in X-API-Key, or a signed-in session as Authorization: Bearer');
+    else throw new MissingCredentialError('send a project key in X-API-Key, or a signed-in session as Authorization: Bearer');
     res.locals.caller = caller;
   };
 }
@@ -82,6 +81,7 @@ export function keyRoutes(keys: ProjectKeyService): RouteDefinition[] {
       params: ProjectParams,
       body: KeyCreate,
       responses: { 201: { description: 'Created; `key` is shown only now', schema: KeyCreated }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'admin'),
       async handle({ params, body, res }) {
         return { status: 201, body: await keys.create(callerOf(res.locals), params.id, body) };
       },

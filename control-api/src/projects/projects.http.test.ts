@@ -57,7 +57,7 @@ describe('project routes and minting', () => {
   it('changes the ceiling, refusing an unknown capability with a did-you-mean and changing nothing', async () => {
     const refused = await patch({ ceiling: { capabilities: ['chat', 'web-search'] } });
     expect(refused.status).toBe(422);
-    expect(await refused.json()).toEqual({ detail: [{ loc: ['body', 'ceiling', 'capabilities', 1], msg: "unknown capability 'web-search'; did you mean 'web_search'?" }] });
+    expect(await refused.json()).toMatchObject({ detail: [{ loc: ['body', 'ceiling', 'capabilities', 1], msg: "unknown capability 'web-search'; did you mean 'web_search'?" }] });
     expect((await json<{ ceiling: { capabilities: string[] } }>(call(`/api/projects/${projectId}`, { key: adminKey }))).ceiling.capabilities).toContain('browser');
 
     const changed = await patch({ name: 'support bot', ceiling: { capabilities: ['chat', 'documents:read', 'documents:write', 'web_search', 'output:image'], read_only: true, max_token_lifetime_seconds: 600, max_tool_iterations: 5 } });
@@ -113,7 +113,7 @@ describe('project routes and minting', () => {
     expect(scope.status).toBe(400);
     const model = await mint({ subject: 'acme:user-1', models: ['gpt-4o'] });
     expect(model.status).toBe(400);
-    expect(await model.json()).toEqual({ detail: "model 'gpt-4o' is not available to this project. Registered: " });
+    expect(await model.json()).toMatchObject({ detail: "model 'gpt-4o' is not available to this project. Registered: " });
   });
 
   it('stops minting at once when the key is revoked', async () => {

@@ -100,8 +100,8 @@ export function projectRoutes(
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The project', schema: ProjectWithProvisioningOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         const project = await projects.get(params.id);
         return { body: { ...project, provisioning: await provisioning.of({ projectId: project.id, tenantId: project.tenant_id }) } };
       },
@@ -136,8 +136,8 @@ export function projectRoutes(
       params: ProjectParams,
       body: ProjectPatch,
       responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.update(params.id, body) };
       },
     }),
@@ -150,8 +150,8 @@ export function projectRoutes(
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The ceiling', schema: CapabilitiesOut }, 404: hidden },
+      authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'mint'),
       async handle({ params, res }) {
-        await keys.authorize(callerOf(res.locals), params.id, 'mint');
         const ceiling = ceilingView((await projects.ceilingOf(params.id)).ceiling);
         const enabled = new Set(ceiling.capabilities);
         const kinds = (side: 'input' | 'output') =>
@@ -186,8 +186,8 @@ export function projectRoutes(
       params: ProjectParams,
       body: z.strictObject({ system_prompt: z.string().max(100_000).nullable() }).meta({ id: 'SystemPrompt' }),
       responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.setSystemPrompt(params.id, body.system_prompt) };
       },
     }),
@@ -201,8 +201,8 @@ export function projectRoutes(
       params: ProjectParams,
       body: z.strictObject({ origins: z.array(origin).max(100) }).meta({ id: 'Origins' }),
       responses: { 200: { description: 'The updated project', schema: ProjectDetailOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.setOrigins(params.id, [...new Set(body.origins)]) };
       },
     }),
@@ -215,8 +215,8 @@ export function projectRoutes(
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The caps; null: none', schema: LimitsOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.limits(params.id) };
       },
     }),
@@ -232,8 +232,8 @@ export function projectRoutes(
       params: ProjectParams,
       body: LimitsPatch,
       responses: { 200: { description: 'The caps after the change', schema: LimitsOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.setLimits(params.id, body) };
       },
     }),
@@ -255,8 +255,8 @@ export function projectRoutes(
         403: forbidden,
         404: hidden,
       },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: await projects.rotateSigningKeys(params.id) };
       },
     }),
@@ -278,8 +278,8 @@ export function projectRoutes(
         403: forbidden,
         404: hidden,
       },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         const project = await projects.get(params.id);
         // On Kubernetes each project has its own data-plane host.
         const own = (await provisioning.of({ projectId: project.id, tenantId: project.tenant_id })).data_plane_url;
@@ -297,6 +297,7 @@ export function projectRoutes(
       params: ProjectParams,
       body: TokenRequest,
       responses: { 200: { description: 'The token and what it grants', schema: TokenResponse }, 400: { description: 'Unregistered model, or a scope that is not a prefix of the subject' }, 404: hidden },
+      authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'mint'),
       async handle({ params, body, res }) {
         return { body: await mint.mint(callerOf(res.locals), params.id, body) };
       },

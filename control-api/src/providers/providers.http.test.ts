@@ -149,7 +149,7 @@ describe('providers (bring your own keys)', () => {
     expect(((await ok.json()) as { allowed_models: string[] }).allowed_models).toEqual(['gpt-4o', 'llama-3.1-8b']);
     const refused = await mint(['claude-3']);
     expect(refused.status).toBe(400);
-    expect(await refused.json()).toEqual({ detail: "model 'claude-3' is not available to this project. Registered: gpt-4o, gpt-4o-mini, llama-3.1-8b" });
+    expect(await refused.json()).toMatchObject({ detail: "model 'claude-3' is not available to this project. Registered: gpt-4o, gpt-4o-mini, llama-3.1-8b" });
   });
 
   it('refuses a wrong key with 400, without echoing it, and stores nothing', async () => {
@@ -162,6 +162,18 @@ describe('providers (bring your own keys)', () => {
     // The fake echoed the key it got, as real providers do; it is not passed on.
     expect(compatible.requests.at(-1)!.headers.authorization).toBe(`Bearer ${wrong}`);
     expect(body).not.toContain(wrong);
+    expect(await env.storedProviders()).toEqual(rows);
+    expect(await env.version()).toBe(version);
+  });
+
+  it('refuses a key no HTTP header can carry (a line break, non-ASCII) with 400 naming it, calling nothing and storing nothing', async () => {
+    const [rows, version, calls] = [await env.storedProviders(), await env.version(), compatible.requests.length];
+    for (const api_key of ['sk-first-half\nsk-second-half', 'sk-\u201cquoted\u201d', 'sk-ümlaut-key']) {
+      const res = await env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key, base_url: compatible.url } });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ detail: expect.stringContaining('values.api_key'), code: 'invalid_argument' });
+    }
+    expect(compatible.requests.length).toBe(calls);
     expect(await env.storedProviders()).toEqual(rows);
     expect(await env.version()).toBe(version);
   });
@@ -217,7 +229,7 @@ describe('providers (bring your own keys)', () => {
       prices: { 'qwen-2.5': { inputPerMillionUsd: 0.1, outputPerMillionUsd: 0.2 }, 'qwen-3': { inputPerMillionUsd: 1, outputPerMillionUsd: 1 } },
     });
     expect(strayPrice.status).toBe(400);
-    expect(await strayPrice.json()).toEqual({ detail: "prices name 'qwen-3', not among the models registered here: qwen-2.5" });
+    expect(await strayPrice.json()).toMatchObject({ detail: "prices name 'qwen-3', not among the models registered here: qwen-2.5" });
     const negativePrice = await env.register({
       provider: 'openai_compatible',
       models: ['qwen-2.5'],
@@ -229,7 +241,7 @@ describe('providers (bring your own keys)', () => {
 
     const noBaseUrl = await env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key: chatKey } });
     expect(noBaseUrl.status).toBe(422);
-    expect(await noBaseUrl.json()).toEqual({ detail: [{ loc: ['body', 'values', 'base_url'], msg: 'base_url is required for provider openai_compatible' }] });
+    expect(await noBaseUrl.json()).toMatchObject({ detail: [{ loc: ['body', 'values', 'base_url'], msg: 'base_url is required for provider openai_compatible' }] });
     expect(await env.storedProviders()).toEqual(rows);
   });
 
@@ -258,7 +270,7 @@ describe('providers (bring your own keys)', () => {
     const version = await env.version();
     const refused = await env.call('/default-model', { method: 'POST', body: JSON.stringify({ model: 'gpt-5' }) });
     expect(refused.status).toBe(400);
-    expect(await refused.json()).toEqual({ detail: "model 'gpt-5' is not available to this project. Registered: gpt-4o, gpt-4o-mini, llama-3.1-8b" });
+    expect(await refused.json()).toMatchObject({ detail: "model 'gpt-5' is not available to this project. Registered: gpt-4o, gpt-4o-mini, llama-3.1-8b" });
     expect(await env.version()).toBe(version);
 
     const set = await env.call('/default-model', { method: 'POST', body: JSON.stringify({ model: 'gpt-4o' }) });
@@ -297,7 +309,7 @@ describe('providers (bring your own keys)', () => {
     expect((await env.call(`/providers/${second.id}`, { method: 'DELETE' })).status).toBe(404);
     expect((await json<{ providers: Provider[] }>(env.call('/providers'))).providers.map((p) => p.id)).toEqual([first.id]);
     const mint = await env.call('/token', { method: 'POST', key: env.mintKey, body: JSON.stringify({ subject: 'acme:user-1', models: ['gpt-4o'] }) });
-    expect(await mint.json()).toEqual({ detail: "model 'gpt-4o' is not available to this project. Registered: llama-3.1-8b" });
+    expect(await mint.json()).toMatchObject({ detail: "model 'gpt-4o' is not available to this project. Registered: llama-3.1-8b" });
   });
 
   it('refuses a mint key on every provider route with 403', async () => {
@@ -337,11 +349,11 @@ describe('providers with private URLs not allowed (the default)', () => {
     const attempt = (baseUrl: string) => env.register({ provider: 'openai_compatible', models: ['m'], values: { api_key: 'sk-fake-guarded-0000000000abcd', base_url: baseUrl } });
     const plain = await attempt(fake.url);
     expect(plain.status).toBe(400);
-    expect(await plain.json()).toEqual({ detail: 'base_url must use https, not http', code: 'url_refused' });
+    expect(await plain.json()).toMatchObject({ detail: 'base_url must use https, not http', code: 'url_refused' });
     const port = new URL(fake.url).port;
     const tls = await attempt(`https://127.0.0.1:${port}/v1`);
     expect(tls.status).toBe(400);
-    expect(await tls.json()).toEqual({
+    expect(await tls.json()).toMatchObject({
       detail: 'base_url points to a loopback address (127.0.0.1); set AGENTPLANE_ALLOW_PRIVATE_URLS=true for local development',
       code: 'url_refused',
     });

@@ -101,8 +101,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'Oldest first', schema: z.object({ providers: z.array(ProviderOut) }).meta({ id: 'ProviderList' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: { providers: await providers.list(params.id) } };
       },
     }),
@@ -123,8 +123,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
         409: { description: 'A model is already registered by another provider of the project' },
         ...upstream,
       },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { status: 201, body: await providers.register(params.id, body) };
       },
     }),
@@ -137,8 +137,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       security: ['apiKey', 'session'],
       params: ProviderParams,
       responses: { 200: { description: 'The removed provider; `derived.defaultModel` is the default after removal', schema: ProviderOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: await providers.remove(params.id, params.credId) };
       },
     }),
@@ -151,8 +151,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       security: ['apiKey', 'session'],
       params: ProviderParams,
       responses: { 200: { description: 'Refreshed', schema: ProviderRefreshed }, 400: { description: 'The provider now refuses the key' }, 403: forbidden, 404: hidden, ...upstream },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: await providers.refresh(params.id, params.credId) };
       },
     }),
@@ -165,8 +165,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The default model', schema: DefaultModel }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {
-        await admin(res.locals, params.id);
         return { body: await providers.defaultModel(params.id) };
       },
     }),
@@ -180,8 +180,8 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       params: ProjectParams,
       body: DefaultModelSet,
       responses: { 200: { description: 'The default model', schema: DefaultModel }, 400: { description: 'The model is not registered by the project' }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        await admin(res.locals, params.id);
         return { body: await providers.setDefaultModel(params.id, body.model) };
       },
     }),

@@ -97,6 +97,11 @@ export class ProviderService {
   async register(projectId: string, input: ProviderRegistration): Promise<ProviderOut> {
     const models = [...new Set(input.models)];
     const prices = storedPrices(models, input.prices);
+    // The key travels in an HTTP header, where anything but visible ASCII (a pasted line break, a typographic
+    // quote) cannot go: a fault of the request, named, not a failure of the provider.
+    if (!/^[\x21-\x7e]+$/.test(input.values.api_key)) {
+      throw invalidArgument('values.api_key must be visible ASCII characters, without spaces or line breaks');
+    }
     const baseUrl = (input.values.base_url ?? OPENAI_BASE_URL).replace(/\/+$/, '');
     await checkUrl(baseUrl, this.urlPolicy, 'base_url');
     // Before any provider call: a model is served by exactly one credential, so a turn knows where to send it.

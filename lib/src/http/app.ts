@@ -88,7 +88,7 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
 
   mountDocAssets(app);
   app.use(mountRoutes(allRoutes, { guards: options.guards }));
-  app.use(unknownRoute);
+  app.use(unknownRoute(allRoutes));
   app.use(errorHandler(options.logger));
   return { app, openapi: document };
 }

@@ -23,36 +23,38 @@ export const statusByKind: Record<ErrorKind, number> = {
 
 export interface ErrorBody {
   detail: string | { loc: (string | number)[]; msg: string }[];
-  code?: string;
+  code: string;
   request_id?: string;
   [extra: string]: unknown;
 }
 
-/** The status and body an error answers with; also used by the stream writer for `error` frames. */
+/**
+ * The status and body an error answers with; also used by the stream writer for `error` frames. Every body has
+ * the same shape: `detail`, a stable `code`, and the `request_id` of the log lines about it.
+ */
 export function describeError(error: unknown, requestId?: string): { status: number; body: ErrorBody } {
+  const { status, body } = statusAndBody(error);
+  return { status, body: { ...body, ...(requestId ? { request_id: requestId } : {}) } };
+}
+
+function statusAndBody(error: unknown): { status: number; body: ErrorBody } {
   if (error instanceof ValidationError) {
-    return { status: 422, body: { detail: error.problems } };
+    return { status: 422, body: { detail: error.problems, code: 'validation_failed' } };
   }
   if (error instanceof AppError && error.kind === 'unprocessable') {
     // SPEC.md: a 422's detail is always a list of {loc, msg}, even when the problem has no single field.
-    return { status: 422, body: { ...error.extra, detail: [{ loc: [], msg: error.message }] } };
+    return { status: 422, body: { ...error.extra, detail: [{ loc: [], msg: error.message }], code: error.code ?? 'unprocessable' } };
   }
   if (error instanceof AppError) {
     const status = statusByKind[error.kind];
     const detail = status >= 500 && error.kind === 'internal' ? 'internal server error' : error.message;
-    return {
-      status,
-      body: {
-        ...error.extra,
-        detail,
-        ...(error.code ? { code: error.code } : {}),
-        ...(status >= 500 && requestId ? { request_id: requestId } : {}),
-      },
-    };
+    return { status, body: { ...error.extra, detail, code: error.code ?? error.kind } };
   }
   const bodyParser = bodyParserError(error);
   if (bodyParser) return bodyParser;
-  return { status: 500, body: { detail: 'internal server error', ...(requestId ? { request_id: requestId } : {}) } };
+  // The router decodes path parameters before any route runs; `%zz` or a cut-off UTF-8 sequence cannot be decoded.
+  if (error instanceof URIError) return { status: 400, body: { detail: 'the request path is not valid percent-encoding', code: 'invalid_path' } };
+  return { status: 500, body: { detail: 'internal server error', code: 'internal' } };
 }
 
 /** What a stream's terminal `error` frame says: the status, code and message a request would get, and whether a retry can help. */
@@ -60,7 +62,7 @@ export function describeErrorFrame(error: unknown): { status: number; code: stri
   const { status, body } = describeError(error);
   return {
     status,
-    code: body.code ?? (error instanceof AppError ? error.kind : 'internal'),
+    code: body.code,
     message: typeof body.detail === 'string' ? body.detail : body.detail.map((problem) => problem.msg).join('; '),
     retryable: error instanceof AppError ? error.isRetryable : true,
   };
@@ -91,24 +93,24 @@ class ProtoKeyError extends Error {
 /** Errors raised by express.json() carry a `type`; map them to the statuses SPEC.md names. */
 function bodyParserError(error: unknown): { status: number; body: ErrorBody } | null {
   if (typeof error !== 'object' || error === null || !('type' in error)) return null;
-  if (error instanceof ProtoKeyError) return { status: 400, body: { detail: error.message } };
+  if (error instanceof ProtoKeyError) return { status: 400, body: { detail: error.message, code: 'invalid_json' } };
   switch ((error as { type: unknown }).type) {
     case 'entity.parse.failed':
-      return { status: 400, body: { detail: 'request body is not valid JSON' } };
+      return { status: 400, body: { detail: 'request body is not valid JSON', code: 'invalid_json' } };
     case 'entity.too.large': {
       const limit = (error as { limit?: number }).limit;
-      return { status: 413, body: { detail: `request body is larger than the limit of ${limit ?? 'the configured'} bytes` } };
+      return { status: 413, body: { detail: `request body is larger than the limit of ${limit ?? 'the configured'} bytes`, code: 'payload_too_large' } };
     }
     case 'encoding.unsupported':
     case 'charset.unsupported':
-      return { status: 415, body: { detail: 'unsupported request body encoding' } };
+      return { status: 415, body: { detail: 'unsupported request body encoding', code: 'unsupported_media_type' } };
     case 'request.aborted':
-      return { status: 400, body: { detail: 'request body was aborted by the client' } };
+      return { status: 400, body: { detail: 'request body was aborted by the client', code: 'request_aborted' } };
     default: {
       // Other body-parser refusals (size header mismatch, bad encoding) are the client's, and say so safely.
       const { status, expose, message } = error as { status?: unknown; expose?: unknown; message?: unknown };
       if (typeof status === 'number' && status >= 400 && status < 500 && expose === true && typeof message === 'string') {
-        return { status, body: { detail: message } };
+        return { status, body: { detail: message, code: 'invalid_request' } };
       }
       return null;
     }
@@ -126,10 +128,37 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
+    if (status === 429) res.setHeader('Retry-After', String(retryAfterSeconds(error)));
     res.status(status).json(body);
   };
 }
 
-export const unknownRoute: RequestHandler = (req, res) => {
-  res.status(404).json({ detail: `no route for ${req.method} ${req.path}` });
-};
+/** Whole seconds until a refused caller may try again (RFC 9110 `Retry-After`); at least 1. */
+export function retryAfterSeconds(error: unknown, now = Date.now()): number {
+  const at = error instanceof AppError ? error.retryAt : undefined;
+  return at ? Math.max(1, Math.ceil((at.getTime() - now) / 1000)) : 1;
+}
+
+/**
+ * The last handler: a path no route serves is 404; a path served only with other methods is 405 with `Allow`
+ * (RFC 9110), given each route's method and OpenAPI-style path (`/tenants/{tenant_id}`).
+ */
+export function unknownRoute(routes: { method: string; path: string }[]): RequestHandler {
+  const patterns = routes.map((route) => ({
+    method: route.method.toUpperCase(),
+    pattern: new RegExp(`^${route.path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}/?$`),
+  }));
+  return (req, res) => {
+    const allowed = new Set(patterns.filter((candidate) => candidate.pattern.test(req.path)).map((candidate) => candidate.method));
+    const requestId = res.locals.requestId as string | undefined;
+    const ids = requestId ? { request_id: requestId } : {};
+    if (allowed.size > 0) {
+      if (allowed.has('GET')) allowed.add('HEAD');
+      const allow = [...allowed].sort().join(', ');
+      res.setHeader('Allow', allow);
+      res.status(405).json({ detail: `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, code: 'method_not_allowed', ...ids });
+      return;
+    }
+    res.status(404).json({ detail: `no route for ${req.method} ${req.path}`, code: 'no_route', ...ids });
+  };
+}

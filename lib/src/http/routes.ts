@@ -5,6 +5,7 @@ import express, { type Request, type Response, type Router } from 'express';
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { AppError, ValidationError, type FieldProblem } from '../errors.js';
+import { untextualFields } from './text.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -64,8 +65,19 @@ export function defineRoute<P extends z.ZodType = z.ZodUndefined, Q extends z.Zo
   return route as unknown as RouteDefinition;
 }
 
-/** A guard checks the caller's credential for one scheme; it throws an `unauthenticated` AppError on failure. */
+/**
+ * A guard checks the caller's credential for one scheme; it throws an `unauthenticated` AppError on failure, and a
+ * MissingCredentialError when the request carries no credential of its scheme at all.
+ */
 export type Guard = (req: Request, res: Response) => Promise<void> | void;
+
+/** 401 because no credential of a guard's scheme was sent: a route that takes several schemes tries the next. */
+export class MissingCredentialError extends AppError {
+  constructor(message: string) {
+    super('unauthenticated', message);
+    this.name = 'MissingCredentialError';
+  }
+}
 
 export interface MountOptions {
   guards: Partial<Record<SecurityScheme, Guard>>;
@@ -83,6 +95,8 @@ function messageOf(issue: z.core.$ZodIssue): string {
 
 function parsePart(schema: z.ZodType | undefined, value: unknown, where: string): unknown {
   if (!schema) return undefined;
+  const untextual = untextualFields(value, where);
+  if (untextual.length > 0) throw new ValidationError(untextual);
   const result = schema.safeParse(value);
   if (!result.success) throw new ValidationError(problemsOf(result.error, where));
   return result.data;
@@ -143,7 +157,10 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
   return router;
 }
 
-/** Any one scheme suffices; when none passes, the first guard's refusal is the answer. */
+/**
+ * Any one scheme suffices, but a credential that was sent and refused is the answer even when another would pass:
+ * a wrong key beside a valid session is a 401, never a request made as whoever the other credential names.
+ */
 async function firstPassingGuard(guards: Guard[], req: Request, res: Response): Promise<void> {
   let firstError: unknown;
   for (const guard of guards) {
@@ -151,23 +168,26 @@ async function firstPassingGuard(guards: Guard[], req: Request, res: Response): 
       await guard(req, res);
       return;
     } catch (error) {
+      if (!(error instanceof MissingCredentialError)) throw error;
       firstError ??= error;
     }
   }
   throw firstError;
 }
 
+const errorFields = {
+  code: z.string().meta({ description: 'A stable machine-readable reason (`not_found`, `no_provider`, `validation_failed`, ...)' }),
+  request_id: z.string().meta({ description: 'The id of this request in the service\'s logs (also the X-Request-Id header)' }),
+};
+
 const errorSchema = z
-  .looseObject({
-    detail: z.string(),
-    code: z.string().optional().meta({ description: 'A stable machine-readable reason, where one applies' }),
-    request_id: z.string().optional().meta({ description: 'On 5xx: the id of the log line that records the cause' }),
-  })
+  .looseObject({ detail: z.string(), ...errorFields })
   .meta({ id: 'Error', description: 'Every error except 422. More fields may be present (for example `run_id`, `session_id`).' });
 
 const validationErrorSchema = z
-  .object({
+  .looseObject({
     detail: z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string() })),
+    ...errorFields,
   })
   .meta({ id: 'ValidationError', description: 'A 422: each problem with where it is (`body`, `query` or `path`, then the field path) and what is wrong' });
 

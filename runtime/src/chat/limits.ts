@@ -13,7 +13,7 @@ const MINUTE = 60;
 const MICRO = 1_000_000;
 
 const rateLimited = (message: string, resetAt: Date | null, code: string) =>
-  new AppError('rate_limited', message, { code, extra: resetAt ? { reset_at: resetAt.toISOString() } : {} });
+  new AppError('rate_limited', message, { code, extra: resetAt ? { reset_at: resetAt.toISOString() } : {}, ...(resetAt ? { retryAt: resetAt } : {}) });
 
 export class UsageLimiter {
   constructor(private readonly counters: Counters) {}

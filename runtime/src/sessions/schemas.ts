@@ -8,7 +8,13 @@ export const MAX_SESSION_PAGE = 500;
 export const DEFAULT_SESSION_PAGE = 100;
 export const MAX_FEEDBACK_COMMENT = 2000;
 
-const isoDateTime = z.iso.datetime({ offset: true });
+// Years 1 to 9999: what a timestamp column and a JavaScript Date both hold without surprise (year 0 is neither).
+const isoDateTime = z.iso
+  .datetime({ offset: true })
+  .refine((value) => {
+    const year = new Date(value).getUTCFullYear();
+    return year >= 1 && year <= 9999;
+  }, 'must be an instant from the year 1 to 9999');
 
 export const SessionListQuery = z.object({
   user_ref: z.string().min(1).max(512).optional().meta({ description: 'Only conversations owned by exactly this subject' }),

@@ -170,16 +170,16 @@ describe.each(availableSetups())('session events (%s)', (setup) => {
     for (const id of [randomUUID(), bobs]) {
       const res = await rt.endUser(`/chat/sessions/${id}/events`, token);
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ detail: `session ${id} not found` });
+      expect(await res.json()).toMatchObject({ detail: `session ${id} not found` });
     }
     const wrongAfter = await rt.endUser(`/chat/sessions/${sessionId}/events?after=${elsewhere.id}`, token);
     expect(wrongAfter.status).toBe(404);
-    expect(await wrongAfter.json()).toEqual({ detail: `message ${elsewhere.id} not found in session ${sessionId}` });
+    expect(await wrongAfter.json()).toMatchObject({ detail: `message ${elsewhere.id} not found in session ${sessionId}` });
     expect((await rt.endUser(`/chat/sessions/${sessionId}/events`, token, { headers: { 'last-event-id': elsewhere.id } })).status).toBe(404);
     expect((await rt.endUser(`/chat/sessions/${sessionId}/events?after=12`, token)).status).toBe(422);
     const badHeader = await rt.endUser(`/chat/sessions/${sessionId}/events`, token, { headers: { 'last-event-id': '12' } });
     expect(badHeader.status).toBe(422);
-    expect(await badHeader.json()).toEqual({ detail: [{ loc: ['header', 'last-event-id'], msg: 'Last-Event-ID must be a message id (a UUID)' }] });
+    expect(await badHeader.json()).toMatchObject({ detail: [{ loc: ['header', 'last-event-id'], msg: 'Last-Event-ID must be a message id (a UUID)' }] });
   });
 
   it('ends with an error frame when the conversation is deleted', async () => {

@@ -210,7 +210,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
         for (const [path, init] of requests(id, id === foreign ? foreignMessage : undefined)) {
           const res = await rt.endUser(path, plain, init);
           expect(res.status, `${init.method ?? 'GET'} ${path}`).toBe(404);
-          expect(await res.json()).toEqual({ detail: `session ${id} not found` });
+          expect(await res.json()).toMatchObject({ detail: `session ${id} not found` });
         }
       }
       // Nothing was deleted or written on the way.
@@ -223,11 +223,11 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       for (const path of ['/chat/sessions', '/chat/sessions/models', `/chat/sessions/${alice}/messages`, '/chat/feedback']) {
         const res = await rt.endUser(path, noChat);
         expect(res.status, path).toBe(403);
-        expect(await res.json()).toEqual({ detail: "conversations need capability 'chat', which this token does not hold", code: 'capability_denied' });
+        expect(await res.json()).toMatchObject({ detail: "conversations need capability 'chat', which this token does not hold", code: 'capability_denied' });
       }
       const res = await rt.endUser('/chat/sessions/not-a-uuid/messages', await t.token());
       expect(res.status).toBe(422);
-      expect(await res.json()).toEqual({ detail: [{ loc: ['path', 'session_id'], msg: 'session_id must be a UUID' }] });
+      expect(await res.json()).toMatchObject({ detail: [{ loc: ['path', 'session_id'], msg: 'session_id must be a UUID' }] });
       expect((await rt.endUser('/chat/sessions', 'not-a-token')).status).toBe(401);
     });
   });
@@ -416,7 +416,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       // A second delete is a 404 like any unknown id.
       const again = await rt.endUser(`/chat/sessions/${id}`, token, { method: 'DELETE' });
       expect(again.status).toBe(404);
-      expect(await again.json()).toEqual({ detail: `session ${id} not found` });
+      expect(await again.json()).toMatchObject({ detail: `session ${id} not found` });
     });
 
     it('refuses with 409 while a turn holds a live lease (also in a subagent conversation), and deletes once the lease lapsed', async () => {
@@ -426,7 +426,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       const run = await insertRun(t, id, 60_000);
       const res = await rt.endUser(`/chat/sessions/${id}`, token, { method: 'DELETE' });
       expect(res.status).toBe(409);
-      expect(await res.json()).toEqual({ detail: 'a turn is running in this session; cancel it first or wait', code: 'turn_running' });
+      expect(await res.json()).toMatchObject({ detail: 'a turn is running in this session; cancel it first or wait', code: 'turn_running' });
       expect((await rt.endUser(`/chat/sessions/${id}/messages`, token)).status).toBe(200);
 
       // The process holding it died: its lease lapsed.
@@ -467,11 +467,11 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       expect(await deleted.json()).toEqual({ message_id: assistant!.id, deleted: true });
       const twice = await rt.endUser(path, token, { method: 'DELETE' });
       expect(twice.status).toBe(404);
-      expect(await twice.json()).toEqual({ detail: `you have no feedback on message ${assistant!.id}` });
+      expect(await twice.json()).toMatchObject({ detail: `you have no feedback on message ${assistant!.id}` });
 
       const onUser = await rt.endUser(`/chat/sessions/${id}/messages/${user!.id}/feedback`, token, { method: 'PUT', body: JSON.stringify({ rating: 'up' }) });
       expect(onUser.status).toBe(400);
-      expect(await onUser.json()).toEqual({ detail: 'feedback is only taken on assistant messages' });
+      expect(await onUser.json()).toMatchObject({ detail: 'feedback is only taken on assistant messages' });
     });
 
     it('refuses a message of another conversation (404), a bad rating and a long comment (422)', async () => {
@@ -483,7 +483,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       const token = await t.token();
       const wrong = await rt.endUser(`/chat/sessions/${id}/messages/${foreign}/feedback`, token, { method: 'PUT', body: JSON.stringify({ rating: 'up' }) });
       expect(wrong.status).toBe(404);
-      expect(await wrong.json()).toEqual({ detail: `message ${foreign} not found in session ${id}` });
+      expect(await wrong.json()).toMatchObject({ detail: `message ${foreign} not found in session ${id}` });
       const path = `/chat/sessions/${id}/messages/${assistant!.id}/feedback`;
       for (const body of [{ rating: 'meh' }, { rating: 'up', comment: 'x'.repeat(2001) }, { rating: 'up', extra: true }, {}]) {
         expect((await rt.endUser(path, token, { method: 'PUT', body: JSON.stringify(body) })).status, JSON.stringify(body).slice(0, 40)).toBe(422);
@@ -515,7 +515,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
 
       const plain = await rt.endUser('/chat/feedback', await t.token({ scope: 'acme' }));
       expect(plain.status).toBe(403);
-      expect(await plain.json()).toEqual({ detail: 'feedback totals need a privileged token (role admin, owner or service)' });
+      expect(await plain.json()).toMatchObject({ detail: 'feedback totals need a privileged token (role admin, owner or service)' });
 
       const admin = await rt.endUser('/chat/feedback', await t.token({ sub: 'ops:root', scope: 'ops:root', roles: ['owner'] }));
       expect(admin.status).toBe(200);

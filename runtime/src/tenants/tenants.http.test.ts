@@ -38,7 +38,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       for (const adminKey of [null, 'wrong', `${rt.adminKey}x`, rt.adminKey.slice(0, -1)]) {
         const res = await rt.admin('/tenants', { method: 'POST', adminKey, body: json({ name: 'x' }) });
         expect(res.status).toBe(401);
-        expect(await res.json()).toEqual({ detail: 'missing or invalid X-Admin-Key' });
+        expect(await res.json()).toMatchObject({ detail: 'missing or invalid X-Admin-Key' });
       }
       expect((await rt.admin('/tenants', { adminKey: null })).status).toBe(401);
       expect(await tenantCount()).toBe(before);
@@ -75,7 +75,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       await createTenant({ tenant_id: tenantId });
       const again = await rt.admin('/tenants', { method: 'POST', body: json({ tenant_id: tenantId }) });
       expect(again.status).toBe(409);
-      expect(await again.json()).toEqual({ detail: `tenant ${tenantId} already exists` });
+      expect(await again.json()).toMatchObject({ detail: `tenant ${tenantId} already exists` });
     });
 
     it('answers 422 with {loc, msg} for a tenant_id that is not a UUID or an unknown field, storing nothing', async () => {
@@ -96,7 +96,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const before = await tenantCount();
       const malformed = await rt.admin('/tenants', { method: 'POST', body: '{"name": "acme",' });
       expect(malformed.status).toBe(400);
-      expect(await malformed.json()).toEqual({ detail: 'request body is not valid JSON' });
+      expect(await malformed.json()).toMatchObject({ detail: 'request body is not valid JSON' });
       const huge = await rt.admin('/tenants', { method: 'POST', body: json({ name: 'x', settings_json: { blob: 'y'.repeat(70 * 1024) } }) });
       expect(huge.status).toBe(413);
       expect(((await huge.json()) as { detail: string }).detail).toMatch(/larger than the limit of 65536 bytes/);
@@ -108,7 +108,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       for (const contentType of ['text/plain', 'application/octet-stream', 'application/x-www-form-urlencoded']) {
         const res = await rt.admin('/tenants', { method: 'POST', headers: { 'content-type': contentType }, body: '{"name": bad' });
         expect(res.status).toBe(415);
-        expect(await res.json()).toEqual({ detail: 'request body must be JSON, sent with Content-Type: application/json' });
+        expect(await res.json()).toMatchObject({ detail: 'request body must be JSON, sent with Content-Type: application/json' });
       }
       expect(await tenantCount()).toBe(before);
     });
@@ -132,10 +132,10 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const missing = crypto.randomUUID();
       const res = await rt.admin(`/tenants/${missing}`);
       expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ detail: `tenant ${missing} not found` });
+      expect(await res.json()).toMatchObject({ detail: `tenant ${missing} not found` });
       const bad = await rt.admin('/tenants/123', { method: 'PATCH', body: json({ settings_json: {} }) });
       expect(bad.status).toBe(422);
-      expect(await bad.json()).toEqual({ detail: [{ loc: ['path', 'tenant_id'], msg: 'tenant_id must be a UUID' }] });
+      expect(await bad.json()).toMatchObject({ detail: [{ loc: ['path', 'tenant_id'], msg: 'tenant_id must be a UUID' }] });
     });
   });
 
@@ -186,10 +186,10 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const before = await tenantCount();
       const proto = await rt.admin('/tenants', { method: 'POST', body: '{"settings_json": {"\\u005f_proto__": {"polluted": true}}}' });
       expect(proto.status).toBe(400);
-      expect(await proto.json()).toEqual({ detail: 'request body may not contain the key __proto__' });
+      expect(await proto.json()).toMatchObject({ detail: 'request body may not contain the key __proto__' });
       const reserved = await rt.admin('/tenants', { method: 'POST', body: json({ settings_json: { constructor: 1 } }) });
       expect(reserved.status).toBe(422);
-      expect(await reserved.json()).toEqual({ detail: [{ loc: ['body', 'settings_json', 'constructor'], msg: 'invalid name: this setting name is reserved' }] });
+      expect(await reserved.json()).toMatchObject({ detail: [{ loc: ['body', 'settings_json', 'constructor'], msg: 'invalid name: this setting name is reserved' }] });
       expect(await tenantCount()).toBe(before);
       const { tenant_id } = await createTenant();
       const chunk = 'y'.repeat(20 * 1024);
@@ -199,7 +199,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       }
       const over = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { d: chunk } }) });
       expect(over.status).toBe(422);
-      expect(await over.json()).toEqual({ detail: [{ loc: ['body', 'settings_json'], msg: 'settings_json would be larger than 65536 bytes once merged' }] });
+      expect(await over.json()).toMatchObject({ detail: [{ loc: ['body', 'settings_json'], msg: 'settings_json would be larger than 65536 bytes once merged' }] });
       expect(Object.keys((await rt.runtime.tenants.get(tenant_id)).settings_json).sort()).toEqual(['a', 'b', 'c']);
     });
 
@@ -276,7 +276,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const before = await stored(tenant_id);
       const res = await put(tenant_id, { ...body, system_prompt: 'Be verbose.' });
       expect(res.status).toBe(409);
-      expect(await res.json()).toEqual({
+      expect(await res.json()).toMatchObject({
         detail: 'configuration version 1 is already stored with different content',
         code: 'configuration_version_conflict',
         stored_version: 1,
@@ -296,7 +296,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
 
       const older = await put(tenant_id, await configuration({ version: 2, system_prompt: null }));
       expect(older.status).toBe(409);
-      expect(await older.json()).toEqual({
+      expect(await older.json()).toMatchObject({
         detail: 'configuration version 2 is older than the stored version 3',
         code: 'configuration_outdated',
         stored_version: 3,
@@ -308,12 +308,12 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const missing = crypto.randomUUID();
       const putMissing = await put(missing, await configuration());
       expect(putMissing.status).toBe(404);
-      expect(await putMissing.json()).toEqual({ detail: `tenant ${missing} not found` });
+      expect(await putMissing.json()).toMatchObject({ detail: `tenant ${missing} not found` });
       expect((await rt.admin(`/tenants/${missing}/configuration`)).status).toBe(404);
       const { tenant_id } = await createTenant();
       const none = await rt.admin(`/tenants/${tenant_id}/configuration`);
       expect(none.status).toBe(404);
-      expect(await none.json()).toEqual({ detail: `tenant ${tenant_id} has no configuration yet`, code: 'not_configured' });
+      expect(await none.json()).toMatchObject({ detail: `tenant ${tenant_id} has no configuration yet`, code: 'not_configured' });
     });
 
     it('refuses without the admin key, and refuses invalid documents with 422, storing nothing', async () => {

@@ -1,0 +1,293 @@
+// Generated hostile input against every operation of both OpenAPI documents, as an outside prober sends it: for each
+// operation a request that is otherwise valid (credential, known ids, a body built from the operation's own schema)
+// carries one hostile value in one path parameter, query parameter or body field. No answer may be a 5xx, and a
+// refused request changes no stored row of either plane. fast-check adds random text of every code point, lone
+// surrogates included, to the fixed list of known-bad values.
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chatWorld, MODEL, type ChatWorld } from './chat/fixture.js';
+import { startTestControl, type TestControl } from './harness/control.js';
+
+type Json = Record<string, unknown>;
+type Schema = Json & { $ref?: string };
+
+interface Operation {
+  method: string;
+  path: string;
+  operationId: string;
+  security: string[];
+  params: { name: string; in: 'path' | 'query'; schema: Schema }[];
+  body?: Schema;
+}
+
+interface Plane {
+  name: string;
+  url: string;
+  document: Json;
+  db: Kysely<unknown>;
+  credentials: Record<string, Record<string, string>>;
+  pathValues: (operation: Operation, name: string) => string;
+}
+
+/** Values that have broken services like this one: text no store takes, odd numbers, odd dates, odd shapes. */
+const hostileValues: unknown[] = [
+  '\u0000',
+  'x\u0000y',
+  '\ud800',
+  'x\udfffy',
+  '%zz',
+  '%E0%A4%A',
+  '0000-01-01T00:00:00Z',
+  '-271821-04-20T00:00:00Z',
+  'x'.repeat(70_000),
+  -1,
+  0,
+  1.5,
+  2 ** 53 + 1,
+  1e308,
+  -1e308,
+  true,
+  null,
+  [],
+  {},
+  [{ '\u0000': 1 }],
+  '../../../../etc/passwd',
+  'http://169.254.169.254/latest/meta-data/',
+  "'; DROP TABLE sessions; --",
+  ...fc.sample(fc.string({ unit: 'binary', minLength: 1, maxLength: 12 }), { numRuns: 4, seed: 20261125 }),
+];
+
+/** Path segments a client can send: percent-encoded, so the router is what decodes them. */
+const hostileSegments = ['%00', 'a%00b', '%zz', '%E0%A4%A', '%ED%A0%80', 'x'.repeat(3000), '..', '%2e%2e%2f', '-1', '0', '00000000-0000-0000-0000-000000000000'];
+
+/** Query values as they travel: URL-encoded text. */
+const hostileQueryValues = ['\u0000', 'x\u0000y', '\ud800', '0000-01-01T00:00:00Z', '-1', '99999999999999999999', '1e308', 'NaN', 'true', '', 'x'.repeat(5000)];
+
+function resolve(document: Json, schema: Schema | undefined): Schema {
+  if (!schema?.$ref) return schema ?? {};
+  const name = schema.$ref.replace('#/components/schemas/', '');
+  return resolve(document, ((document.components as Json).schemas as Json)[name] as Schema);
+}
+
+/** A value the schema accepts, as plain as possible: the base every hostile case changes one field of. */
+function exampleOf(document: Json, input: Schema | undefined, depth = 0): unknown {
+  const schema = resolve(document, input);
+  if (depth > 6) return undefined;
+  if ('const' in schema) return schema.const;
+  if (Array.isArray(schema.enum)) return schema.enum[0];
+  if (Array.isArray(schema.allOf)) return Object.assign({}, ...schema.allOf.map((part) => exampleOf(document, part as Schema, depth + 1)));
+  for (const key of ['anyOf', 'oneOf'] as const) {
+    const options = schema[key] as Schema[] | undefined;
+    if (options) return exampleOf(document, options.find((option) => resolve(document, option).type !== 'null') ?? options[0], depth + 1);
+  }
+  const type = Array.isArray(schema.type) ? (schema.type as string[]).find((t) => t !== 'null') : (schema.type as string | undefined);
+  switch (type) {
+    case 'object': {
+      const properties = (schema.properties ?? {}) as Record<string, Schema>;
+      const required = (schema.required ?? []) as string[];
+      return Object.fromEntries(required.filter((name) => properties[name]).map((name) => [name, exampleOf(document, properties[name], depth + 1)]));
+    }
+    case 'array': {
+      const min = Number(schema.minItems ?? 0);
+      return Array.from({ length: min }, () => exampleOf(document, schema.items as Schema, depth + 1));
+    }
+    case 'integer':
+    case 'number':
+      return Number(schema.minimum ?? schema.exclusiveMinimum ?? 0) + (schema.exclusiveMinimum !== undefined ? 1 : 0) || 1;
+    case 'boolean':
+      return false;
+    case 'string': {
+      if (schema.format === 'uuid') return randomUUID();
+      if (schema.format === 'date-time') return new Date().toISOString();
+      if (schema.format === 'uri') return 'https://example.com/';
+      if (schema.format === 'email') return 'someone@example.com';
+      return 'x'.repeat(Math.max(1, Number(schema.minLength ?? 1)));
+    }
+    default:
+      return undefined;
+  }
+}
+
+function operationsOf(document: Json): Operation[] {
+  const operations: Operation[] = [];
+  for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, Json>>)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const params = ((operation.parameters ?? []) as { name: string; in: string; schema: Schema }[])
+        .filter((p) => p.in === 'path' || p.in === 'query')
+        .map((p) => ({ name: p.name, in: p.in as 'path' | 'query', schema: p.schema }));
+      const body = ((operation.requestBody as Json | undefined)?.content as Record<string, { schema: Schema }> | undefined)?.['application/json']?.schema;
+      const security = ((operation.security ?? []) as Record<string, unknown>[]).flatMap((entry) => Object.keys(entry));
+      operations.push({ method: method.toUpperCase(), path, operationId: String(operation.operationId), security, params, ...(body ? { body } : {}) });
+    }
+  }
+  return operations;
+}
+
+interface HostileCase {
+  what: string;
+  path: string;
+  query: string;
+  body?: unknown;
+}
+
+function casesOf(plane: Plane, operation: Operation): HostileCase[] {
+  const base = () => ({
+    segments: Object.fromEntries(operation.params.filter((p) => p.in === 'path').map((p) => [p.name, encodeURIComponent(plane.pathValues(operation, p.name))])),
+    body: operation.body ? exampleOf(plane.document, operation.body) : undefined,
+  });
+  const render = (segments: Record<string, string>) => operation.path.replace(/\{([^}]+)\}/g, (_, name: string) => segments[name] ?? 'x');
+  const cases: HostileCase[] = [];
+  for (const param of operation.params) {
+    if (param.in === 'path') {
+      for (const segment of hostileSegments) {
+        const { segments, body } = base();
+        cases.push({ what: `path ${param.name}=${segment.slice(0, 20)}`, path: render({ ...segments, [param.name]: segment }), query: '', body });
+      }
+    } else {
+      for (const value of hostileQueryValues) {
+        const { segments, body } = base();
+        cases.push({ what: `query ${param.name}=${JSON.stringify(value.slice(0, 20))}`, path: render(segments), query: `?${new URLSearchParams({ [param.name]: value })}`, body });
+      }
+    }
+  }
+  if (operation.body) {
+    const fields = Object.keys((resolve(plane.document, operation.body).properties ?? {}) as Json);
+    for (const field of fields) {
+      for (const value of hostileValues) {
+        const { segments, body } = base();
+        cases.push({ what: `body ${field}=${JSON.stringify(value)?.slice(0, 24)}`, path: render(segments), query: '', body: { ...(body as Json), [field]: value } });
+      }
+    }
+    // The whole body hostile: not an object at all, or nested beyond reason.
+    const { segments } = base();
+    for (const value of ['\u0000', [], 42, JSON.parse('['.repeat(2000) + ']'.repeat(2000))]) cases.push({ what: `body ${JSON.stringify(value).slice(0, 20)}`, path: render(segments), query: '', body: value });
+  }
+  return cases;
+}
+
+/** A digest of every row of every table the plane stores: equal digests, no stored change. */
+async function fingerprint(db: Kysely<unknown>): Promise<string> {
+  const tables = await sql<{ schema: string; name: string }>`
+    select table_schema as schema, table_name as name from information_schema.tables
+    where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema') order by 1, 2`.execute(db);
+  const digests: string[] = [];
+  for (const { schema, name } of tables.rows) {
+    const row = await sql<{ digest: string | null }>`
+      select md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as digest from ${sql.table(`${schema}.${name}`)} t`.execute(db);
+    digests.push(`${schema}.${name}:${row.rows[0]?.digest}`);
+  }
+  return digests.join('\n');
+}
+
+/** The fingerprint once the plane is quiet: a turn accepted earlier may still write after its answer (a title). */
+async function settledFingerprint(db: Kysely<unknown>): Promise<string> {
+  let last = await fingerprint(db);
+  for (let i = 0; i < 100; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const next = await fingerprint(db);
+    if (next === last) return next;
+    last = next;
+  }
+  throw new Error('the store never settled');
+}
+
+const writes = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+describe('hostile input on every operation of both planes', () => {
+  let world: ChatWorld;
+  let control: TestControl;
+  const planes: Plane[] = [];
+
+  beforeAll(async () => {
+    world = await chatWorld();
+    const token = await world.token({ roles: ['admin'], capabilities: ['chat', 'steer', 'ask_user', 'approvals', 'followups', 'recap', 'system_prompt', 'auto_title'] });
+    const turn = await world.chat(token, { message: 'hello', model: MODEL });
+    if (turn.status !== 200) throw new Error(`the seeding turn answered ${turn.status}`);
+    const { session_id: sessionId, run_id: runId } = (await turn.json()) as { session_id: string; run_id: string };
+    const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
+    planes.push({
+      name: 'data plane',
+      url: world.rt.url,
+      document: runtimeDocument,
+      db: world.rt.runtime.database.db as Kysely<unknown>,
+      credentials: { bearer: { authorization: `Bearer ${token}` }, adminKey: { 'x-admin-key': world.rt.adminKey } },
+      pathValues: (_operation, name) => ({ tenant_id: world.tenant.tenantId, session_id: sessionId, id: sessionId, run_id: runId })[name] ?? randomUUID(),
+    });
+
+    control = await startTestControl({ AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' });
+    const { token: session, account } = await control.control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
+    const orgId = (await control.control.accounts.orgsOf(account.id))[0]!.id;
+    const project = await control.control.projects.create(orgId, account.id, 'hostile');
+    const adminKey = (await control.control.keys.create({ kind: 'account', accountId: account.id }, project.id, { scope: 'admin', name: 'admin' })).key;
+    planes.push({
+      name: 'control plane',
+      url: control.url,
+      document: (await (await fetch(`${control.url}/openapi.json`)).json()) as Json,
+      db: control.control.database.db as Kysely<unknown>,
+      credentials: { apiKey: { 'x-api-key': adminKey }, session: { authorization: `Bearer ${session}` } },
+      pathValues: (_operation, name) => ({ id: project.id, orgId })[name] ?? randomUUID(),
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await world?.stop();
+    await control?.stop();
+  });
+
+  it('covers both documents', () => {
+    expect(planes.map((plane) => operationsOf(plane.document).length)).toEqual([expect.any(Number), expect.any(Number)]);
+    for (const plane of planes) expect(operationsOf(plane.document).length, plane.name).toBeGreaterThan(20);
+  });
+
+  for (const planeName of ['data plane', 'control plane']) {
+    it(`never answers 5xx and never stores a refused change on the ${planeName}`, async () => {
+      const plane = planes.find((candidate) => candidate.name === planeName)!;
+      const failures: string[] = [];
+      let sent = 0;
+      let known: string | undefined;
+      for (const operation of operationsOf(plane.document)) {
+        // Streams stay open by design; their hostile input is checked on the request that opens them.
+        const credential = operation.security.map((scheme) => plane.credentials[scheme]).find(Boolean) ?? {};
+        for (const hostile of casesOf(plane, operation)) {
+          const write = writes.has(operation.method);
+          // The digest after a refusal is the next case's starting point; after anything that succeeded (a turn
+          // may still write its title after answering), wait for the store to settle first.
+          if (write && known === undefined) known = await settledFingerprint(plane.db);
+          const before = known;
+          const controller = new AbortController();
+          const timer = setTimeout(() => controller.abort(), 10_000);
+          let status: number;
+          try {
+            const res = await fetch(`${plane.url}${hostile.path}${hostile.query}`, {
+              method: operation.method,
+              headers: { ...credential, ...(hostile.body === undefined ? {} : { 'content-type': 'application/json' }) },
+              ...(hostile.body === undefined ? {} : { body: JSON.stringify(hostile.body) }),
+              signal: controller.signal,
+            });
+            status = res.status;
+            // An event stream that opened is a success; read no further.
+            if (res.headers.get('content-type')?.startsWith('text/event-stream')) await res.body?.cancel();
+            else await res.text();
+          } catch (error) {
+            failures.push(`${operation.method} ${operation.path} [${hostile.what}]: ${(error as Error).name}`);
+            continue;
+          } finally {
+            clearTimeout(timer);
+          }
+          sent++;
+          if (status >= 500) failures.push(`${operation.method} ${operation.path} [${hostile.what}]: ${status}`);
+          if (status < 400) known = undefined;
+          else if (write) {
+            const after = await fingerprint(plane.db);
+            if (after !== before) failures.push(`${operation.method} ${operation.path} [${hostile.what}]: refused with ${status} but stored a change`);
+            known = after;
+          }
+        }
+      }
+      expect(failures).toEqual([]);
+      expect(sent).toBeGreaterThan(500);
+    }, 900_000);
+  }
+});
