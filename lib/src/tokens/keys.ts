@@ -22,13 +22,20 @@ export const privateJwkSchema = publicJwkSchema.extend({ d: keyBytes });
 export type PrivateJwk = z.infer<typeof privateJwkSchema>;
 
 /**
+ * The most keys a trusted set holds: active, next, and retired keys whose tokens may still live. A guard against a
+ * hostile or broken document, far above what rotation produces; the control-api refuses a rotation that would pass
+ * it (`ringHasRoom`), so a configuration push never carries more and is never refused for it.
+ */
+export const MAX_TRUSTED_KEYS = 256;
+
+/**
  * The public keys a tenant's runtime trusts (a JWKS). Strict, so a private key pushed here by mistake (`d`) is
  * refused instead of being stored in the data plane.
  */
 export const trustedKeysSchema = z.strictObject({
   keys: z
     .array(publicJwkSchema)
-    .max(32)
+    .max(MAX_TRUSTED_KEYS)
     .refine((keys) => new Set(keys.map((key) => key.kid)).size === keys.length, 'key ids must be unique'),
 });
 export type TrustedKeys = z.infer<typeof trustedKeysSchema>;
@@ -113,6 +120,20 @@ export function pruneKeyRing(
   const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS;
   const cutoff = epochSeconds(options.now ?? new Date()) - options.maxTokenLifetimeSeconds - tolerance;
   return { ...ring, retired: ring.retired.filter((key) => key.retiredAt > cutoff) };
+}
+
+/**
+ * Whether one more rotation keeps the trusted set within `MAX_TRUSTED_KEYS`; when not, `until` is when the
+ * oldest retired key's tokens have all expired (epoch seconds), so a rotation fits again. Call on a pruned ring.
+ */
+export function ringHasRoom(
+  ring: KeyRing,
+  options: { maxTokenLifetimeSeconds: number; clockToleranceSeconds?: number },
+): { ok: true } | { ok: false; until: number } {
+  if (trustedKeysOf(ring).keys.length < MAX_TRUSTED_KEYS) return { ok: true };
+  const oldest = Math.min(...ring.retired.map((key) => key.retiredAt));
+  const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS;
+  return { ok: false, until: oldest + options.maxTokenLifetimeSeconds + tolerance + 1 };
 }
 
 /** The public set the control-api pushes to the tenant's runtime. */
