@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { notFound, permissionDenied } from '@agentplane/lib/errors';
 import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { MAX_TRUSTED_KEYS } from '@agentplane/lib/tokens/keys';
 import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import type { ProvisioningReport } from '../provisioning/status.js';
@@ -254,6 +255,9 @@ export function projectRoutes(
         },
         403: forbidden,
         404: hidden,
+        409: {
+          description: `\`code\` \`signing_keys_full\`: the runtime would have to trust more than ${MAX_TRUSTED_KEYS} keys, every retired one still able to verify a live token; the detail says when the next rotation fits`,
+        },
       },
       async handle({ params, res }) {
         await admin(res.locals, params.id);
