@@ -282,5 +282,12 @@ describe('configuration push: a push that keeps failing', () => {
     });
     expect(shown).toMatchObject({ ready: false, pending_changes: 1, last_error: expect.stringMatching(/422 refused for the test/) });
     expect(shown.message).toMatch(/have not reached the runtime after \d+ attempts/);
+
+    type Report = { canAnswer: boolean; ready: boolean; next: string | null; steps: { id: string; ok: boolean; essential: boolean; detail: string }[] };
+    const report = (await (await api.call(`/api/projects/${project.id}/readiness`, { key: adminKey })).json()) as Report;
+    expect(report).toMatchObject({ canAnswer: false, ready: false });
+    expect(report.next).toMatch(/^configuration: .*422 refused for the test/);
+    expect(report.steps.find((step) => step.id === 'runtime')).toMatchObject({ ok: true, essential: true });
+    expect(report.steps.find((step) => step.id === 'configuration')).toMatchObject({ ok: false, essential: true, detail: expect.stringMatching(/422 refused for the test/) });
   });
 });

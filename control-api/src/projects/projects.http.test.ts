@@ -152,6 +152,23 @@ describe('project routes and minting', () => {
     expect((await mint({ subject: 'acme:u' })).status).toBe(200);
   });
 
+  it('reports readiness step by step to admin keys: no runtime and no provider here, each naming what it blocks and its fix', async () => {
+    expect((await call(`/api/projects/${projectId}/readiness`, { key: mintKey })).status).toBe(403);
+    expect((await call(`/api/projects/${crypto.randomUUID()}/readiness`, { key: adminKey })).status).toBe(404);
+    const report = await json<{ canAnswer: boolean; ready: boolean; next: string; steps: { id: string; ok: boolean; essential: boolean; fix: string | null }[] }>(
+      call(`/api/projects/${projectId}/readiness`, { key: adminKey }),
+    );
+    expect(report).toMatchObject({ canAnswer: false, ready: false });
+    expect(report.next).toMatch(/^runtime: NoRuntime/);
+    expect(report.steps.map((step) => [step.id, step.ok])).toEqual([
+      ['runtime', false],
+      ['configuration', true],
+      ['provider', false],
+      ['default-model', false],
+    ]);
+    expect(report.steps.find((step) => step.id === 'provider')!.fix).toBe(`POST /api/projects/${projectId}/providers`);
+  });
+
   it('gives the endpoints and a snippet to start from', async () => {
     const connect = await json<{ control_url: string; data_url: string; snippet: string; tenant_id: string }>(call(`/api/projects/${projectId}/connect`, { key: adminKey }));
     expect(connect).toMatchObject({ control_url: api.url, data_url: 'https://data.example.com', tenant_id: tenantId });
