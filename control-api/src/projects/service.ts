@@ -264,7 +264,7 @@ export class ProjectService {
           { code: 'signing_keys_full' },
         );
       }
-      const rotated = await rotateKeyRing(pruned);
+      const rotated = await rotateKeyRing(pruned, new Date(), { maxTokenLifetimeSeconds: lifetime });
       const sealed = this.secrets.seal(JSON.stringify(await exportKeyRing(rotated)), signingKeysAad(current.id));
       return {
         set: { signing_keys: sealed },

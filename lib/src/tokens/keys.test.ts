@@ -74,6 +74,16 @@ describe('key ring', () => {
     expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 86_400, now: new Date(at.getTime() + day + 60_000) }).retired).toHaveLength(0);
   });
 
+  it('keeps a retired key for the lifetime allowed when it retired, though the project lowers its maximum since', async () => {
+    const at = new Date('2030-01-01T00:00:00Z');
+    const rotated = await rotateKeyRing(await createKeyRing(), at, { maxTokenLifetimeSeconds: 86_400 });
+    const later = (seconds: number) => new Date(at.getTime() + seconds * 1000);
+    // A token minted just before the rotation may live a day: the key stays although tokens now live ten minutes.
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(3600) }).retired).toHaveLength(1);
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(86_400 + 30) }).retired).toHaveLength(1);
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(86_400 + 31) }).retired).toHaveLength(0);
+  });
+
   it('has room for a rotation until the trusted set is full, and says when the oldest retired key leaves it', async () => {
     const ring = await createKeyRing();
     const retiredKey = (retiredAt: number) => ({ publicJwk: ring.active.publicJwk, retiredAt });

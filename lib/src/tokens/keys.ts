@@ -83,6 +83,11 @@ export interface RetiredKey {
   publicJwk: PublicJwk;
   /** Epoch seconds. */
   retiredAt: number;
+  /**
+   * The longest token lifetime allowed when it retired: a token it signed may live that long even after the
+   * project lowers its maximum. Absent on keys retired before it was recorded.
+   */
+  maxTokenLifetimeSeconds?: number;
 }
 
 /**
@@ -104,22 +109,31 @@ export async function createKeyRing(): Promise<KeyRing> {
  * `next` becomes active and a fresh `next` is made; the old active key retires. Rotate only once the runtime has
  * received the ring's current public set (which holds `next`).
  */
-export async function rotateKeyRing(ring: KeyRing, now = new Date()): Promise<KeyRing> {
+export async function rotateKeyRing(ring: KeyRing, now = new Date(), options: { maxTokenLifetimeSeconds?: number } = {}): Promise<KeyRing> {
+  const lifetime = options.maxTokenLifetimeSeconds === undefined ? {} : { maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds };
   return {
     active: ring.next,
     next: await generateSigningKey(),
-    retired: [{ publicJwk: ring.active.publicJwk, retiredAt: epochSeconds(now) }, ...ring.retired],
+    retired: [{ publicJwk: ring.active.publicJwk, retiredAt: epochSeconds(now), ...lifetime }, ...ring.retired],
   };
 }
 
-/** Drops retired keys whose tokens have all expired: retired longer ago than the longest token lifetime. */
+/**
+ * When no token a retired key signed can still be live (epoch seconds): its retirement plus the longest token
+ * lifetime (the one allowed when it retired or now, whichever is longer) plus the clock skew verifiers allow.
+ */
+function trustedUntil(key: RetiredKey, options: { maxTokenLifetimeSeconds: number; clockToleranceSeconds?: number }): number {
+  const lifetime = Math.max(key.maxTokenLifetimeSeconds ?? 0, options.maxTokenLifetimeSeconds);
+  return key.retiredAt + lifetime + (options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS);
+}
+
+/** Drops retired keys whose tokens have all expired (`trustedUntil` has passed). */
 export function pruneKeyRing(
   ring: KeyRing,
   options: { maxTokenLifetimeSeconds: number; now?: Date; clockToleranceSeconds?: number },
 ): KeyRing {
-  const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS;
-  const cutoff = epochSeconds(options.now ?? new Date()) - options.maxTokenLifetimeSeconds - tolerance;
-  return { ...ring, retired: ring.retired.filter((key) => key.retiredAt > cutoff) };
+  const now = epochSeconds(options.now ?? new Date());
+  return { ...ring, retired: ring.retired.filter((key) => trustedUntil(key, options) >= now) };
 }
 
 /**
@@ -131,9 +145,7 @@ export function ringHasRoom(
   options: { maxTokenLifetimeSeconds: number; clockToleranceSeconds?: number },
 ): { ok: true } | { ok: false; until: number } {
   if (trustedKeysOf(ring).keys.length < MAX_TRUSTED_KEYS) return { ok: true };
-  const oldest = Math.min(...ring.retired.map((key) => key.retiredAt));
-  const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS;
-  return { ok: false, until: oldest + options.maxTokenLifetimeSeconds + tolerance + 1 };
+  return { ok: false, until: Math.min(...ring.retired.map((key) => trustedUntil(key, options))) + 1 };
 }
 
 /** The public set the control-api pushes to the tenant's runtime. */
@@ -144,7 +156,7 @@ export function trustedKeysOf(ring: KeyRing): TrustedKeys {
 export const storedKeyRingSchema = z.strictObject({
   active: privateJwkSchema,
   next: privateJwkSchema,
-  retired: z.array(z.strictObject({ publicJwk: publicJwkSchema, retiredAt: z.int().min(0) })),
+  retired: z.array(z.strictObject({ publicJwk: publicJwkSchema, retiredAt: z.int().min(0), maxTokenLifetimeSeconds: z.int().min(0).optional() })),
 });
 /** The ring as JSON, for sealed storage (it holds private keys). */
 export type StoredKeyRing = z.infer<typeof storedKeyRingSchema>;
