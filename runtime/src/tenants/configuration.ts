@@ -15,7 +15,8 @@ import {
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
 } from './schemas.js';
-import { canonicalTenantId, redact, tenantNotFound } from './service.js';
+import { redact } from '@agentplane/lib/schemas/redaction';
+import { canonicalTenantId, tenantNotFound } from './service.js';
 
 export type { ModelPrice, ProviderKind, ProviderSection, UsageLimits } from './schemas.js';
 

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
+import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { trustedKeysSchema } from '@agentplane/lib/tokens/keys';
 
 export const maxSettingsBytes = 64 * 1024;
@@ -30,16 +31,6 @@ export function isSecretSetting(name: string): boolean {
   return secretSegment.test(name.replace(/([a-z0-9])([A-Z])/g, '$1_$2'));
 }
 
-/**
- * Whether a value is a secret as this runtime shows it (`****` plus its last four characters, or `****` alone):
- * a client that read a secret and sent the answer back would otherwise store the mask in place of the secret.
- */
-export function isRedacted(value: unknown): boolean {
-  return typeof value === 'string' && value.startsWith('****');
-}
-
-const redactedMessage = 'is a redacted secret (`****...`, as this runtime shows secrets); send the secret itself';
-
 const settingsMap = z
   .record(settingKey, jsonValue)
   .superRefine((value, ctx) => {
@@ -47,7 +38,7 @@ const settingsMap = z
       ctx.addIssue({ code: 'custom', message: `settings_json is larger than ${maxSettingsBytes} bytes` });
     }
     for (const [name, setting] of Object.entries(value)) {
-      if (isSecretSetting(name) && isRedacted(setting)) ctx.addIssue({ code: 'custom', path: [name], message: `${name} ${redactedMessage}` });
+      if (isSecretSetting(name) && isRedacted(setting)) ctx.addIssue({ code: 'custom', path: [name], message: `${name} ${redactedSecretMessage}` });
     }
     for (const name of ['litellm_key', 'default_model'] as const) {
       const v = value[name];
@@ -197,7 +188,7 @@ export const ProviderSectionSchema = z
       .string()
       .min(1)
       .max(4096)
-      .refine((key) => !isRedacted(key), `api_key ${redactedMessage}`)
+      .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`)
       .meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused' }),
     models: configNames.meta({ description: 'Chat models this credential serves' }),
     prices: z

@@ -209,7 +209,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { litellm_key: settings_json.litellm_key, plan: 'pro' } }) });
       expect(res.status).toBe(422);
       expect(await res.json()).toEqual({
-        detail: [{ loc: ['body', 'settings_json', 'litellm_key'], msg: 'litellm_key is a redacted secret (`****...`, as this runtime shows secrets); send the secret itself' }],
+        detail: [{ loc: ['body', 'settings_json', 'litellm_key'], msg: 'litellm_key is a redacted secret (`****...`, as secrets are shown); send the secret itself' }],
       });
       expect((await rt.runtime.tenants.get(tenant_id)).settings_json).toEqual({ litellm_key: '****cdef' });
       // A setting that is no credential may hold any text.
@@ -503,7 +503,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         expect(res.status, masked).toBe(422);
         expect(((await res.json()) as { detail: { loc: unknown[]; msg: string }[] }).detail).toContainEqual({
           loc: ['body', 'providers', 0, 'api_key'],
-          msg: 'api_key is a redacted secret (`****...`, as this runtime shows secrets); send the secret itself',
+          msg: 'api_key is a redacted secret (`****...`, as secrets are shown); send the secret itself',
         });
       }
       const loaded = await rt.runtime.configurations.load(tenant_id);
