@@ -9,6 +9,7 @@ import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
+import { createKeyRing, trustedKeysOf } from '@agentplane/lib/tokens/keys';
 
 const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
 
@@ -152,5 +153,141 @@ describe('configuration push: providers, default model, prices and limits', () =
     await until('the outbox to be empty', async () => ((await api.control.relay!.pending(projectId)) === 0 ? true : undefined));
     expect(logText).not.toMatch(/delivery to the runtime failed/);
     for (const key of [gatewayKey, openaiKey]) expect(logText).not.toContain(key);
+  });
+});
+
+describe('configuration push: the control plane is the source of truth (docs/decisions/0025)', () => {
+  let rt: TestRuntime;
+  let api: TestControl;
+  let projectId: string;
+  let tenantId: string;
+  let adminKey: string;
+  let mintKey: string;
+
+  const call = (path: string, init: RequestInit = {}) => api.call(`/api/projects/${projectId}${path}`, { ...init, key: adminKey });
+  const controlVersion = async () => (await api.control.projects.configurationDocument(projectId))!.version;
+  /** The runtime's stored version and trusted key ids, read through its admin surface. */
+  const runtimeHolds = async () => {
+    const res = await rt.admin(`/tenants/${tenantId}/configuration`);
+    if (res.status === 404) return { version: 0, kids: [] };
+    const stored = (await res.json()) as { version: number; trusted_keys: { keys: { kid: string }[] } };
+    return { version: stored.version, kids: stored.trusted_keys.keys.map((key) => key.kid) };
+  };
+  /** Waits until the runtime holds exactly the control plane's current configuration and nothing is pending. */
+  const converged = async () => {
+    const document = (await api.control.projects.configurationDocument(projectId))!;
+    const kids = document.trusted_keys.keys.map((key) => (key as { kid: string }).kid);
+    return until(`the runtime to hold version ${document.version}`, async () => {
+      const held = await runtimeHolds();
+      const pending = await api.control.relay!.pending(projectId);
+      return held.version === document.version && JSON.stringify(held.kids) === JSON.stringify(kids) && pending === 0 ? held : undefined;
+    });
+  };
+  /** A token minted now, and the data plane's answer to it. */
+  const mintAndUse = async () => {
+    const minted = await api.call(`/api/projects/${projectId}/token`, { method: 'POST', key: mintKey, body: JSON.stringify({ subject: 'acme:user-1' }) });
+    expect(minted.status).toBe(200);
+    const { access_token } = (await minted.json()) as { access_token: string };
+    return (await rt.endUser('/capabilities', access_token)).status;
+  };
+  /** Puts another configuration on the runtime behind the control plane's back, as a restore from a backup would. */
+  const replaceOnRuntime = async (version: number) => {
+    await rt.runtime.database.db.deleteFrom('tenant_configurations').where('tenant_id', '=', tenantId).execute();
+    const other = { ...(await api.control.projects.configurationDocument(projectId))!, version, trusted_keys: trustedKeysOf(await createKeyRing()), system_prompt: 'restored' };
+    const res = await rt.admin(`/tenants/${tenantId}/configuration`, { method: 'PUT', body: JSON.stringify(other) });
+    expect(res.status).toBe(200);
+    expect(await mintAndUse()).toBe(401);
+  };
+
+  beforeAll(async () => {
+    rt = await startTestRuntime();
+    api = await startTestControl(owner, { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }) });
+    const { account } = await api.control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
+    const orgId = (await api.control.accounts.orgsOf(account.id))[0]!.id;
+    const project = await api.control.projects.create(orgId, account.id, 'rotations');
+    projectId = project.id;
+    tenantId = project.tenant_id;
+    const caller = { kind: 'account' as const, accountId: account.id };
+    adminKey = (await api.control.keys.create(caller, projectId, { scope: 'admin', name: 'admin' })).key;
+    mintKey = (await api.control.keys.create(caller, projectId, { scope: 'mint', name: 'mint' })).key;
+    await converged();
+  });
+  afterAll(async () => {
+    await api?.stop();
+    await rt?.stop();
+  });
+
+  it('keeps pushing through 40 rotations within a token lifetime, and a token minted afterwards works', async () => {
+    expect(await mintAndUse()).toBe(200);
+    for (let rotation = 0; rotation < 40; rotation += 1) {
+      expect((await call('/signing-keys/rotate', { method: 'POST' })).status).toBe(200);
+    }
+    const held = await converged();
+    // Every retired key may still verify a live token: none is dropped early, and none blocks the push.
+    expect(held.kids).toHaveLength(42);
+    expect(await mintAndUse()).toBe(200);
+    const { provisioning } = (await (await call('')).json()) as { provisioning: { ready: boolean; pending_changes: number; last_error: string | null } };
+    expect(provisioning).toMatchObject({ ready: true, pending_changes: 0, last_error: null });
+  });
+
+  it('brings back a runtime that holds a newer version than the control plane', async () => {
+    await replaceOnRuntime((await controlVersion()) + 100);
+    expect((await call('/system-prompt', { method: 'PUT', body: JSON.stringify({ system_prompt: 'Be brief.' }) })).status).toBe(200);
+    const held = await converged();
+    expect(held.version).toBe(await controlVersion());
+    expect(await mintAndUse()).toBe(200);
+  });
+
+  it('brings back a runtime restored to an older version, or holding other content at the same version, without any change', async () => {
+    for (const behind of [1, 0]) {
+      await replaceOnRuntime((await controlVersion()) - behind);
+      expect(await api.control.relay!.resync()).toBe(1);
+      await converged();
+      expect(await mintAndUse()).toBe(200);
+      const stored = (await (await rt.admin(`/tenants/${tenantId}/configuration`)).json()) as { system_prompt: string };
+      expect(stored.system_prompt).toBe('Be brief.');
+    }
+  });
+});
+
+describe('configuration push: a push that keeps failing', () => {
+  let rt: TestRuntime;
+  let api: TestControl;
+
+  /** The runtime is up and has the tenant, but refuses every configuration. */
+  class RefusingProvisioner extends LocalProvisioner {
+    override async pushConfiguration(): Promise<void> {
+      throw new Error('the runtime refused to push configuration: 422 refused for the test');
+    }
+  }
+
+  beforeAll(async () => {
+    rt = await startTestRuntime();
+    api = await startTestControl(owner, { provisioner: new RefusingProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }) });
+  });
+  afterAll(async () => {
+    await api?.stop();
+    await rt?.stop();
+  });
+
+  it('shows the project not ready, with the reason, in its provisioning status', async () => {
+    const { account } = await api.control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
+    const orgId = (await api.control.accounts.orgsOf(account.id))[0]!.id;
+    const project = await api.control.projects.create(orgId, account.id, 'stuck');
+    const adminKey = (await api.control.keys.create({ kind: 'account', accountId: account.id }, project.id, { scope: 'admin', name: 'admin' })).key;
+    type Shown = { provisioning: { ready: boolean; reason: string; message: string; pending_changes: number; last_error: string | null } };
+    const shown = await until('the failing push to show', async () => {
+      const body = (await (await api.call(`/api/projects/${project.id}`, { key: adminKey })).json()) as Shown;
+      return body.provisioning.reason === 'ConfigurationNotDelivered' ? body.provisioning : undefined;
+    });
+    expect(shown).toMatchObject({ ready: false, pending_changes: 1, last_error: expect.stringMatching(/422 refused for the test/) });
+    expect(shown.message).toMatch(/have not reached the runtime after \d+ attempts/);
+
+    type Report = { canAnswer: boolean; ready: boolean; next: string | null; steps: { id: string; ok: boolean; essential: boolean; detail: string }[] };
+    const report = (await (await api.call(`/api/projects/${project.id}/readiness`, { key: adminKey })).json()) as Report;
+    expect(report).toMatchObject({ canAnswer: false, ready: false });
+    expect(report.next).toMatch(/^configuration: .*422 refused for the test/);
+    expect(report.steps.find((step) => step.id === 'runtime')).toMatchObject({ ok: true, essential: true });
+    expect(report.steps.find((step) => step.id === 'configuration')).toMatchObject({ ok: false, essential: true, detail: expect.stringMatching(/422 refused for the test/) });
   });
 });

@@ -26,6 +26,7 @@ import { ProvisioningReport } from './provisioning/status.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProviderService } from './providers/service.js';
 import { OpenAIUpstream } from './providers/upstream.js';
+import { ProjectReadiness } from './projects/readiness.js';
 import { projectRoutes } from './projects/routes.js';
 import { ProjectService } from './projects/service.js';
 import { TokenMintService } from './tokens/service.js';
@@ -105,7 +106,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       routes: [
         ...accountRoutes(accounts, projects),
         ...keyRoutes(keys),
-        ...projectRoutes(projects, keys, mint, provisioning, { control: config.publicUrl, data: config.dataPlaneUrl }),
+        ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
       ],
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },

@@ -2,7 +2,7 @@
 // the data plane's verifier accepts, with every clamp and warning of SPEC.md's token request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issuerFor } from '@agentplane/lib/tokens/claims';
-import { trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { MAX_TRUSTED_KEYS, trustedKeysOf } from '@agentplane/lib/tokens/keys';
 import { verifyAccessToken } from '@agentplane/lib/tokens/verify';
 import { startTestControl, type TestControl } from '@agentplane/test/harness/control';
 import type { ControlApi } from '../app.js';
@@ -133,6 +133,40 @@ describe('project routes and minting', () => {
       expect((await call(`/api/projects/${projectId}/origins`, { method: 'PUT', key: adminKey, body: JSON.stringify({ origins: [bad] }) })).status, bad).toBe(422);
     }
     expect((await call(`/api/projects/${projectId}/system-prompt`, { method: 'PUT', key: mintKey, body: JSON.stringify({ system_prompt: null }) })).status).toBe(403);
+  });
+
+  it('refuses a rotation that would make the trusted set larger than the runtime accepts, saying when one fits, and keeps minting', async () => {
+    const rotate = () => call(`/api/projects/${projectId}/signing-keys/rotate`, { method: 'POST', key: adminKey });
+    const start = trustedKeysOf(await control.projects.signingKeys(projectId)).keys.length;
+    for (let size = start; size < MAX_TRUSTED_KEYS; size += 1) expect((await rotate()).status).toBe(200);
+    const versionBefore = (await control.projects.configurationDocument(projectId))!.version;
+    const refused = await rotate();
+    expect(refused.status).toBe(409);
+    const body = await json<{ detail: string; code: string }>(refused);
+    expect(body.code).toBe('signing_keys_full');
+    expect(body.detail).toMatch(new RegExp(`trusts at most ${MAX_TRUSTED_KEYS} signing keys.*the next rotation fits at \\d{4}-`));
+    // Nothing changed: the configuration pushed is the one before, within the runtime's bound.
+    const document = (await control.projects.configurationDocument(projectId))!;
+    expect(document.version).toBe(versionBefore);
+    expect(document.trusted_keys.keys).toHaveLength(MAX_TRUSTED_KEYS);
+    expect((await mint({ subject: 'acme:u' })).status).toBe(200);
+  });
+
+  it('reports readiness step by step to admin keys: no runtime and no provider here, each naming what it blocks and its fix', async () => {
+    expect((await call(`/api/projects/${projectId}/readiness`, { key: mintKey })).status).toBe(403);
+    expect((await call(`/api/projects/${crypto.randomUUID()}/readiness`, { key: adminKey })).status).toBe(404);
+    const report = await json<{ canAnswer: boolean; ready: boolean; next: string; steps: { id: string; ok: boolean; essential: boolean; fix: string | null }[] }>(
+      call(`/api/projects/${projectId}/readiness`, { key: adminKey }),
+    );
+    expect(report).toMatchObject({ canAnswer: false, ready: false });
+    expect(report.next).toMatch(/^runtime: NoRuntime/);
+    expect(report.steps.map((step) => [step.id, step.ok])).toEqual([
+      ['runtime', false],
+      ['configuration', true],
+      ['provider', false],
+      ['default-model', false],
+    ]);
+    expect(report.steps.find((step) => step.id === 'provider')!.fix).toBe(`POST /api/projects/${projectId}/providers`);
   });
 
   it('gives the endpoints and a snippet to start from', async () => {

@@ -4,12 +4,14 @@ import { z } from 'zod';
 import { notFound, permissionDenied } from '@agentplane/lib/errors';
 import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { MAX_TRUSTED_KEYS } from '@agentplane/lib/tokens/keys';
 import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import type { ProvisioningReport } from '../provisioning/status.js';
 import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
 import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
 import { LimitsOut, LimitsPatch } from './limits.js';
+import type { ProjectReadiness } from './readiness.js';
 import type { ProjectService } from './service.js';
 
 const ProjectDetailOut = z
@@ -38,6 +40,24 @@ const ProvisioningOut = z
   .meta({ id: 'ProjectProvisioning' });
 
 const ProjectWithProvisioningOut = ProjectDetailOut.extend({ provisioning: ProvisioningOut }).meta({ id: 'ProjectWithProvisioning' });
+
+const ReadinessOut = z
+  .object({
+    canAnswer: z.boolean().meta({ description: 'Every essential step is done: a turn can run' }),
+    ready: z.boolean().meta({ description: 'Every step is done' }),
+    next: z.string().nullable().meta({ description: 'The first step not done, with the call that fixes it; null when ready' }),
+    steps: z.array(
+      z.object({
+        id: z.string().meta({ description: '`runtime`, `configuration`, `provider`, `default-model`' }),
+        ok: z.boolean(),
+        essential: z.boolean(),
+        blocks: z.string().meta({ description: 'What does not work while the step is not done' }),
+        fix: z.string().nullable().meta({ description: 'The call that fixes it; null when the platform or the outbox must' }),
+        detail: z.string(),
+      }),
+    ),
+  })
+  .meta({ id: 'ReadinessReport' });
 
 const ProjectDeletedOut = z
   .object({
@@ -87,6 +107,7 @@ export function projectRoutes(
   keys: ProjectKeyService,
   mint: TokenMintService,
   provisioning: ProvisioningReport,
+  readiness: ProjectReadiness,
   urls: { control: string; data: string },
 ): RouteDefinition[] {
   const admin = authorizeAdmin(keys);
@@ -104,6 +125,22 @@ export function projectRoutes(
       async handle({ params, res }) {
         const project = await projects.get(params.id);
         return { body: { ...project, provisioning: await provisioning.of({ projectId: project.id, tenantId: project.tenant_id }) } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/readiness',
+      operationId: 'getProjectReadiness',
+      summary: 'Whether a turn can run and what is left to do, step by step',
+      description:
+        'A configuration change that keeps failing to reach the runtime (3 attempts or more) is the `configuration` step not done: the project is not ready, and `detail` gives the last error.',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The readiness report', schema: ReadinessOut }, 403: forbidden, 404: hidden },
+      async handle({ params, res }) {
+        await admin(res.locals, params.id);
+        return { body: await readiness.of(params.id) };
       },
     }),
     defineRoute({
@@ -254,6 +291,9 @@ export function projectRoutes(
         },
         403: forbidden,
         404: hidden,
+        409: {
+          description: `\`code\` \`signing_keys_full\`: the runtime would have to trust more than ${MAX_TRUSTED_KEYS} keys, every retired one still able to verify a live token; the detail says when the next rotation fits`,
+        },
       },
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, res }) {

@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
-import { notFound } from '@agentplane/lib/errors';
+import { conflict, notFound } from '@agentplane/lib/errors';
 import { issuerFor } from '@agentplane/lib/tokens/claims';
-import { createKeyRing, exportKeyRing, importKeyRing, pruneKeyRing, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
+import { createKeyRing, exportKeyRing, importKeyRing, MAX_TRUSTED_KEYS, pruneKeyRing, ringHasRoom, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
 import { pushedProviders, unpricedModels } from '../providers/configuration.js';
@@ -246,15 +246,25 @@ export class ProjectService {
 
   /**
    * Rotates the token signing keys: the published `next` key starts signing, a new `next` is published, and the
-   * old active key stays trusted until every token it signed has expired (then it is dropped at a later rotation).
-   * Goes out as a configuration push like any change.
+   * old active key stays trusted until every token it signed has expired (the longest token lifetime plus clock
+   * skew); then it leaves the ring and every push. Goes out as a configuration push like any change. A rotation
+   * that would make the trusted set larger than the runtime accepts is refused here (409, saying when one fits),
+   * never left to stall the push.
    */
   async rotateSigningKeys(projectId: string): Promise<{ active_kid: string; trusted_kids: string[]; rotated_at: string }> {
     const { result } = await this.applyChange(projectId, async (_trx, current) => {
       if (!current.signing_keys) throw new Error(`project ${projectId} has no signing keys`);
       const ring = await importKeyRing(JSON.parse(this.secrets.open(current.signing_keys, signingKeysAad(current.id))));
       const lifetime = ceilingView(current.ceiling).max_token_lifetime_seconds;
-      const rotated = pruneKeyRing(await rotateKeyRing(ring), { maxTokenLifetimeSeconds: lifetime });
+      const pruned = pruneKeyRing(ring, { maxTokenLifetimeSeconds: lifetime });
+      const room = ringHasRoom(pruned, { maxTokenLifetimeSeconds: lifetime });
+      if (!room.ok) {
+        throw conflict(
+          `the runtime trusts at most ${MAX_TRUSTED_KEYS} signing keys, and every retired one may still verify a live token: the next rotation fits at ${new Date(room.until * 1000).toISOString()}`,
+          { code: 'signing_keys_full' },
+        );
+      }
+      const rotated = await rotateKeyRing(pruned, new Date(), { maxTokenLifetimeSeconds: lifetime });
       const sealed = this.secrets.seal(JSON.stringify(await exportKeyRing(rotated)), signingKeysAad(current.id));
       return {
         set: { signing_keys: sealed },

@@ -242,6 +242,13 @@ describe('providers (bring your own keys)', () => {
     const noBaseUrl = await env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key: chatKey } });
     expect(noBaseUrl.status).toBe(422);
     expect(await noBaseUrl.json()).toMatchObject({ detail: [{ loc: ['body', 'values', 'base_url'], msg: 'base_url is required for provider openai_compatible' }] });
+
+    // A key in the redacted form secrets are shown in would be refused by the runtime at every push: refused here.
+    const redacted = await env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key: '****WXYZ', base_url: compatible.url } });
+    expect(redacted.status).toBe(422);
+    expect(await redacted.json()).toMatchObject({
+      detail: [{ loc: ['body', 'values', 'api_key'], msg: 'api_key is a redacted secret (`****...`, as secrets are shown); send the secret itself' }],
+    });
     expect(await env.storedProviders()).toEqual(rows);
   });
 

@@ -1,6 +1,7 @@
 // HTTP adapter for a project's providers and default model (admin key or signed-in session).
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import { DEFAULT_EMBEDDING_MODEL, OPENAI_BASE_URL, PRICES_NOTE, PROVIDER_KINDS, type ProviderService } from './service.js';
@@ -22,7 +23,13 @@ const ProviderRegister = z
     models: z.array(modelName).min(1).max(100).meta({ description: 'Chat models to register; each must be in the provider\'s catalog (GET /models). The first becomes the default when the project has none' }),
     values: z
       .strictObject({
-        api_key: z.string().trim().min(1).max(4096).meta({ description: 'The provider key: sealed at rest, never returned or logged' }),
+        api_key: z
+          .string()
+          .trim()
+          .min(1)
+          .max(4096)
+          .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`)
+          .meta({ description: 'The provider key: sealed at rest, never returned or logged; a redacted one (`****...`) is refused' }),
         base_url: z.string().trim().min(1).max(2048).optional().meta({ description: 'The API root, such as https://api.openai.com/v1; checked by the URL guard' }),
         embedding_model: modelName.optional().meta({
           description: `Embedding model whose dimension is measured; default for openai: ${DEFAULT_EMBEDDING_MODEL.openai}, none for openai_compatible`,

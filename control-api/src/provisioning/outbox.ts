@@ -26,10 +26,17 @@ export interface OutboxRelayOptions {
   leaseMs?: number;
   maxBackoffMs?: number;
   batchSize?: number;
+  /**
+   * How often every project's configuration is pushed again although nothing changed, so a runtime that lost it,
+   * was restored to an older one or holds other content is brought back to the control plane's (0025). A push the
+   * runtime already holds changes nothing there. 0 turns it off.
+   */
+  resyncIntervalMs?: number;
 }
 
 export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
+  private lastResync = Date.now();
   private running: Promise<unknown> | undefined;
   private again = false;
 
@@ -113,6 +120,36 @@ export class OutboxRelay {
     return { delivered, failed };
   }
 
+  /**
+   * Queues a push of its current configuration for every project that has none waiting: the runtime's copy is
+   * checked against the control plane's by the push itself (the same content is a no-op there; anything else is
+   * replaced). Returns how many were queued.
+   */
+  async resync(): Promise<number> {
+    this.lastResync = Date.now();
+    const queued = await this.db
+      .insertInto('outbox')
+      .columns(['project_id', 'tenant_id', 'kind', 'payload'])
+      .expression((eb) =>
+        eb
+          .selectFrom('projects')
+          .select(['projects.id', 'projects.tenant_id', sql<string>`'push_configuration'::text`.as('kind'), sql<string>`'{}'::jsonb`.as('payload')])
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('outbox')
+                  .select('outbox.id')
+                  .whereRef('outbox.project_id', '=', 'projects.id')
+                  .where('outbox.kind', '=', 'push_configuration')
+                  .where('outbox.delivered_at', 'is', null),
+              ),
+            ),
+          ),
+      )
+      .executeTakeFirst();
+    return Number(queued.numInsertedOrUpdatedRows ?? 0);
+  }
+
   /** Runs passes every `intervalMs` (and soon after `kick`); returns a stop function that waits for the pass in flight. */
   start(intervalMs = 1000): () => Promise<void> {
     const tick = () => {
@@ -144,7 +181,10 @@ export class OutboxRelay {
       this.again = true;
       return;
     }
-    this.running = this.deliverDue()
+    const resyncMs = this.options.resyncIntervalMs ?? 5 * 60_000;
+    const resync = resyncMs > 0 && Date.now() - this.lastResync >= resyncMs ? this.resync() : Promise.resolve(0);
+    this.running = resync
+      .then(() => this.deliverDue())
       .catch((err: unknown) => this.logger.error({ err }, 'outbox pass failed'))
       .finally(() => {
         this.running = undefined;

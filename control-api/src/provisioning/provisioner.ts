@@ -72,7 +72,10 @@ export interface ProvisioningStatus {
 export interface Provisioner {
   /** Makes sure the tenant exists and is ready for its configuration. An existing tenant is success. */
   registerTenant(target: TenantTarget, name: string): Promise<void>;
-  /** Delivers a configuration. One the runtime already has, or has a newer version of, is success. */
+  /**
+   * Delivers a configuration: afterwards the runtime holds exactly this document. One it already has is success;
+   * a newer version or other content it holds is replaced (the control plane is the source of truth, 0025).
+   */
   pushConfiguration(target: TenantTarget, document: TenantConfigurationDocument): Promise<void>;
   /** Erases the project's tenant and whatever was provisioned for the project. Already gone is success. */
   removeProject(target: TenantTarget): Promise<void>;

@@ -23,12 +23,28 @@ export class RuntimeAdminClient {
     throw await refusal('register tenant', res);
   }
 
-  /** `PUT /tenants/{id}/configuration`; a version the runtime already has, or has a newer one of, is success. */
+  /**
+   * `PUT /tenants/{id}/configuration`, and the runtime then holds exactly this document. The control plane is the
+   * source of truth (docs/decisions/0025): when the runtime refuses because it holds a newer version (restored from
+   * another control plane's push, or a control-plane database restored to an older state) or other content at this
+   * version, the document replaces what it holds, conditionally on the digest the refusal named, so a replacement
+   * never overwrites a configuration this call has not seen. A push is the relay's latest reading of the project,
+   * and a project's pushes go out one at a time, so replacing a newer version never rolls back a later change.
+   */
   async pushConfiguration(tenantId: string, document: TenantConfigurationDocument): Promise<void> {
-    const res = await this.call('PUT', `/tenants/${tenantId}/configuration`, document);
+    const path = `/tenants/${tenantId}/configuration`;
+    const res = await this.call('PUT', path, document);
     if (res.ok) return;
-    // The runtime has this version or a newer one: a newer push got there first, nothing is lost.
-    if (res.status === 409 && ((await res.clone().json().catch(() => ({}))) as { code?: string }).code === 'configuration_outdated') return;
+    const refusal409 = res.status === 409 ? ((await res.clone().json().catch(() => ({}))) as { code?: string; stored_digest?: unknown }) : {};
+    if (
+      (refusal409.code === 'configuration_outdated' || refusal409.code === 'configuration_version_conflict') &&
+      typeof refusal409.stored_digest === 'string' &&
+      /^[0-9a-f]{64}$/.test(refusal409.stored_digest)
+    ) {
+      const replaced = await this.call('PUT', `${path}?replace_digest=${refusal409.stored_digest}`, document);
+      if (replaced.ok) return;
+      throw await refusal('replace the configuration it holds', replaced);
+    }
     throw await refusal('push configuration', res);
   }
 

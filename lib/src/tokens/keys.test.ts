@@ -7,7 +7,9 @@ import {
   generateSigningKey,
   importKeyRing,
   importSigningKey,
+  MAX_TRUSTED_KEYS,
   pruneKeyRing,
+  ringHasRoom,
   rotateKeyRing,
   trustedKeysOf,
   trustedKeysSchema,
@@ -70,6 +72,27 @@ describe('key ring', () => {
     const day = 86_400_000;
     expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 86_400, now: new Date(at.getTime() + day) }).retired).toHaveLength(1);
     expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 86_400, now: new Date(at.getTime() + day + 60_000) }).retired).toHaveLength(0);
+  });
+
+  it('keeps a retired key for the lifetime allowed when it retired, though the project lowers its maximum since', async () => {
+    const at = new Date('2030-01-01T00:00:00Z');
+    const rotated = await rotateKeyRing(await createKeyRing(), at, { maxTokenLifetimeSeconds: 86_400 });
+    const later = (seconds: number) => new Date(at.getTime() + seconds * 1000);
+    // A token minted just before the rotation may live a day: the key stays although tokens now live ten minutes.
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(3600) }).retired).toHaveLength(1);
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(86_400 + 30) }).retired).toHaveLength(1);
+    expect(pruneKeyRing(rotated, { maxTokenLifetimeSeconds: 600, now: later(86_400 + 31) }).retired).toHaveLength(0);
+  });
+
+  it('has room for a rotation until the trusted set is full, and says when the oldest retired key leaves it', async () => {
+    const ring = await createKeyRing();
+    const retiredKey = (retiredAt: number) => ({ publicJwk: ring.active.publicJwk, retiredAt });
+    const options = { maxTokenLifetimeSeconds: 3600, clockToleranceSeconds: 30 };
+    expect(ringHasRoom({ ...ring, retired: Array.from({ length: MAX_TRUSTED_KEYS - 3 }, () => retiredKey(1000)) }, options)).toEqual({ ok: true });
+    const full = { ...ring, retired: Array.from({ length: MAX_TRUSTED_KEYS - 2 }, (_, i) => retiredKey(2000 - i)) };
+    expect(ringHasRoom(full, options)).toEqual({ ok: false, until: 2000 - (MAX_TRUSTED_KEYS - 3) + 3600 + 30 + 1 });
+    // The bound is far above the 32 that once stalled every push after 30 rotations within a token lifetime.
+    expect(MAX_TRUSTED_KEYS).toBeGreaterThanOrEqual(256);
   });
 
   it('round-trips through its stored JSON form', async () => {

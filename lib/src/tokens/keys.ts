@@ -22,13 +22,20 @@ export const privateJwkSchema = publicJwkSchema.extend({ d: keyBytes });
 export type PrivateJwk = z.infer<typeof privateJwkSchema>;
 
 /**
+ * The most keys a trusted set holds: active, next, and retired keys whose tokens may still live. A guard against a
+ * hostile or broken document, far above what rotation produces; the control-api refuses a rotation that would pass
+ * it (`ringHasRoom`), so a configuration push never carries more and is never refused for it.
+ */
+export const MAX_TRUSTED_KEYS = 256;
+
+/**
  * The public keys a tenant's runtime trusts (a JWKS). Strict, so a private key pushed here by mistake (`d`) is
  * refused instead of being stored in the data plane.
  */
 export const trustedKeysSchema = z.strictObject({
   keys: z
     .array(publicJwkSchema)
-    .max(32)
+    .max(MAX_TRUSTED_KEYS)
     .refine((keys) => new Set(keys.map((key) => key.kid)).size === keys.length, 'key ids must be unique'),
 });
 export type TrustedKeys = z.infer<typeof trustedKeysSchema>;
@@ -76,6 +83,11 @@ export interface RetiredKey {
   publicJwk: PublicJwk;
   /** Epoch seconds. */
   retiredAt: number;
+  /**
+   * The longest token lifetime allowed when it retired: a token it signed may live that long even after the
+   * project lowers its maximum. Absent on keys retired before it was recorded.
+   */
+  maxTokenLifetimeSeconds?: number;
 }
 
 /**
@@ -97,22 +109,43 @@ export async function createKeyRing(): Promise<KeyRing> {
  * `next` becomes active and a fresh `next` is made; the old active key retires. Rotate only once the runtime has
  * received the ring's current public set (which holds `next`).
  */
-export async function rotateKeyRing(ring: KeyRing, now = new Date()): Promise<KeyRing> {
+export async function rotateKeyRing(ring: KeyRing, now = new Date(), options: { maxTokenLifetimeSeconds?: number } = {}): Promise<KeyRing> {
+  const lifetime = options.maxTokenLifetimeSeconds === undefined ? {} : { maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds };
   return {
     active: ring.next,
     next: await generateSigningKey(),
-    retired: [{ publicJwk: ring.active.publicJwk, retiredAt: epochSeconds(now) }, ...ring.retired],
+    retired: [{ publicJwk: ring.active.publicJwk, retiredAt: epochSeconds(now), ...lifetime }, ...ring.retired],
   };
 }
 
-/** Drops retired keys whose tokens have all expired: retired longer ago than the longest token lifetime. */
+/**
+ * When no token a retired key signed can still be live (epoch seconds): its retirement plus the longest token
+ * lifetime (the one allowed when it retired or now, whichever is longer) plus the clock skew verifiers allow.
+ */
+function trustedUntil(key: RetiredKey, options: { maxTokenLifetimeSeconds: number; clockToleranceSeconds?: number }): number {
+  const lifetime = Math.max(key.maxTokenLifetimeSeconds ?? 0, options.maxTokenLifetimeSeconds);
+  return key.retiredAt + lifetime + (options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS);
+}
+
+/** Drops retired keys whose tokens have all expired (`trustedUntil` has passed). */
 export function pruneKeyRing(
   ring: KeyRing,
   options: { maxTokenLifetimeSeconds: number; now?: Date; clockToleranceSeconds?: number },
 ): KeyRing {
-  const tolerance = options.clockToleranceSeconds ?? DEFAULT_CLOCK_TOLERANCE_SECONDS;
-  const cutoff = epochSeconds(options.now ?? new Date()) - options.maxTokenLifetimeSeconds - tolerance;
-  return { ...ring, retired: ring.retired.filter((key) => key.retiredAt > cutoff) };
+  const now = epochSeconds(options.now ?? new Date());
+  return { ...ring, retired: ring.retired.filter((key) => trustedUntil(key, options) >= now) };
+}
+
+/**
+ * Whether one more rotation keeps the trusted set within `MAX_TRUSTED_KEYS`; when not, `until` is when the
+ * oldest retired key's tokens have all expired (epoch seconds), so a rotation fits again. Call on a pruned ring.
+ */
+export function ringHasRoom(
+  ring: KeyRing,
+  options: { maxTokenLifetimeSeconds: number; clockToleranceSeconds?: number },
+): { ok: true } | { ok: false; until: number } {
+  if (trustedKeysOf(ring).keys.length < MAX_TRUSTED_KEYS) return { ok: true };
+  return { ok: false, until: Math.min(...ring.retired.map((key) => trustedUntil(key, options))) + 1 };
 }
 
 /** The public set the control-api pushes to the tenant's runtime. */
@@ -123,7 +156,7 @@ export function trustedKeysOf(ring: KeyRing): TrustedKeys {
 export const storedKeyRingSchema = z.strictObject({
   active: privateJwkSchema,
   next: privateJwkSchema,
-  retired: z.array(z.strictObject({ publicJwk: publicJwkSchema, retiredAt: z.int().min(0) })),
+  retired: z.array(z.strictObject({ publicJwk: publicJwkSchema, retiredAt: z.int().min(0), maxTokenLifetimeSeconds: z.int().min(0).optional() })),
 });
 /** The ring as JSON, for sealed storage (it holds private keys). */
 export type StoredKeyRing = z.infer<typeof storedKeyRingSchema>;

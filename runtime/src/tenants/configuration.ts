@@ -15,7 +15,8 @@ import {
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
 } from './schemas.js';
-import { canonicalTenantId, redact, tenantNotFound } from './service.js';
+import { redact } from '@agentplane/lib/schemas/redaction';
+import { canonicalTenantId, tenantNotFound } from './service.js';
 
 export type { ModelPrice, ProviderKind, ProviderSection, UsageLimits } from './schemas.js';
 
@@ -72,9 +73,12 @@ export class TenantConfigurationService {
   /**
    * Stores a pushed configuration. A higher version replaces the stored one; the same version with the same
    * content changes nothing (a retried push); a lower version, or the same version with other content, is 409
-   * and changes nothing.
+   * and changes nothing. Each 409 names what is stored (`stored_version`, `stored_digest`), and a push naming that
+   * digest in `replaceDigest` replaces it whatever the versions: the control plane is the source of truth, and
+   * brings back a runtime restored to, or left holding, another configuration (docs/decisions/0025). The digest
+   * makes the replacement conditional, so it never overwrites something the caller has not seen.
    */
-  async put(tenantId: string, input: TenantConfigurationInput): Promise<TenantConfigurationOutput> {
+  async put(tenantId: string, input: TenantConfigurationInput, options: { replaceDigest?: string } = {}): Promise<TenantConfigurationOutput> {
     tenantId = canonicalTenantId(tenantId);
     const { version, ...document } = input;
     const digest = digestOf(this.fingerprinted(document));
@@ -83,17 +87,24 @@ export class TenantConfigurationService {
       const tenant = await trx.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', tenantId).forUpdate().executeTakeFirst();
       if (!tenant) throw tenantNotFound(tenantId);
       const stored = await trx.selectFrom('tenant_configurations').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
-      if (stored && version < stored.version) {
+      const storedStamp = stored ? { stored_version: stored.version, stored_digest: stored.digest } : {};
+      if (stored && version === stored.version && stored.digest === digest) return stored;
+      if (options.replaceDigest !== undefined) {
+        if (!stored || stored.digest !== options.replaceDigest) {
+          throw conflict(`the stored configuration is not the one to replace (digest ${options.replaceDigest}): read it again`, {
+            code: 'configuration_changed',
+            extra: storedStamp,
+          });
+        }
+      } else if (stored && version < stored.version) {
         throw conflict(`configuration version ${version} is older than the stored version ${stored.version}`, {
           code: 'configuration_outdated',
-          extra: { stored_version: stored.version },
+          extra: storedStamp,
         });
-      }
-      if (stored && version === stored.version) {
-        if (stored.digest === digest) return stored;
+      } else if (stored && version === stored.version) {
         throw conflict(`configuration version ${version} is already stored with different content`, {
           code: 'configuration_version_conflict',
-          extra: { stored_version: stored.version },
+          extra: storedStamp,
         });
       }
       const values = { version, digest, document: JSON.stringify(this.sealed(tenantId, document)), updated_at: new Date() };

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { TenantConfigurationService } from './configuration.js';
 import type { TenantService } from './service.js';
 import {
+  ConfigurationPutQuery,
   TenantConfiguration,
   TenantConfigurationOut,
   TenantCreate,
@@ -135,10 +136,11 @@ export function tenantConfigurationRoutes(configurations: TenantConfigurationSer
       operationId: 'putTenantConfiguration',
       summary: 'Store the configuration the control plane pushes (idempotent by version)',
       description:
-        'Replaces the whole configuration when `version` is higher than the stored one. The same version with the same content answers 200 and changes nothing, so a retried push is harmless.',
+        'Replaces the whole configuration when `version` is higher than the stored one. The same version with the same content answers 200 and changes nothing, so a retried push is harmless. With `replace_digest` (the `stored_digest` of a 409) it replaces the stored configuration whatever the versions, if that is still the one stored: the control plane brings back a runtime that holds a newer version, or other content at the same version.',
       tags: ['tenants'],
       security: ['adminKey'],
       params: TenantIdParams,
+      query: ConfigurationPutQuery,
       body: TenantConfiguration,
       responses: {
         200: { description: 'Stored, or already stored', schema: TenantConfigurationOut },
@@ -146,12 +148,12 @@ export function tenantConfigurationRoutes(configurations: TenantConfigurationSer
         404: notFound,
         409: {
           description:
-            'Nothing changed: `version` is lower than the stored one (`code` `configuration_outdated`), or equal with other content (`code` `configuration_version_conflict`); `stored_version` says which is stored',
+            'Nothing changed: `version` is lower than the stored one (`code` `configuration_outdated`), or equal with other content (`code` `configuration_version_conflict`), or `replace_digest` does not name the stored configuration (`code` `configuration_changed`); `stored_version` and `stored_digest` say what is stored',
         },
         422: invalid,
       },
-      async handle({ params, body }) {
-        return { body: await configurations.put(params.tenant_id, body) };
+      async handle({ params, query, body }) {
+        return { body: await configurations.put(params.tenant_id, body, query.replace_digest === undefined ? {} : { replaceDigest: query.replace_digest }) };
       },
     }),
     defineRoute({

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
+import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { trustedKeysSchema } from '@agentplane/lib/tokens/keys';
 
 export const maxSettingsBytes = 64 * 1024;
@@ -35,6 +36,9 @@ const settingsMap = z
   .superRefine((value, ctx) => {
     if (JSON.stringify(value).length > maxSettingsBytes) {
       ctx.addIssue({ code: 'custom', message: `settings_json is larger than ${maxSettingsBytes} bytes` });
+    }
+    for (const [name, setting] of Object.entries(value)) {
+      if (isSecretSetting(name) && isRedacted(setting)) ctx.addIssue({ code: 'custom', path: [name], message: `${name} ${redactedSecretMessage}` });
     }
     for (const name of ['litellm_key', 'default_model'] as const) {
       const v = value[name];
@@ -184,7 +188,8 @@ export const ProviderSectionSchema = z
       .string()
       .min(1)
       .max(4096)
-      .meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters)' }),
+      .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`)
+      .meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused' }),
     models: configNames.meta({ description: 'Chat models this credential serves' }),
     prices: z
       .record(configName, ModelPriceSchema)
@@ -275,6 +280,14 @@ export const TenantConfiguration = configurationShape
     }
   })
   .meta({ id: 'TenantConfiguration' });
+
+export const ConfigurationPutQuery = z.object({
+  replace_digest: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'replace_digest is the 64 hex digits of a stored_digest')
+    .optional()
+    .meta({ description: 'Replace the stored configuration whatever its version, if its digest is this one (from a 409\'s `stored_digest`)' }),
+});
 
 // Built from the shape, not the refined schema: refinements do not carry over `extend`, and an answer is never parsed.
 export const TenantConfigurationOut = configurationShape

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { conflict, notFound, ValidationError } from '@agentplane/lib/errors';
 import { newSecret, type SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { redact } from '@agentplane/lib/schemas/redaction';
 import type { RuntimeSchema, TenantsTable } from '../store/schema.js';
 import type { EraseReport, TenantEraser } from './erase.js';
 import {
@@ -189,9 +190,3 @@ const aad = (tenantId: string, purpose: string) => `tenant:${tenantId}:${purpose
 export const canonicalTenantId = (tenantId: string) => tenantId.toLowerCase();
 
 export const tenantNotFound = (tenantId: string) => notFound(`tenant ${tenantId} not found`);
-
-/** How a secret is shown: `****` plus its last four characters, or `****` alone when it is short. */
-export function redact(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return text.length >= 12 ? `****${text.slice(-4)}` : '****';
-}

@@ -203,6 +203,19 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(Object.keys((await rt.runtime.tenants.get(tenant_id)).settings_json).sort()).toEqual(['a', 'b', 'c']);
     });
 
+    it('refuses a secret setting in the redacted form it hands out (****...) with 422, keeping the stored secret', async () => {
+      const { tenant_id, settings_json } = await createTenant({ settings_json: { litellm_key: 'sk-live-0123456789abcdef' } });
+      expect(settings_json.litellm_key).toBe('****cdef');
+      const res = await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { litellm_key: settings_json.litellm_key, plan: 'pro' } }) });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toMatchObject({
+        detail: [{ loc: ['body', 'settings_json', 'litellm_key'], msg: 'litellm_key is a redacted secret (`****...`, as secrets are shown); send the secret itself' }],
+      });
+      expect((await rt.runtime.tenants.get(tenant_id)).settings_json).toEqual({ litellm_key: '****cdef' });
+      // A setting that is no credential may hold any text.
+      expect((await rt.admin(`/tenants/${tenant_id}`, { method: 'PATCH', body: json({ settings_json: { banner: '**** stars ****' } }) })).status).toBe(200);
+    });
+
     it('answers 404 when patching a tenant that does not exist', async () => {
       const res = await rt.admin(`/tenants/${crypto.randomUUID()}`, { method: 'PATCH', body: json({ settings_json: { a: 1 } }) });
       expect(res.status).toBe(404);
@@ -280,6 +293,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         detail: 'configuration version 1 is already stored with different content',
         code: 'configuration_version_conflict',
         stored_version: 1,
+        stored_digest: expect.stringMatching(/^[0-9a-f]{64}$/),
       });
       expect(await stored(tenant_id)).toEqual(before);
     });
@@ -300,8 +314,40 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         detail: 'configuration version 2 is older than the stored version 3',
         code: 'configuration_outdated',
         stored_version: 3,
+        stored_digest: expect.stringMatching(/^[0-9a-f]{64}$/),
       });
       expect(await stored(tenant_id)).toEqual(after);
+    });
+
+    it('replaces a newer version, or other content at the same version, when the push names the stored digest', async () => {
+      const { tenant_id } = await createTenant();
+      await put(tenant_id, await configuration({ version: 9, system_prompt: 'restored from elsewhere' }));
+      const ours = await configuration({ version: 4 });
+      const refused = await put(tenant_id, ours);
+      expect(refused.status).toBe(409);
+      const { stored_digest } = (await refused.json()) as { stored_digest: string };
+
+      // A digest that is not the stored one replaces nothing.
+      const stale = await rt.admin(`/tenants/${tenant_id}/configuration?replace_digest=${'0'.repeat(64)}`, { method: 'PUT', body: json(ours) });
+      expect(stale.status).toBe(409);
+      expect(await stale.json()).toMatchObject({ code: 'configuration_changed', stored_version: 9, stored_digest });
+      expect(await stored(tenant_id)).toMatchObject({ version: 9, system_prompt: 'restored from elsewhere' });
+
+      const replaced = await rt.admin(`/tenants/${tenant_id}/configuration?replace_digest=${stored_digest}`, { method: 'PUT', body: json(ours) });
+      expect(replaced.status).toBe(200);
+      expect(await stored(tenant_id)).toMatchObject({ version: 4, system_prompt: 'Be brief.' });
+
+      // The same version with other content, brought back the same way; and the replacement repeated is a no-op.
+      const other = await put(tenant_id, { ...ours, system_prompt: 'Be verbose.' });
+      const digest = ((await other.json()) as { stored_digest: string }).stored_digest;
+      const again = { ...ours, system_prompt: 'Be verbose.' };
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration?replace_digest=${digest}`, { method: 'PUT', body: json(again) })).status).toBe(200);
+      expect((await rt.admin(`/tenants/${tenant_id}/configuration?replace_digest=${digest}`, { method: 'PUT', body: json(again) })).status).toBe(200);
+      expect(await stored(tenant_id)).toMatchObject({ version: 4, system_prompt: 'Be verbose.' });
+
+      const malformed = await rt.admin(`/tenants/${tenant_id}/configuration?replace_digest=abc`, { method: 'PUT', body: json(ours) });
+      expect(malformed.status).toBe(422);
+      expect(((await malformed.json()) as { detail: { loc: unknown[] }[] }).detail.map((p) => p.loc)).toContainEqual(['query', 'replace_digest']);
     });
 
     it('answers 404 for an unknown tenant, and 404 not_configured for a tenant never configured', async () => {
@@ -443,6 +489,26 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       // The digest is keyed: it is no plain hash of a document holding the key.
       const { version: _version, ...document } = body;
       expect(stampBefore!.digest).not.toBe(digestOf(document));
+    });
+
+    it('refuses a provider key in the redacted form it hands out (****...) with 422, keeping the stored key', async () => {
+      const { tenant_id } = await createTenant();
+      const body = await configuration();
+      expect((await put(tenant_id, body)).status).toBe(200);
+      const shown = (await (await rt.admin(`/tenants/${tenant_id}/configuration`)).json()) as { providers: { api_key: string }[] };
+      expect(shown.providers[0]!.api_key).toBe('****WXYZ');
+      // A client that read the configuration and sent it back as a newer version.
+      for (const masked of [shown.providers[0]!.api_key, '****']) {
+        const res = await put(tenant_id, { ...body, version: 2, providers: [openai({ api_key: masked }), gateway()] });
+        expect(res.status, masked).toBe(422);
+        expect(((await res.json()) as { detail: { loc: unknown[]; msg: string }[] }).detail).toContainEqual({
+          loc: ['body', 'providers', 0, 'api_key'],
+          msg: 'api_key is a redacted secret (`****...`, as secrets are shown); send the secret itself',
+        });
+      }
+      const loaded = await rt.runtime.configurations.load(tenant_id);
+      expect(loaded!.version).toBe(1);
+      expect(loaded!.document.providers![0]!.api_key).toBe(openaiKey);
     });
 
     it('takes a configuration without these sections, and a null default model', async () => {
