@@ -31,7 +31,11 @@ const streamDescription =
 
 const turnErrors = {
   400: { description: 'A model the project did not register, a provider rejection, a malformed tool list, or answers to nothing pending' },
-  403: { description: 'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, or a model outside the token\'s allow-list' },
+  403: {
+    description:
+      'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, a model outside the token\'s allow-list, ' +
+      'or the session belongs to another subject: it may be read, not posted into (`not_owner`)',
+  },
   404: { description: 'The session does not exist or is not visible to this token' },
   409: { description: 'A turn is already running in this session (`turn_running`), or no provider serves the model (`no_provider`)' },
   429: { description: 'The project\'s rpm/tpm limit (`rate_limited`) or spend cap (`budget_exceeded`) is reached; the message says when it resets' },
@@ -192,7 +196,17 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       security: ['bearer'],
       params: SessionIdParams,
       body: FollowupsRequest,
-      responses: { 200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut }, 403: { description: 'Capability `followups` missing' } },
+      responses: {
+        200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut },
+        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
+        403: { description: 'Capability `followups` missing, or the conversation\'s model is outside the token\'s allow-list' },
+        404: turnErrors[404],
+        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
+        429: turnErrors[429],
+        502: turnErrors[502],
+        504: turnErrors[504],
+      },
+      authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'followups'),
       async handle({ res, params, body }) {
         return { body: await side.followups(principalOf(res), params.session_id, body.count) };
       },
@@ -206,7 +220,17 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       tags: ['chat'],
       security: ['bearer'],
       params: SessionIdParams,
-      responses: { 200: { description: 'The recap (empty when the project has no model)', schema: RecapOut }, 403: { description: 'Capability `recap` missing' } },
+      responses: {
+        200: { description: 'The recap (empty when the project has no model)', schema: RecapOut },
+        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
+        403: { description: 'Capability `recap` missing, or the conversation\'s model is outside the token\'s allow-list' },
+        404: turnErrors[404],
+        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
+        429: turnErrors[429],
+        502: turnErrors[502],
+        504: turnErrors[504],
+      },
+      authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'recap'),
       async handle({ res, params }) {
         return { body: await side.recap(principalOf(res), params.session_id) };
       },
