@@ -171,6 +171,10 @@ describe.each(availableSetups())('conversation ownership (%s)', (setup) => {
     const rows = await db().selectFrom('messages').select(['role', 'subject']).where('session_id', '=', paused.session_id).orderBy('seq').execute();
     expect(rows.map((row) => row.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     expect(rows.every((row) => row.subject === 'acme:alice')).toBe(true);
+    // A reader sees who wrote each message.
+    const admin = await world.token({ sub: 'ops:root', scope: 'ops:root', roles: ['admin'] });
+    const shown = (await (await world.rt.endUser(`/chat/sessions/${paused.session_id}/messages`, admin)).json()) as { subject: string }[];
+    expect(shown.map((m) => m.subject)).toEqual(['acme:alice', 'acme:alice', 'acme:alice', 'acme:alice']);
   });
 
   describe('POST /chat/stream with Last-Event-ID', () => {

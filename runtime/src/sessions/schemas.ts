@@ -132,6 +132,9 @@ export const MessageOut = z
     id: z.uuid(),
     session_id: z.uuid(),
     run_id: z.string().nullable().meta({ description: 'The turn that wrote it; null for copies made by a fork' }),
+    subject: z.string().meta({
+      description: 'Who wrote it: the sender of a user message or answer, the subject whose turn wrote an assistant or tool message (a fork copy keeps the original\'s)',
+    }),
     role: z.enum(['user', 'assistant', 'tool']),
     content: z.string(),
     tool_calls: z.array(MessageToolCallOut).nullable().meta({ description: 'On an assistant message that called tools' }),

@@ -536,6 +536,7 @@ export function messageOut(row: MessageRow, feedback: { rating: string; comment:
     id: row.id,
     session_id: row.session_id,
     run_id: row.run_id,
+    subject: row.subject,
     role: row.role as MessageOutput['role'],
     content: row.content,
     tool_calls: row.tool_calls?.map((call) => ({ id: call.id, name: call.name, arguments: argumentsOf(call.arguments) })) ?? null,

@@ -296,7 +296,8 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       expect(res.status).toBe(200);
       const messages = (await res.json()) as MessageOutput[];
       expect(messages.map((m) => m.id)).toEqual([user!.id, assistant!.id, tool!.id, final!.id]);
-      const common = { session_id: id, run_id: 'run_1', created_at: expect.any(String) };
+      // Seeded without a writer, each message is the owner's.
+      const common = { session_id: id, run_id: 'run_1', subject: 'acme:alice', created_at: expect.any(String) };
       expect(messages).toEqual([
         { ...common, id: user!.id, role: 'user', content: 'weather in Paris?', tool_calls: null, tool_call_id: null, name: null, model: null, feedback: null },
         {
