@@ -230,6 +230,13 @@ describe.each(availableSetups())('conversation ownership (%s)', (setup) => {
       const bad = await world.rt.endUser('/chat/stream', owner, { method: 'POST', body: JSON.stringify({ message: 'x', session_id: c.sessionId }), headers: { 'Last-Event-ID': 'abc' } });
       expect(bad.status).toBe(422);
       expect(await bad.json()).toEqual({ detail: [{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }] });
+      const longRun = await world.rt.endUser('/chat/stream', owner, {
+        method: 'POST',
+        body: JSON.stringify({ message: 'x', session_id: c.sessionId }),
+        headers: { 'Last-Event-ID': '0', 'X-Run-Id': 'r'.repeat(201) },
+      });
+      expect(longRun.status).toBe(422);
+      expect(await longRun.json()).toEqual({ detail: [{ loc: ['header', 'X-Run-Id'], msg: 'must be a run id (1 to 200 characters)' }] });
       const other = await alicesConversation();
       const mismatch = await world.rt.endUser('/chat/stream', owner, {
         method: 'POST',

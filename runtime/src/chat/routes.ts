@@ -87,7 +87,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
         400: { description: 'A malformed tool list, answers with no session, or `Last-Event-ID` with neither `X-Run-Id` nor `session_id` (`nothing_to_resume`)' },
         403: turnErrors[403],
         404: { description: 'The session does not exist or is not visible to this token; with `Last-Event-ID`, no such run in it, or it has none' },
-        422: { description: 'Invalid body, or a `Last-Event-ID` that is not a non-negative integer' },
+        422: { description: 'Invalid body, a `Last-Event-ID` that is not a non-negative integer, or an `X-Run-Id` that is not a run id' },
       },
       authorize: ({ req, res }) => chat.authorizeTurn(principalOf(res), namedSession(req.body)),
       async handle({ req, res, body }) {
@@ -95,7 +95,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
         const after = lastEventIdOf(req, undefined);
         if (after === 'invalid') throw new ValidationError([{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }]);
         if (after !== undefined) {
-          const runId = await chat.runToResume(principal, body.session_id, req.get('x-run-id')?.trim() || undefined);
+          const runId = await chat.runToResume(principal, body.session_id, namedRun(req.get('x-run-id')));
           const controller = new AbortController();
           const frames = await chat.resume(principal, runId, after, controller.signal);
           const writer = openSse(req, res, { headers: { 'X-Run-Id': runId }, ...(drainSignal ? { until: drainSignal } : {}) });
@@ -242,6 +242,15 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
 function namedSession(body: unknown): string | undefined {
   const id = (body as { session_id?: unknown } | null | undefined)?.session_id;
   return typeof id === 'string' && SessionIdParams.shape.session_id.safeParse(id).success ? id : undefined;
+}
+
+/** The run an `X-Run-Id` request header names; one that could not be a run id is a 422 naming the header. */
+function namedRun(header: string | undefined): string | undefined {
+  const value = header?.trim();
+  if (value === undefined || value === '') return undefined;
+  const parsed = RunIdParams.shape.run_id.safeParse(value);
+  if (!parsed.success) throw new ValidationError([{ loc: ['header', 'X-Run-Id'], msg: 'must be a run id (1 to 200 characters)' }]);
+  return parsed.data;
 }
 
 /** A refusal answered on the blocking path: its error, carrying the conversation the caller named (never a made-up one). */
