@@ -255,7 +255,7 @@ function namedRun(header: string | undefined): string | undefined {
 
 /** A refusal answered on the blocking path: its error, carrying the conversation the caller named (never a made-up one). */
 function withSession(error: unknown, sessionId: string | null): unknown {
-  if (!(error instanceof AppError) || sessionId === null) return error;
+  if (!(error instanceof AppError) || error instanceof ValidationError || sessionId === null) return error;
   return new AppError(error.kind, error.message, { code: error.code, extra: { ...error.extra, session_id: sessionId }, cause: error });
 }
 

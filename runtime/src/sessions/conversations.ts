@@ -104,7 +104,7 @@ export class Conversations {
     await this.pubsub.publish(sessionMessagesChannel(tenantId, sessionId), { seq: last.seq }).catch(() => undefined);
   }
 
-  /** Sets the title; false when no such session exists. */
+  /** Sets the title and returns the session; undefined when it no longer exists. */
   async setTitle(db: Db, sessionId: string, title: string): Promise<SessionRow | undefined> {
     return db.updateTable('sessions').set({ title, updated_at: new Date() }).where('id', '=', sessionId).returningAll().executeTakeFirst();
   }

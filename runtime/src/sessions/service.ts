@@ -11,18 +11,18 @@ import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { ownsConversation, visibleSessions } from './access.js';
 import { sessionMessagesChannel, type Conversations, type MessageRow, type SessionRow, type SessionStatus } from './conversations.js';
-import type {
-  FeedbackInput,
-  FeedbackOutput,
-  FeedbackSummaryOutput,
-  MessageOutput,
-  MessagePageInput,
-  SessionEventsError,
-  SessionListInput,
-  SessionOutput,
-  SessionPageOutput,
+import {
+  DEFAULT_MESSAGE_PAGE,
+  type FeedbackInput,
+  type FeedbackOutput,
+  type FeedbackSummaryOutput,
+  type MessageOutput,
+  type MessagePageInput,
+  type SessionEventsError,
+  type SessionListInput,
+  type SessionOutput,
+  type SessionPageOutput,
 } from './schemas.js';
-import { DEFAULT_MESSAGE_PAGE } from './schemas.js';
 
 /** How often a followed conversation is re-read without a notice, so a lost notice never stalls a stream. */
 export const DEFAULT_EVENTS_POLL_MS = 5_000;
