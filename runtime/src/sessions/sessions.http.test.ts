@@ -1,6 +1,6 @@
 // Conversations through HTTP, in both setups: listing with every filter and stable paging, who sees what
-// (scope, privileged roles, data scope, other tenants: not visible answers like unknown), history, fork, delete
-// (refused while a turn holds a live lease) and feedback.
+// (scope, privileged roles, data scope, other tenants: not visible answers like unknown, before any 422), history and
+// its pages, titles (owner only), fork, delete (refused while a turn holds a live lease) and feedback.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
