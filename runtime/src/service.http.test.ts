@@ -88,6 +88,7 @@ describe('runtime service routes', () => {
         'GET /chat/sessions/models',
         'GET /chat/sessions/{session_id}/messages',
         'POST /chat/sessions/{id}/fork',
+        'PATCH /chat/sessions/{id}',
         'DELETE /chat/sessions/{id}',
         'PUT /chat/sessions/{id}/messages/{message_id}/feedback',
         'DELETE /chat/sessions/{id}/messages/{message_id}/feedback',

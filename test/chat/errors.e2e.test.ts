@@ -34,14 +34,42 @@ describe('turn errors', () => {
     return { status: blocking.status, body: blockingBody, frame };
   }
 
-  it('refuses an unregistered model with 400 and SPEC\'s sentence, before anything is sent', async () => {
+  it('refuses an unregistered model with 400 and SPEC\'s sentence, before anything is sent or stored, naming no run or session that does not exist', async () => {
     const token = await world.token();
     const before = world.fake.chatRequests().length;
-    const { status, body, frame } = await bothPaths(token, { message: 'hi', model: 'gpt-9' }, () => undefined);
-    expect(status).toBe(400);
-    expect(body.detail).toBe(`model 'gpt-9' is not available to this project. Registered: gpt-4.1, gpt-4o-mini`);
-    expect(frame.retryable).toBe(false);
-    expect(world.fake.chatRequests()).toHaveLength(before);
+    const sessionsBefore = await world.rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+    const detail = `model 'gpt-9' is not available to this project. Registered: gpt-4.1, gpt-4o-mini`;
+    const blocking = await world.chat(token, { message: 'hi', model: 'gpt-9' });
+    expect(blocking.status).toBe(400);
+    expect(blocking.headers.get('x-run-id')).toBeNull();
+    // Nothing was created: no run id, and no id of a session that was never made.
+    expect(await blocking.json()).toEqual({ detail });
+    const { response, events } = await world.streamAll(token, { message: 'hi', model: 'gpt-9' });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-run-id')).toBeNull();
+    expect(events.map((e) => e.event)).toEqual(['error']);
+    expect(events[0]!.data).toEqual({ type: 'error', status: 400, code: 'invalid_argument', message: detail, retryable: false, run_id: null, session_id: null });
+    // Named, the conversation is carried (it exists), still with no run.
+    world.fake.script('first');
+    const first = (await (await world.chat(token, { message: 'hello' })).json()) as { session_id: string };
+    const named = await world.chat(token, { message: 'hi', model: 'gpt-9', session_id: first.session_id });
+    expect(await named.json()).toEqual({ detail, session_id: first.session_id });
+    const namedStream = await world.streamAll(token, { message: 'hi', model: 'gpt-9', session_id: first.session_id });
+    expect(namedStream.events.map((e) => e.data)).toEqual([{ type: 'error', status: 400, code: 'invalid_argument', message: detail, retryable: false, run_id: null, session_id: first.session_id }]);
+    expect(world.fake.chatRequests()).toHaveLength(before + 1);
+    const sessionsAfter = await world.rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+    expect(sessionsAfter.map((row) => row.id).sort()).toEqual([...sessionsBefore.map((row) => row.id), first.session_id].sort());
+  });
+
+  it('refuses a message carrying a NUL character with 422 naming the field, on both paths, storing nothing', async () => {
+    const token = await world.token();
+    for (const send of [world.chat, world.stream]) {
+      const res = await send(token, { message: 'bad\u0000byte' });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toEqual({ detail: [{ loc: ['body', 'message'], msg: 'must not contain the NUL character (\\u0000)' }] });
+    }
+    const steer = await world.rt.endUser('/chat/stream/run_000000000000000000000000/steer', token, { method: 'POST', body: JSON.stringify({ message: 'x\u0000' }) });
+    expect(steer.status).toBe(404);
   });
 
   it('refuses a model outside the token\'s allow-list with 403', async () => {
@@ -108,14 +136,19 @@ describe('turn errors', () => {
       expect(res.status).toBe(409);
       const body = (await res.json()) as Record<string, unknown>;
       expect(body).toMatchObject({ code: 'no_provider', session_id: first.session_id });
+      expect(body).not.toHaveProperty('run_id');
       expect(String(body.detail)).toContain(`no provider serves model '${MODEL}'`);
       const { events } = await world.streamAll(token, { message: 'again', session_id: first.session_id, model: MODEL });
       expect(events.at(-1)!.data).toMatchObject({ type: 'error', status: 409, code: 'no_provider', session_id: first.session_id });
       const messages = (await (await world.rt.endUser(`/chat/sessions/${first.session_id}/messages`, token)).json()) as unknown[];
       expect(messages).toHaveLength(2);
-      // A new conversation refused this way does not exist afterwards either.
-      const fresh = (await (await world.chat(token, { message: 'new', model: MODEL })).json()) as { session_id: string };
-      expect((await world.rt.endUser(`/chat/sessions/${fresh.session_id}/messages`, token)).status).toBe(404);
+      // A new conversation refused this way is never created, so no session id (and no run id) is named.
+      const fresh = await world.chat(token, { message: 'new', model: MODEL });
+      expect(fresh.status).toBe(409);
+      const freshBody = (await fresh.json()) as Record<string, unknown>;
+      expect(freshBody).toMatchObject({ code: 'no_provider' });
+      expect(freshBody).not.toHaveProperty('session_id');
+      expect(freshBody).not.toHaveProperty('run_id');
     } finally {
       await world.tenant.reconfigure({ providers: providerSection(world.fake), default_model: MODEL });
     }

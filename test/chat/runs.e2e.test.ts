@@ -41,7 +41,16 @@ describe('runs (embedded)', () => {
     const { start, rest } = await startOf(await world.stream(token, { message: 'long one' }));
     const second = await world.chat(token, { message: 'me too', session_id: start.session_id });
     expect(second.status).toBe(409);
-    expect(await second.json()).toMatchObject({ code: 'turn_running', session_id: start.session_id, run_id: expect.stringMatching(/^run_/) });
+    const busy = (await second.json()) as Record<string, unknown>;
+    // The refused turn was never created: it names the busy conversation and no run.
+    expect(busy).toMatchObject({ code: 'turn_running', session_id: start.session_id });
+    expect(busy).not.toHaveProperty('run_id');
+    expect(second.headers.get('x-run-id')).toBeNull();
+    const streamed = await world.streamAll(token, { message: 'me too', session_id: start.session_id });
+    expect(streamed.response.headers.get('x-run-id')).toBeNull();
+    expect(streamed.events.map((e) => e.data)).toEqual([
+      { type: 'error', status: 409, code: 'turn_running', message: expect.any(String), retryable: false, run_id: null, session_id: start.session_id },
+    ]);
     const frames = await drain(rest);
     expect(frames.at(-1)!.event).toBe('done');
   });

@@ -26,6 +26,8 @@ export interface Turn {
   runId: string;
   sessionId: string;
   tenantId: string;
+  /** The subject whose turn this is (the conversation's owner): what it writes is recorded as theirs. */
+  subject: string;
   model: string;
   target: ProviderTarget;
   price: ModelPrice | undefined;
@@ -235,7 +237,7 @@ export class TurnEngine {
         // calls of a broken step are dropped, since their arguments may be cut short.
         if (step.text !== '') {
           const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
-            { role: 'assistant', content: step.text, runId: turn.runId, model: turn.model, metadata: { incomplete: true } },
+            { role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true } },
           ]);
           lastMessageId = row!.id;
         }
@@ -243,7 +245,7 @@ export class TurnEngine {
         throw step.failure;
       }
       const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
-        { role: 'assistant', content: step.text, runId: turn.runId, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model },
+        { role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model },
       ]);
       lastMessageId = row!.id;
       if (step.calls.length === 0) {
@@ -297,7 +299,7 @@ export class TurnEngine {
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: false, result });
-      answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId });
+      answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
     };
     for (const call of calls) {
       const tool = turn.tools.get(call.name);
@@ -350,7 +352,8 @@ export class TurnEngine {
     await this.deps.conversations.append(
       turn.tenantId,
       turn.sessionId,
-      steers.map((message) => ({ role: 'user' as const, content: message, runId: turn.runId, metadata: { steer: true } })),
+      // Only the owner may steer (docs/decisions/0026), so a steer message is the turn's subject's.
+      steers.map((message) => ({ role: 'user' as const, content: message, runId: turn.runId, subject: turn.subject, metadata: { steer: true } })),
     );
   }
 

@@ -1,7 +1,8 @@
 // HTTP adapters of the chat routes: parse, call ChatService, answer. The stream routes are one SSE writer over the
 // run log (STYLE.md 9); the blocking route waits for the same log's terminal frame.
 import type { Response } from 'express';
-import { ValidationError } from '@agentplane/lib/errors';
+import { AppError, ValidationError } from '@agentplane/lib/errors';
+import { describeErrorFrame } from '@agentplane/lib/http/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { lastEventIdOf, openSse } from '@agentplane/lib/http/sse';
 import type { RunLogEvent } from '@agentplane/lib/events/port';
@@ -30,7 +31,11 @@ const streamDescription =
 
 const turnErrors = {
   400: { description: 'A model the project did not register, a provider rejection, a malformed tool list, or answers to nothing pending' },
-  403: { description: 'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, or a model outside the token\'s allow-list' },
+  403: {
+    description:
+      'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, a model outside the token\'s allow-list, ' +
+      'or the session belongs to another subject: it may be read, not posted into (`not_owner`)',
+  },
   404: { description: 'The session does not exist or is not visible to this token' },
   409: { description: 'A turn is already running in this session (`turn_running`), or no provider serves the model (`no_provider`)' },
   429: { description: 'The project\'s rpm/tpm limit (`rate_limited`) or spend cap (`budget_exceeded`) is reached; the message says when it resets' },
@@ -49,16 +54,18 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       description:
         'Starts a turn (or answers a paused one with `tool_results`, `approval_decisions` or `question_answers`) and answers when it ends. ' +
         'The turn runs detached: if the client goes away it goes on, and its frames can be read with GET /chat/stream/{run_id}. ' +
-        'Errors carry `run_id` and `session_id`.',
+        'Only the owner of a conversation may post into it. Errors carry `run_id` once the run exists, and `session_id` when there is a session.',
       tags: ['chat'],
       security: ['bearer'],
       body: ChatRequest,
       responses: { 200: { description: 'The turn\'s answer, or its pause', schema: ChatResponse }, ...turnErrors },
-      async handle({ req, res, body }) {
+      authorize: ({ req, res }) => chat.authorizeTurn(principalOf(res), namedSession(req.body)),
+      async handle({ res, body }) {
         const principal = principalOf(res);
-        const { runId } = await chat.start(principal, body);
-        res.setHeader('X-Run-Id', runId);
-        return { body: await chat.result(principal.tenantId, runId, closedSignal(res)) };
+        const started = await chat.start(principal, body);
+        if (started.kind === 'refused') throw withSession(started.error, started.sessionId);
+        res.setHeader('X-Run-Id', started.runId);
+        return { body: await chat.result(principal.tenantId, started.runId, closedSignal(res)) };
       },
     }),
     defineRoute({
@@ -66,21 +73,45 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       path: '/chat/stream',
       operationId: 'chatStream',
       summary: 'Run a turn and stream it',
-      description: `${streamDescription} The response header \`X-Run-Id\` names the run. To resume after a disconnect use GET /chat/stream/{run_id} with Last-Event-ID; a \`Last-Event-ID\` sent here is ignored (this call always starts a new turn).`,
+      description:
+        `${streamDescription} The response header \`X-Run-Id\` names the run. ` +
+        'A turn refused before anything was stored (an unregistered model, a limit, a turn already running) has no run: its stream is one `error` frame with `run_id` null, ' +
+        'no `X-Run-Id` header, and `session_id` the conversation named (null for a new one). ' +
+        'With a `Last-Event-ID` header this call starts nothing: it resumes the run named by the `X-Run-Id` request header, or else the latest run of the conversation ' +
+        'named by `session_id` (the re-sent POST of a client that lost its stream), replaying the frames after that id and then following live ones.',
       tags: ['chat'],
       security: ['bearer'],
       body: ChatRequest,
       responses: {
         200: { description: 'The run\'s frames', contentType: 'text/event-stream' },
+        400: { description: 'A malformed tool list, answers with no session, or `Last-Event-ID` with neither `X-Run-Id` nor `session_id` (`nothing_to_resume`)' },
         403: turnErrors[403],
-        404: turnErrors[404],
-        400: { description: 'A malformed tool list, or answers with no session' },
+        404: { description: 'The session does not exist or is not visible to this token; with `Last-Event-ID`, no such run in it, or it has none' },
+        422: { description: 'Invalid body, a `Last-Event-ID` that is not a non-negative integer, or an `X-Run-Id` that is not a run id' },
       },
+      authorize: ({ req, res }) => chat.authorizeTurn(principalOf(res), namedSession(req.body)),
       async handle({ req, res, body }) {
         const principal = principalOf(res);
-        const { runId } = await chat.start(principal, body);
-        const writer = openSse(req, res, { headers: { 'X-Run-Id': runId }, ...(drainSignal ? { until: drainSignal } : {}) });
-        await relay(writer, await chat.resume(principal, runId, 0, writer.signal));
+        const after = lastEventIdOf(req, undefined);
+        if (after === 'invalid') throw new ValidationError([{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }]);
+        if (after !== undefined) {
+          const runId = await chat.runToResume(principal, body.session_id, namedRun(req.get('x-run-id')));
+          const controller = new AbortController();
+          const frames = await chat.resume(principal, runId, after, controller.signal);
+          const writer = openSse(req, res, { headers: { 'X-Run-Id': runId }, ...(drainSignal ? { until: drainSignal } : {}) });
+          writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
+          await relay(writer, frames);
+          return 'handled';
+        }
+        const started = await chat.start(principal, body);
+        if (started.kind === 'refused') {
+          const writer = openSse(req, res, drainSignal ? { until: drainSignal } : {});
+          await writer.write({ id: 1, event: 'error', data: refusalFrame(started.error, started.sessionId) });
+          writer.end();
+          return 'handled';
+        }
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': started.runId }, ...(drainSignal ? { until: drainSignal } : {}) });
+        await relay(writer, await chat.resume(principal, started.runId, 0, writer.signal));
         return 'handled';
       },
     }),
@@ -125,10 +156,11 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       body: SteerRequest,
       responses: {
         202: { description: 'Queued for the next step boundary', schema: RunAccepted },
-        403: { description: 'Capability `steer` missing' },
+        403: { description: 'Capability `steer` missing, or the run\'s conversation belongs to another subject (`not_owner`)' },
         404: { description: 'No such run, or not visible to this token' },
         409: { description: 'The run is not running (`run_not_running`)' },
       },
+      authorize: async ({ params, res }) => void (await chat.authorizeSteer(principalOf(res), params.run_id)),
       async handle({ res, params, body }) {
         return { status: 202, body: await chat.steer(principalOf(res), params.run_id, body.message) };
       },
@@ -139,11 +171,17 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       operationId: 'cancelRun',
       summary: 'Cancel a run',
       description:
-        'Idempotent, and 202 whether or not any process still holds the run. A running turn stops at once (the provider call is aborted) and ends with a `done` frame whose finish_reason is `cancelled`; what it wrote stays in the session.',
+        'Idempotent, and 202 whether or not any process still holds the run (a run this token cannot see is answered like an unknown one). ' +
+        'A running turn stops at once (the provider call is aborted) and ends with a `done` frame whose finish_reason is `cancelled`; what it wrote stays in the session. ' +
+        'Only the owner of the run\'s conversation may cancel it.',
       tags: ['chat'],
       security: ['bearer'],
       params: RunIdParams,
-      responses: { 202: { description: 'Accepted', schema: RunAccepted } },
+      responses: {
+        202: { description: 'Accepted', schema: RunAccepted },
+        403: { description: 'Capability `chat` missing, or the run\'s conversation belongs to another subject (`not_owner`)' },
+      },
+      authorize: async ({ params, res }) => void (await chat.authorizeCancel(principalOf(res), params.run_id)),
       async handle({ res, params }) {
         return { status: 202, body: await chat.cancel(principalOf(res), params.run_id) };
       },
@@ -158,7 +196,17 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       security: ['bearer'],
       params: SessionIdParams,
       body: FollowupsRequest,
-      responses: { 200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut }, 403: { description: 'Capability `followups` missing' } },
+      responses: {
+        200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut },
+        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
+        403: { description: 'Capability `followups` missing, or the conversation\'s model is outside the token\'s allow-list' },
+        404: turnErrors[404],
+        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
+        429: turnErrors[429],
+        502: turnErrors[502],
+        504: turnErrors[504],
+      },
+      authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'followups'),
       async handle({ res, params, body }) {
         return { body: await side.followups(principalOf(res), params.session_id, body.count) };
       },
@@ -172,12 +220,49 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       tags: ['chat'],
       security: ['bearer'],
       params: SessionIdParams,
-      responses: { 200: { description: 'The recap (empty when the project has no model)', schema: RecapOut }, 403: { description: 'Capability `recap` missing' } },
+      responses: {
+        200: { description: 'The recap (empty when the project has no model)', schema: RecapOut },
+        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
+        403: { description: 'Capability `recap` missing, or the conversation\'s model is outside the token\'s allow-list' },
+        404: turnErrors[404],
+        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
+        429: turnErrors[429],
+        502: turnErrors[502],
+        504: turnErrors[504],
+      },
+      authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'recap'),
       async handle({ res, params }) {
         return { body: await side.recap(principalOf(res), params.session_id) };
       },
     }),
   ];
+}
+
+/** The conversation a turn's raw body names, read before the body is validated (a malformed id is left to validation). */
+function namedSession(body: unknown): string | undefined {
+  const id = (body as { session_id?: unknown } | null | undefined)?.session_id;
+  return typeof id === 'string' && SessionIdParams.shape.session_id.safeParse(id).success ? id : undefined;
+}
+
+/** The run an `X-Run-Id` request header names; one that could not be a run id is a 422 naming the header. */
+function namedRun(header: string | undefined): string | undefined {
+  const value = header?.trim();
+  if (value === undefined || value === '') return undefined;
+  const parsed = RunIdParams.shape.run_id.safeParse(value);
+  if (!parsed.success) throw new ValidationError([{ loc: ['header', 'X-Run-Id'], msg: 'must be a run id (1 to 200 characters)' }]);
+  return parsed.data;
+}
+
+/** A refusal answered on the blocking path: its error, carrying the conversation the caller named (never a made-up one). */
+function withSession(error: unknown, sessionId: string | null): unknown {
+  if (!(error instanceof AppError) || error instanceof ValidationError || sessionId === null) return error;
+  return new AppError(error.kind, error.message, { code: error.code, extra: { ...error.extra, session_id: sessionId }, cause: error });
+}
+
+/** The one frame of a refused stream: what the blocking call would answer, with no run (none exists). */
+function refusalFrame(error: unknown, sessionId: string | null): Frame {
+  const resetAt = error instanceof AppError ? error.extra?.reset_at : undefined;
+  return { type: 'error', ...describeErrorFrame(error), run_id: null, session_id: sessionId, ...(typeof resetAt === 'string' ? { reset_at: resetAt } : {}) };
 }
 
 /** Writes frames until the terminal one (or the client leaves), then ends the response. */

@@ -10,8 +10,8 @@ import type { Logger } from '@agentplane/lib/logging';
 import { effectivePermission, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
-import { canSeeOwner } from '../sessions/access.js';
-import type { Conversations, NewMessage } from '../sessions/conversations.js';
+import { canSeeOwner, ownsConversation } from '../sessions/access.js';
+import type { Conversations, NewMessage, SessionRow } from '../sessions/conversations.js';
 import { sessionNotFound, type SessionService } from '../sessions/service.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import type { TenantService } from '../tenants/service.js';
@@ -22,10 +22,11 @@ import { newRunId, runControlChannel, runLogKey, type RunRow, type RunStore } fr
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
 import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
 
-export interface StartedRun {
-  runId: string;
-  sessionId: string;
-}
+/**
+ * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
+ * was stored; then `sessionId` is the conversation the caller named (null for a new one), and there is no run.
+ */
+export type StartOutcome = { kind: 'started'; runId: string; sessionId: string } | { kind: 'refused'; error: unknown; sessionId: string | null };
 
 export interface ChatServiceDeps {
   db: Kysely<RuntimeSchema>;
@@ -46,16 +47,20 @@ interface PauseResolution {
 }
 
 const runNotFound = (runId: string) => notFound(`run ${runId} not found`);
+const runNotOwned = (runId: string) =>
+  permissionDenied(`run ${runId} belongs to another subject's conversation: this token may read it but not change it`, { code: 'not_owner' });
 
 export class ChatService {
   constructor(private readonly deps: ChatServiceDeps) {}
 
   /**
-   * Starts a turn and returns its ids once its `start` frame is written. Problems with the request itself (no `chat`
-   * capability, malformed tools, an unknown session) are thrown; everything from choosing the model on is reported
-   * in the run's log as its terminal `error` frame, so the blocking and the streaming path say the same thing.
+   * Starts a turn. Problems with the request itself (no `chat` capability, malformed tools, an unknown or not-owned
+   * session) are thrown. A turn refused before anything is stored (the model cannot be chosen, a limit is reached,
+   * a turn already runs in the session, the answers do not fit the pause) comes back as `refused`, naming only the
+   * session the caller named: no run exists, so no run id is given (docs/decisions/0026). Once the run and its
+   * messages are stored, everything is reported in the run's log, so the blocking and the streaming path agree.
    */
-  async start(principal: Principal, request: ChatRequestInput): Promise<StartedRun> {
+  async start(principal: Principal, request: ChatRequestInput): Promise<StartOutcome> {
     const { deps } = this;
     requireCapability(principal.permission, 'chat', 'chat');
     const permission = effectivePermission({
@@ -70,62 +75,40 @@ export class ChatService {
       throw invalidArgument('message is required unless the request answers a pause (tool_results, approval_decisions or question_answers)');
     }
     checkUniqueIds(request);
-    const existing = request.session_id === undefined ? undefined : await deps.sessions.visibleSession(principal, request.session_id);
+    // Posting into a conversation changes it: only its owner may (a privileged reader gets 403).
+    const existing = request.session_id === undefined ? undefined : await deps.sessions.ownedSession(principal, request.session_id);
     if (!existing && answering) throw invalidArgument('nothing is waiting for an answer: answers go to the conversation that paused, named by session_id');
 
     const tenantId = principal.tenantId;
+    const refused = (error: unknown): StartOutcome => {
+      if (!(error instanceof AppError)) deps.logger.error({ err: error }, 'turn refused by an unexpected error');
+      return { kind: 'refused', error, sessionId: existing?.id ?? null };
+    };
+    let choice: ModelChoice;
+    let stored: Awaited<ReturnType<typeof this.store>>;
     const sessionId = existing?.id ?? randomUUID();
     const runId = newRunId();
-    let choice: ModelChoice;
     try {
       choice = chooseModel(principal.configuration, permission, await deps.tenants.routing(tenantId), request.model);
+      // Before anything is stored: a refused turn leaves the conversation as it was.
+      if (choice.kind === 'model') await deps.limiter.check(tenantId, limitsOf(principal.configuration));
+      stored = await this.store(principal, request, { existing, sessionId, runId, choice });
     } catch (error) {
-      await this.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model: request.model ?? null });
-      await deps.engine.end(tenantId, runId, deps.engine.errorFrame(error, runId, sessionId));
-      return { runId, sessionId };
+      return refused(error);
     }
     const model = choice.kind === 'model' ? choice.model : null;
-    await this.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model });
 
     try {
-      const limits = limitsOf(principal.configuration);
-      // Before anything is stored: a refused turn leaves the conversation as it was.
-      if (choice.kind === 'model') await deps.limiter.check(tenantId, limits);
-      const result = await deps.db.transaction().execute(async (trx) => {
-        const session = existing
-          ? await trx.selectFrom('sessions').selectAll().where('id', '=', existing.id).forUpdate().executeTakeFirst()
-          : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: principal.claims.sub, model });
-        // Deleted between the visibility check and this lock.
-        if (!session) throw sessionNotFound(sessionId);
-        await deps.runs.begin(trx, { id: runId, tenantId, sessionId, subject: principal.claims.sub, model });
-        const resolution = resolvePause(session.pending, request);
-        const stored = resolution.answers.map((answer) => ({ ...answer, runId }));
-        if (request.message !== undefined) stored.push({ role: 'user', content: request.message, runId });
-        const rows = await deps.conversations.append(tenantId, sessionId, stored, trx);
-        if (resolution.remaining) {
-          const pending: SessionPending = { run_id: runId, ...resolution.remaining };
-          await deps.runs.finish(trx, runId, { status: 'requires_action' });
-          await deps.conversations.setRollup(trx, sessionId, { status: 'requires_action', pending });
-          return { kind: 'paused' as const, pending, rows };
-        }
-        if (choice.kind === 'none') {
-          await deps.runs.finish(trx, runId, { status: 'completed', finishReason: 'no_model' });
-          await deps.conversations.setRollup(trx, sessionId, { status: 'completed', pending: null });
-          return { kind: 'no_model' as const, rows };
-        }
-        await deps.conversations.setRollup(trx, sessionId, { status: 'running', model, pending: null });
-        return { kind: 'run' as const, rows };
-      });
-      await deps.conversations.notify(tenantId, sessionId, result.rows);
-
-      if (result.kind === 'paused') {
+      await this.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model });
+      await deps.conversations.notify(tenantId, sessionId, stored.rows);
+      if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
         await deps.engine.end(
           tenantId,
           runId,
-          deps.engine.doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: result.pending }, emptyTotals()),
+          deps.engine.doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
         );
-      } else if (result.kind === 'no_model' || choice.kind === 'none') {
+      } else if (stored.kind === 'no_model' || choice.kind === 'none') {
         // SPEC.md item 8: no shared fallback model; the turn ends at once and costs nothing.
         await deps.engine.end(
           tenantId,
@@ -138,6 +121,7 @@ export class ChatService {
           runId,
           sessionId,
           tenantId,
+          subject: principal.claims.sub,
           model: choice.model,
           target: choice.target,
           price: choice.price,
@@ -145,7 +129,7 @@ export class ChatService {
           // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
           systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
           effort: effortOf(request.effort, permission.maxEffort),
-          limits,
+          limits: limitsOf(principal.configuration),
           maxToolIterations: permission.maxToolIterations,
           maxContextTokens: permission.maxContextTokens,
           autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
@@ -154,7 +138,86 @@ export class ChatService {
     } catch (error) {
       await deps.engine.end(tenantId, runId, deps.engine.errorFrame(error, runId, sessionId));
     }
-    return { runId, sessionId };
+    return { kind: 'started', runId, sessionId };
+  }
+
+  /**
+   * The rows a turn starts with, in one transaction: the session (new, or the caller's own locked), the running run,
+   * the answers to its pause and the person's message, and the rollup. Any failure stores nothing.
+   */
+  private async store(
+    principal: Principal,
+    request: ChatRequestInput,
+    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice },
+  ) {
+    const { deps } = this;
+    const { existing, sessionId, runId, choice } = turn;
+    const tenantId = principal.tenantId;
+    const subject = principal.claims.sub;
+    const model = choice.kind === 'model' ? choice.model : null;
+    return deps.db.transaction().execute(async (trx) => {
+      const session = existing
+        ? await trx.selectFrom('sessions').selectAll().where('id', '=', existing.id).forUpdate().executeTakeFirst()
+        : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: subject, model });
+      // Deleted between the visibility check and this lock.
+      if (!session) throw sessionNotFound(sessionId);
+      await deps.runs.begin(trx, { id: runId, tenantId, sessionId, subject, model });
+      const resolution = resolvePause(session.pending, request);
+      const messages = resolution.answers.map((answer) => ({ ...answer, runId, subject }));
+      if (request.message !== undefined) messages.push({ role: 'user', content: request.message, runId, subject });
+      const rows = await deps.conversations.append(tenantId, sessionId, messages, trx);
+      if (resolution.remaining) {
+        const pending: SessionPending = { run_id: runId, ...resolution.remaining };
+        await deps.runs.finish(trx, runId, { status: 'requires_action' });
+        await deps.conversations.setRollup(trx, sessionId, { status: 'requires_action', pending });
+        return { kind: 'paused' as const, pending, rows };
+      }
+      if (choice.kind === 'none') {
+        await deps.runs.finish(trx, runId, { status: 'completed', finishReason: 'no_model' });
+        await deps.conversations.setRollup(trx, sessionId, { status: 'completed', pending: null });
+        return { kind: 'no_model' as const, rows };
+      }
+      await deps.conversations.setRollup(trx, sessionId, { status: 'running', model, pending: null });
+      return { kind: 'run' as const, rows };
+    });
+  }
+
+  /**
+   * What a route checks before it validates a turn's body: capability `chat`, then the conversation it names, which
+   * the caller must see (404 otherwise, worded as for an unknown id) and own (403 otherwise).
+   */
+  async authorizeTurn(principal: Principal, sessionId: string | undefined): Promise<void> {
+    requireCapability(principal.permission, 'chat', 'chat');
+    if (sessionId !== undefined) await this.deps.sessions.ownedSession(principal, sessionId);
+  }
+
+  /**
+   * The run a re-sent `POST /chat/stream` with `Last-Event-ID` resumes (docs/decisions/0026): the one named by the
+   * `X-Run-Id` request header, else the latest run of the conversation named by `session_id`.
+   */
+  async runToResume(principal: Principal, sessionId: string | undefined, runId: string | undefined): Promise<string> {
+    if (runId !== undefined) {
+      const run = await this.visibleRun(principal, runId);
+      if (!run || (sessionId !== undefined && run.row.session_id !== sessionId)) throw runNotFound(runId);
+      return runId;
+    }
+    if (sessionId === undefined) {
+      throw invalidArgument('Last-Event-ID on POST /chat/stream resumes a run: name it with the X-Run-Id header, or name its conversation with session_id', {
+        code: 'nothing_to_resume',
+      });
+    }
+    await this.deps.sessions.visibleSession(principal, sessionId);
+    const latest = await this.deps.db
+      .selectFrom('runs')
+      .select('id')
+      .where('tenant_id', '=', principal.tenantId)
+      .where('session_id', '=', sessionId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (!latest) throw notFound(`session ${sessionId} has no run to resume`, { code: 'nothing_to_resume' });
+    return latest.id;
   }
 
   /**
@@ -170,7 +233,10 @@ export class ChatService {
       }
       if (frame.type === 'error') {
         const { type: _type, status, message, retryable: _retryable, ...rest } = frame;
-        throw new AppError(kindOfStatus(status), message, { code: rest.code, extra: { run_id: rest.run_id, session_id: rest.session_id, ...('reset_at' in rest ? { reset_at: rest.reset_at } : {}) } });
+        throw new AppError(kindOfStatus(status), message, {
+          code: rest.code,
+          extra: { run_id: rest.run_id, session_id: rest.session_id, ...('reset_at' in rest ? { reset_at: rest.reset_at } : {}) },
+        });
       }
     }
     // The client went away (signal) or the log vanished (erased); either way there is nothing to answer.
@@ -182,7 +248,7 @@ export class ChatService {
    * yields one terminal `error` frame naming its conversation; one nothing knows is 404.
    */
   async resume(principal: Principal, runId: string, afterId: number, signal: AbortSignal): Promise<AsyncIterable<RunLogEvent<Frame>>> {
-    const row = await this.visibleRun(principal, runId);
+    const row = (await this.visibleRun(principal, runId))?.row;
     const key = runLogKey(principal.tenantId, runId);
     const head = await this.deps.events.logs.read<Frame>(key, 0, 1);
     if (head.state === 'missing' && !row) throw runNotFound(runId);
@@ -217,9 +283,7 @@ export class ChatService {
 
   /** Queues a message for the run's next step boundary (SPEC.md Chat: steer). */
   async steer(principal: Principal, runId: string, message: string): Promise<{ run_id: string; accepted: true; status: string | null }> {
-    requireCapability(principal.permission, 'steer', 'steering a run');
-    const row = await this.visibleRun(principal, runId);
-    if (!row) throw runNotFound(runId);
+    const row = await this.authorizeSteer(principal, runId);
     const queued = await this.deps.runs.queueSteer(principal.tenantId, runId, message);
     if (!queued) {
       throw conflict(`run ${runId} is not running (it is ${row.status === 'running' ? 'finishing' : row.status}); send the message with POST /chat instead`, {
@@ -231,10 +295,18 @@ export class ChatService {
     return { run_id: runId, accepted: true, status: 'running' };
   }
 
+  /** Capability `steer`, then the run (404 unless its conversation is visible), then ownership of it (403). */
+  async authorizeSteer(principal: Principal, runId: string): Promise<RunRow> {
+    requireCapability(principal.permission, 'steer', 'steering a run');
+    const run = await this.visibleRun(principal, runId);
+    if (!run) throw runNotFound(runId);
+    if (!ownsConversation(principal, run.owner)) throw runNotOwned(runId);
+    return run.row;
+  }
+
   /** Asks the run to stop. Idempotent, and 202 whether or not this process (or any) holds it (SPEC.md Errors rule 5). */
   async cancel(principal: Principal, runId: string): Promise<{ run_id: string; accepted: true; status: string | null }> {
-    requireCapability(principal.permission, 'chat', 'chat');
-    const row = await this.visibleRun(principal, runId).catch(() => undefined);
+    const row = await this.authorizeCancel(principal, runId);
     if (!row) return { run_id: runId, accepted: true, status: null };
     if (row.status === 'running') {
       await this.deps.runs.requestCancel(runId);
@@ -245,13 +317,28 @@ export class ChatService {
     return { run_id: runId, accepted: true, status: row.status === 'running' ? 'cancelling' : row.status };
   }
 
-  /** The run's row when the caller may see its conversation; undefined when it has none; 404 when not visible. */
-  private async visibleRun(principal: Principal, runId: string): Promise<RunRow | undefined> {
+  /**
+   * Capability `chat`, then the run: one the caller cannot see is answered as an unknown one (202, nothing done:
+   * undefined here); one it sees but does not own is 403.
+   */
+  async authorizeCancel(principal: Principal, runId: string): Promise<RunRow | undefined> {
+    requireCapability(principal.permission, 'chat', 'chat');
+    const run = await this.visibleRun(principal, runId).catch((error: unknown) => {
+      if (error instanceof AppError && error.kind === 'not_found') return undefined;
+      throw error;
+    });
+    if (!run) return undefined;
+    if (!ownsConversation(principal, run.owner)) throw runNotOwned(runId);
+    return run.row;
+  }
+
+  /** The run's row and its conversation's owner when the caller may see it; undefined when it has none; 404 when not visible. */
+  private async visibleRun(principal: Principal, runId: string): Promise<{ row: RunRow; owner: string } | undefined> {
     const row = await this.deps.runs.get(runId);
     if (!row || row.tenant_id !== principal.tenantId) return undefined;
     const session = await this.deps.db.selectFrom('sessions').select('owner').where('id', '=', row.session_id).executeTakeFirst();
     if (!session || !canSeeOwner(principal, session.owner)) throw runNotFound(runId);
-    return row;
+    return { row, owner: session.owner };
   }
 
   private async frame(tenantId: string, runId: string, frame: Frame): Promise<void> {

@@ -33,6 +33,12 @@ export interface SideDeps {
 export class SideGenerations {
   constructor(private readonly deps: SideDeps) {}
 
+  /** What a route checks before it validates the body: the capability, then the conversation (404 unless visible). */
+  async authorize(principal: Principal, sessionId: string, capability: 'followups' | 'recap'): Promise<void> {
+    this.require(principal, capability);
+    await this.deps.sessions.visibleSession(principal, sessionId);
+  }
+
   async followups(principal: Principal, sessionId: string, count: number): Promise<{ followups: string[] }> {
     this.require(principal, 'followups');
     const session = await this.deps.sessions.visibleSession(principal, sessionId);

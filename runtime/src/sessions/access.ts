@@ -1,7 +1,8 @@
 // Who sees which conversation (SPEC.md Authentication 6 and 9): a privileged token (role admin, owner or service)
 // sees every conversation of its tenant; any other token sees conversations whose owner lies under its `scope`.
 // A narrowed token's `data_scope` limits both further. One rule, used as a predicate for one row and as a SQL
-// filter for lists, so history, lists, events and the turn engine can never disagree.
+// filter for lists, so history, lists, events and the turn engine can never disagree. Seeing is not owning
+// (STYLE.md 14): only the subject that owns a conversation changes it (docs/decisions/0026).
 import { sql, type ExpressionBuilder, type Expression, type SqlBool } from 'kysely';
 import { isPrivileged, isWithinScope } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
@@ -20,6 +21,11 @@ export function visibleOwnerPrefixes(principal: Principal): string[] | 'all' {
 export function canSeeOwner(principal: Principal, owner: string): boolean {
   const prefixes = visibleOwnerPrefixes(principal);
   return prefixes === 'all' || prefixes.every((prefix) => isWithinScope(owner, prefix));
+}
+
+/** Whether the principal may change (post into, steer, cancel, vote in, retitle, delete) a conversation it sees. */
+export function ownsConversation(principal: Principal, owner: string): boolean {
+  return owner === principal.claims.sub;
 }
 
 /**

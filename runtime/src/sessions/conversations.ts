@@ -2,7 +2,7 @@
 // appending messages (each append also notifies the session's event stream on every replica), and the rollup a
 // turn leaves on its session. Reads and visibility live beside it (service.ts, access.ts).
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { PubSub } from '@agentplane/lib/events/port';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
@@ -16,6 +16,11 @@ export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
 export interface NewMessage {
   role: 'user' | 'assistant' | 'tool';
+  /**
+   * The subject that wrote it: the person who sent a user message or answer, the subject whose turn wrote an
+   * assistant or tool message. Omitted: the conversation's owner.
+   */
+  subject?: string;
   content: string;
   runId?: string | null;
   toolCalls?: { id: string; name: string; arguments: string }[] | null;
@@ -74,6 +79,7 @@ export class Conversations {
             tenant_id: tenantId,
             session_id: sessionId,
             run_id: message.runId ?? null,
+            subject: message.subject ?? sql<string>`(select owner from sessions where id = ${sessionId})`,
             role: message.role,
             content: message.content,
             tool_calls: message.toolCalls ? JSON.stringify(message.toolCalls) : null,
@@ -96,6 +102,11 @@ export class Conversations {
     const last = rows.at(-1);
     if (!last) return;
     await this.pubsub.publish(sessionMessagesChannel(tenantId, sessionId), { seq: last.seq }).catch(() => undefined);
+  }
+
+  /** Sets the title and returns the session; undefined when it no longer exists. */
+  async setTitle(db: Db, sessionId: string, title: string): Promise<SessionRow | undefined> {
+    return db.updateTable('sessions').set({ title, updated_at: new Date() }).where('id', '=', sessionId).returningAll().executeTakeFirst();
   }
 
   /** The rollup the latest turn leaves on its session, and the pause it waits on (null clears it). */

@@ -11,7 +11,9 @@ import {
   FeedbackParams,
   FeedbackRequest,
   FeedbackSummary,
+  DEFAULT_MESSAGE_PAGE,
   MessageOut,
+  MessagePageQuery,
   SessionDeleted,
   SessionEventsQuery,
   SessionIdParams,
@@ -19,11 +21,13 @@ import {
   SessionOut,
   SessionPage,
   SessionPathParams,
+  SessionUpdate,
 } from './schemas.js';
 import type { SessionService } from './service.js';
 
 const forbidden = { description: 'The token lacks capability `chat` (`code` `capability_denied`)' };
 const notFound = { description: 'No such conversation, or one this token may not see (the same answer)' };
+const notOwned = { description: 'Capability `chat` missing, or the conversation belongs to another subject: this token may read it, not change it (`code` `not_owner`)' };
 const uuid = z.uuid();
 
 /** `drainSignal` ends open event streams when the process starts draining (clients reconnect elsewhere). */
@@ -63,12 +67,22 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       path: '/chat/sessions/{session_id}/messages',
       operationId: 'listSessionMessages',
       summary: 'The messages of a conversation, oldest first',
+      description:
+        'Without `limit`, `before` or `after`: every message. `limit` alone: the newest `limit` messages. `before` (or `after`) a message of the conversation: ' +
+        `the \`limit\` (default ${DEFAULT_MESSAGE_PAGE}) messages right before (or after) it. Every page is oldest first; a page shorter than \`limit\` is the last one that way.`,
       tags: ['chat'],
       security: ['bearer'],
       params: SessionIdParams,
-      responses: { 200: { description: 'Every message, each with the caller\'s own vote', schema: z.array(MessageOut) }, 403: forbidden, 404: notFound },
-      async handle({ params, res }) {
-        return { body: await sessions.messages(principalOf(res), params.session_id) };
+      query: MessagePageQuery,
+      responses: {
+        200: { description: 'The messages, each with the caller\'s own vote', schema: z.array(MessageOut) },
+        403: forbidden,
+        404: { description: 'No such conversation (or not visible), or the cursor is not a message of it' },
+        422: { description: '`limit` out of range, a cursor that is not a UUID, or both cursors' },
+      },
+      authorize: async ({ params, res }) => void (await sessions.authorizeRead(principalOf(res), params.session_id)),
+      async handle({ params, query, res }) {
+        return { body: await sessions.messages(principalOf(res), params.session_id, query) };
       },
     }),
     defineRoute({
@@ -92,6 +106,7 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
         404: { description: 'No such conversation (or not visible), or `after` is not a message of it' },
         422: { description: 'session_id, `after` or `Last-Event-ID` is not a UUID' },
       },
+      authorize: async ({ params, res }) => void (await sessions.authorizeRead(principalOf(res), params.session_id)),
       async handle({ params, query, req, res }) {
         const principal = principalOf(res);
         const after = lastEventIdOf(req.get('last-event-id')) ?? query.after;
@@ -122,8 +137,26 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       security: ['bearer'],
       params: SessionPathParams,
       responses: { 201: { description: 'The new conversation', schema: SessionOut }, 403: forbidden, 404: notFound },
+      // Forking reads the original (any conversation the caller sees) and writes only a new one the caller owns.
+      authorize: async ({ params, res }) => void (await sessions.authorizeRead(principalOf(res), params.id)),
       async handle({ params, res }) {
         return { status: 201, body: await sessions.fork(principalOf(res), params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/chat/sessions/{id}',
+      operationId: 'updateSession',
+      summary: 'Set a conversation\'s title',
+      description: 'Only the conversation\'s owner may. An empty title clears it (and lets `auto_title` title it again).',
+      tags: ['chat'],
+      security: ['bearer'],
+      params: SessionPathParams,
+      body: SessionUpdate,
+      responses: { 200: { description: 'The conversation', schema: SessionOut }, 403: notOwned, 404: notFound },
+      authorize: async ({ params, res }) => void (await sessions.authorizeChange(principalOf(res), params.id)),
+      async handle({ params, body, res }) {
+        return { body: await sessions.rename(principalOf(res), params.id, body.title) };
       },
     }),
     defineRoute({
@@ -139,10 +172,11 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       params: SessionPathParams,
       responses: {
         200: { description: 'Deleted', schema: SessionDeleted },
-        403: forbidden,
+        403: notOwned,
         404: notFound,
         409: { description: 'A turn is running in it (`code` `turn_running`): cancel it or wait' },
       },
+      authorize: async ({ params, res }) => void (await sessions.authorizeChange(principalOf(res), params.id)),
       async handle({ params, res }) {
         return { body: await sessions.delete(principalOf(res), params.id) };
       },
@@ -159,9 +193,10 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       responses: {
         200: { description: 'The caller\'s vote', schema: FeedbackOut },
         400: { description: 'The message is not an assistant message' },
-        403: forbidden,
+        403: notOwned,
         404: { description: 'No such conversation (or not visible), or the message is not in it' },
       },
+      authorize: async ({ params, res }) => void (await sessions.authorizeChange(principalOf(res), params.id)),
       async handle({ params, body, res }) {
         return { body: await sessions.putFeedback(principalOf(res), params.id, params.message_id, body) };
       },
@@ -176,9 +211,10 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       params: FeedbackParams,
       responses: {
         200: { description: 'Withdrawn', schema: FeedbackDeleted },
-        403: forbidden,
+        403: notOwned,
         404: { description: 'No such conversation (or not visible), the message is not in it, or the caller has no vote on it' },
       },
+      authorize: async ({ params, res }) => void (await sessions.authorizeChange(principalOf(res), params.id)),
       async handle({ params, res }) {
         return { body: await sessions.deleteFeedback(principalOf(res), params.id, params.message_id) };
       },

@@ -7,6 +7,15 @@ import { SESSION_STATUSES } from './conversations.js';
 export const MAX_SESSION_PAGE = 500;
 export const DEFAULT_SESSION_PAGE = 100;
 export const MAX_FEEDBACK_COMMENT = 2000;
+/** Largest page of `GET /chat/sessions/{session_id}/messages`; a larger `limit` is a 422. */
+export const MAX_MESSAGE_PAGE = 500;
+/** Page size of the messages route when a cursor is sent without `limit`. */
+export const DEFAULT_MESSAGE_PAGE = 100;
+export const MAX_TITLE_LENGTH = 200;
+
+/** Text that PostgreSQL can store: no NUL character (a 422 naming the field, not a 5xx from the driver). */
+export const storableText = (max: number) =>
+  z.string().max(max).refine((value) => !value.includes('\u0000'), { message: 'must not contain the NUL character (\\u0000)' });
 
 // Years 1 to 9999: what a timestamp column and a JavaScript Date both hold without surprise (year 0 is neither).
 const isoDateTime = z.iso
@@ -46,6 +55,36 @@ export const FeedbackParams = z.object({
   id: z.uuid({ error: 'id must be a UUID' }),
   message_id: z.uuid({ error: 'message_id must be a UUID' }),
 });
+
+export const MessagePageQuery = z
+  .object({
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_MESSAGE_PAGE)
+      .optional()
+      .meta({ description: `Page size, at most ${MAX_MESSAGE_PAGE}. Alone: the newest \`limit\` messages. With a cursor it defaults to ${DEFAULT_MESSAGE_PAGE}` }),
+    before: z
+      .uuid({ error: 'before must be a message id (a UUID)' })
+      .optional()
+      .meta({ description: 'The messages right before this one (a message of the conversation): the previous page is `before` the first message of this one' }),
+    after: z
+      .uuid({ error: 'after must be a message id (a UUID)' })
+      .optional()
+      .meta({ description: 'The messages right after this one (a message of the conversation): the next page is `after` the last message of this one' }),
+  })
+  .refine((page) => page.before === undefined || page.after === undefined, { message: 'send before or after, not both', path: ['before'] });
+export type MessagePageInput = z.infer<typeof MessagePageQuery>;
+
+export const SessionUpdate = z
+  .strictObject({
+    title: storableText(MAX_TITLE_LENGTH)
+      .transform((title) => title.trim())
+      .meta({ description: `The conversation's title, at most ${MAX_TITLE_LENGTH} characters; surrounding blanks are dropped; empty clears it` }),
+  })
+  .meta({ id: 'SessionUpdate' });
+export type SessionUpdateInput = z.infer<typeof SessionUpdate>;
 
 export const SessionEventsQuery = z.object({
   after: z
@@ -99,6 +138,9 @@ export const MessageOut = z
     id: z.uuid(),
     session_id: z.uuid(),
     run_id: z.string().nullable().meta({ description: 'The turn that wrote it; null for copies made by a fork' }),
+    subject: z.string().meta({
+      description: 'Who wrote it: the sender of a user message or answer, the subject whose turn wrote an assistant or tool message (a fork copy keeps the original\'s)',
+    }),
     role: z.enum(['user', 'assistant', 'tool']),
     content: z.string(),
     tool_calls: z.array(MessageToolCallOut).nullable().meta({ description: 'On an assistant message that called tools' }),

@@ -9,17 +9,19 @@ import type { Logger } from '@agentplane/lib/logging';
 import { isPrivileged } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import { visibleSessions } from './access.js';
+import { ownsConversation, visibleSessions } from './access.js';
 import { sessionMessagesChannel, type Conversations, type MessageRow, type SessionRow, type SessionStatus } from './conversations.js';
-import type {
-  FeedbackInput,
-  FeedbackOutput,
-  FeedbackSummaryOutput,
-  MessageOutput,
-  SessionEventsError,
-  SessionListInput,
-  SessionOutput,
-  SessionPageOutput,
+import {
+  DEFAULT_MESSAGE_PAGE,
+  type FeedbackInput,
+  type FeedbackOutput,
+  type FeedbackSummaryOutput,
+  type MessageOutput,
+  type MessagePageInput,
+  type SessionEventsError,
+  type SessionListInput,
+  type SessionOutput,
+  type SessionPageOutput,
 } from './schemas.js';
 
 /** How often a followed conversation is re-read without a notice, so a lost notice never stalls a stream. */
@@ -43,6 +45,9 @@ interface SequencedMessage {
 
 // One wording for "does not exist" and "not yours" (STYLE.md 4).
 export const sessionNotFound = (sessionId: string) => notFound(`session ${sessionId} not found`);
+/** A conversation the caller sees but does not own (SPEC.md Errors: 403, "can see the thing but may not do this to it"). */
+export const sessionNotOwned = (sessionId: string) =>
+  permissionDenied(`session ${sessionId} belongs to another subject: this token may read it but not change it`, { code: 'not_owner' });
 const messageNotFound = (sessionId: string, messageId: string) => notFound(`message ${messageId} not found in session ${sessionId}`);
 
 const isForeignKeyViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23503';
@@ -114,11 +119,38 @@ export class SessionService {
     return [...models].sort(byCodePoint);
   }
 
-  /** The whole conversation, oldest first, with the caller's own vote on each message. */
-  async messages(principal: Principal, sessionId: string): Promise<MessageOutput[]> {
+  /**
+   * Messages of a conversation, oldest first, with the caller's own vote on each. Without a page the whole
+   * conversation; with `limit` alone its newest `limit`; with `before` or `after` (a message of it) the `limit`
+   * messages right before or after that one (docs/decisions/0026).
+   */
+  async messages(principal: Principal, sessionId: string, page: MessagePageInput = {}): Promise<MessageOutput[]> {
     requireChat(principal);
     await this.visibleSession(principal, sessionId);
-    return (await this.readMessages(principal, sessionId, null)).map(({ message }) => message);
+    const cursor = page.before ?? page.after;
+    if (cursor === undefined && page.limit === undefined) return (await this.readMessages(principal, sessionId, null)).map(({ message }) => message);
+    const limit = page.limit ?? DEFAULT_MESSAGE_PAGE;
+    let query = this.messagesQuery(principal, sessionId);
+    if (cursor !== undefined) {
+      const seq = await this.seqOf(principal, sessionId, cursor);
+      query = query.where('messages.seq', page.after !== undefined ? '>' : '<', seq);
+    }
+    // `after` pages forwards from the cursor; `before` and a bare `limit` page backwards from the newest end.
+    const rows = await query
+      .clearOrderBy()
+      .orderBy('messages.seq', page.after !== undefined ? 'asc' : 'desc')
+      .limit(limit)
+      .execute();
+    if (page.after === undefined) rows.reverse();
+    return rows.map(withFeedback);
+  }
+
+  /** Sets the title of a conversation the caller owns (docs/decisions/0026). */
+  async rename(principal: Principal, sessionId: string, title: string): Promise<SessionOutput> {
+    await this.authorizeChange(principal, sessionId);
+    const row = await this.conversations.setTitle(this.db, sessionId, title);
+    if (!row) throw sessionNotFound(sessionId);
+    return sessionOut(row);
   }
 
   /**
@@ -150,6 +182,8 @@ export class SessionService {
           role: message.role as 'user' | 'assistant' | 'tool',
           content: message.content,
           runId: null,
+          // A copy keeps who wrote the original.
+          subject: message.subject,
           toolCalls: message.tool_calls,
           toolCallId: message.tool_call_id,
           name: message.name,
@@ -176,12 +210,13 @@ export class SessionService {
       // a turn either started before and is seen below, or fails to start on the deleted session.
       const session = await trx
         .selectFrom('sessions')
-        .select('id')
+        .select(['id', 'owner'])
         .where('id', '=', sessionId)
         .where(visibleSessions(principal))
         .forUpdate()
         .executeTakeFirst();
       if (!session) throw sessionNotFound(sessionId);
+      if (!ownsConversation(principal, session.owner)) throw sessionNotOwned(sessionId);
       const ids = [sessionId];
       for (let frontier = ids; frontier.length > 0; ) {
         const children = await trx
@@ -302,17 +337,7 @@ export class SessionService {
     requireChat(principal);
     await this.visibleSession(principal, sessionId);
     let start: Seq | null = null;
-    if (after !== undefined) {
-      const row = await this.db
-        .selectFrom('messages')
-        .select('seq')
-        .where('tenant_id', '=', principal.tenantId)
-        .where('session_id', '=', sessionId)
-        .where('id', '=', after)
-        .executeTakeFirst();
-      if (!row) throw messageNotFound(sessionId, after);
-      start = row.seq;
-    }
+    if (after !== undefined) start = await this.seqOf(principal, sessionId, after);
     const wake = new ChangeNotice();
     const unsubscribe = await this.pubsub.subscribe(sessionMessagesChannel(principal.tenantId, sessionId), wake.fire);
     try {
@@ -334,6 +359,28 @@ export class SessionService {
     return new SessionEvents(this, principal, sessionId, start, wake, unsubscribe, this.eventsPollMs, this.options.logger);
   }
 
+  /**
+   * What every change to a conversation checks first, in the security order: capability `chat`, then the session
+   * (not visible: the 404 an unknown id gets), then ownership (visible but another subject's: 403).
+   */
+  async authorizeChange(principal: Principal, sessionId: string): Promise<SessionRow> {
+    requireChat(principal);
+    return this.ownedSession(principal, sessionId);
+  }
+
+  /** What a read of one conversation checks first: capability `chat`, then the session (not visible: 404). */
+  async authorizeRead(principal: Principal, sessionId: string): Promise<SessionRow> {
+    requireChat(principal);
+    return this.visibleSession(principal, sessionId);
+  }
+
+  /** The session if the caller owns it; 404 when it may not see it, 403 when it sees but does not own it. */
+  async ownedSession(principal: Principal, sessionId: string): Promise<SessionRow> {
+    const row = await this.visibleSession(principal, sessionId);
+    if (!ownsConversation(principal, row.owner)) throw sessionNotOwned(sessionId);
+    return row;
+  }
+
   /** The session if the caller may see it; otherwise the 404 an unknown id gets. */
   async visibleSession(principal: Principal, sessionId: string): Promise<SessionRow> {
     const row = await this.db
@@ -352,7 +399,16 @@ export class SessionService {
    * seeing a moment before; history and the events stream both read here, so they cannot differ.
    */
   async readMessages(principal: Principal, sessionId: string, afterSeq: Seq | null, limit?: number): Promise<SequencedMessage[]> {
-    let query = this.db
+    let query = this.messagesQuery(principal, sessionId);
+    if (afterSeq !== null) query = query.where('messages.seq', '>', afterSeq);
+    if (limit !== undefined) query = query.limit(limit);
+    const rows = await query.execute();
+    return rows.map((row) => ({ seq: row.seq, message: withFeedback(row) }));
+  }
+
+  /** Messages of a visible conversation with the caller's own vote, oldest first; the visibility rule is part of the read. */
+  private messagesQuery(principal: Principal, sessionId: string) {
+    return this.db
       .selectFrom('messages')
       .leftJoin('message_feedback', (join) =>
         join.onRef('message_feedback.message_id', '=', 'messages.id').on('message_feedback.subject', '=', principal.claims.sub),
@@ -364,18 +420,24 @@ export class SessionService {
         qb.selectFrom('sessions').select('sessions.id').where('sessions.id', '=', sessionId).where(visibleSessions(principal)),
       )
       .orderBy('messages.seq');
-    if (afterSeq !== null) query = query.where('messages.seq', '>', afterSeq);
-    if (limit !== undefined) query = query.limit(limit);
-    const rows = await query.execute();
-    return rows.map((row) => ({
-      seq: row.seq,
-      message: messageOut(row, row.feedback_rating === null ? null : { rating: row.feedback_rating, comment: row.feedback_comment }),
-    }));
   }
 
-  /** A message of a visible conversation; 404 for an unknown conversation or a message of another one. */
+  /** The position of a message of the conversation (a page cursor); 404 when it is not one of its messages. */
+  private async seqOf(principal: Principal, sessionId: string, messageId: string): Promise<Seq> {
+    const row = await this.db
+      .selectFrom('messages')
+      .select('seq')
+      .where('tenant_id', '=', principal.tenantId)
+      .where('session_id', '=', sessionId)
+      .where('id', '=', messageId)
+      .executeTakeFirst();
+    if (!row) throw messageNotFound(sessionId, messageId);
+    return row.seq;
+  }
+
+  /** A message of a conversation the caller owns; 404 for an unknown conversation or a message of another one. */
   private async messageOf(principal: Principal, sessionId: string, messageId: string) {
-    await this.visibleSession(principal, sessionId);
+    await this.ownedSession(principal, sessionId);
     const message = await this.db
       .selectFrom('messages')
       .select(['id', 'role', 'model'])
@@ -448,6 +510,9 @@ function requireChat(principal: Principal): void {
   }
 }
 
+const withFeedback = (row: MessageRow & { feedback_rating: string | null; feedback_comment: string | null }) =>
+  messageOut(row, row.feedback_rating === null ? null : { rating: row.feedback_rating, comment: row.feedback_comment });
+
 const iso = (value: Date | string) => (value instanceof Date ? value : new Date(value)).toISOString();
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -471,6 +536,7 @@ export function messageOut(row: MessageRow, feedback: { rating: string; comment:
     id: row.id,
     session_id: row.session_id,
     run_id: row.run_id,
+    subject: row.subject,
     role: row.role as MessageOutput['role'],
     content: row.content,
     tool_calls: row.tool_calls?.map((call) => ({ id: call.id, name: call.name, arguments: argumentsOf(call.arguments) })) ?? null,

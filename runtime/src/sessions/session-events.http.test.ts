@@ -127,6 +127,7 @@ describe.each(availableSetups())('session events (%s)', (setup) => {
       id: third!.id,
       session_id: sessionId,
       run_id: null,
+      subject: 'acme:alice',
       role: 'assistant',
       content: 'three',
       tool_calls: [{ id: 'call_2', name: 'lookup', arguments: { q: 1 } }],

@@ -1,6 +1,6 @@
 // Conversations through HTTP, in both setups: listing with every filter and stable paging, who sees what
-// (scope, privileged roles, data scope, other tenants: not visible answers like unknown), history, fork, delete
-// (refused while a turn holds a live lease) and feedback.
+// (scope, privileged roles, data scope, other tenants: not visible answers like unknown, before any 422), history and
+// its pages, titles (owner only), fork, delete (refused while a turn holds a live lease) and feedback.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
@@ -205,6 +205,12 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
         [`/chat/sessions/${id}/messages/${messageId}/feedback`, { method: 'PUT', body: JSON.stringify({ rating: 'up' }) }],
         [`/chat/sessions/${id}/messages/${messageId}/feedback`, { method: 'DELETE' }],
         [`/chat/sessions/${id}/events`, {}],
+        [`/chat/sessions/${id}`, { method: 'PATCH', body: JSON.stringify({ title: 'x' }) }],
+        // Not visible is answered before the body or query is validated.
+        [`/chat/sessions/${id}`, { method: 'PATCH', body: JSON.stringify({ title: 42 }) }],
+        [`/chat/sessions/${id}/messages/${messageId}/feedback`, { method: 'PUT', body: JSON.stringify({ rating: 'meh' }) }],
+        [`/chat/sessions/${id}/messages?limit=0`, {}],
+        [`/chat/sessions/${id}/events?after=not-a-uuid`, {}],
       ];
       for (const id of [unknown, bob, acme2, foreign]) {
         for (const [path, init] of requests(id, id === foreign ? foreignMessage : undefined)) {
@@ -290,7 +296,8 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       expect(res.status).toBe(200);
       const messages = (await res.json()) as MessageOutput[];
       expect(messages.map((m) => m.id)).toEqual([user!.id, assistant!.id, tool!.id, final!.id]);
-      const common = { session_id: id, run_id: 'run_1', created_at: expect.any(String) };
+      // Seeded without a writer, each message is the owner's.
+      const common = { session_id: id, run_id: 'run_1', subject: 'acme:alice', created_at: expect.any(String) };
       expect(messages).toEqual([
         { ...common, id: user!.id, role: 'user', content: 'weather in Paris?', tool_calls: null, tool_call_id: null, name: null, model: null, feedback: null },
         {
@@ -313,6 +320,44 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       // Bob (seen through an admin token acting as him) sees his own vote.
       const bobs = (await (await rt.endUser(`/chat/sessions/${id}/messages`, await t.token({ sub: 'acme:bob', scope: 'acme:bob', roles: ['admin'] }))).json()) as MessageOutput[];
       expect(bobs.at(-1)!.feedback).toEqual({ rating: 'down', comment: 'meh' });
+    });
+
+    it('pages with limit (the newest), before and after a message, oldest first in every page; no page asked is every message', async () => {
+      const t = await tenant();
+      const id = await seed(t, 'acme:alice');
+      const rows = await conversations.append(
+        t.tenantId,
+        id,
+        Array.from({ length: 5 }, (_, i) => ({ role: 'user' as const, content: `m${i + 1}` })),
+      );
+      const [m1, m2, , m4, m5] = rows.map((row) => row.id);
+      const token = await t.token();
+      const page = async (query: string) => {
+        const res = await rt.endUser(`/chat/sessions/${id}/messages${query}`, token);
+        expect(res.status, query).toBe(200);
+        return ((await res.json()) as MessageOutput[]).map((m) => m.content);
+      };
+      expect(await page('')).toEqual(['m1', 'm2', 'm3', 'm4', 'm5']);
+      expect(await page('?limit=1')).toEqual(['m5']);
+      expect(await page('?limit=2')).toEqual(['m4', 'm5']);
+      expect(await page(`?limit=2&before=${m4}`)).toEqual(['m2', 'm3']);
+      expect(await page(`?limit=2&before=${m2}`)).toEqual(['m1']);
+      expect(await page(`?before=${m1}`)).toEqual([]);
+      expect(await page(`?limit=2&after=${m2}`)).toEqual(['m3', 'm4']);
+      expect(await page(`?after=${m1}`)).toEqual(['m2', 'm3', 'm4', 'm5']);
+      expect(await page(`?after=${m5}`)).toEqual([]);
+      expect(await page('?limit=500')).toHaveLength(5);
+
+      for (const query of ['?limit=0', '?limit=501', '?limit=two', `?before=${m1}&after=${m2}`, '?before=nope']) {
+        const res = await rt.endUser(`/chat/sessions/${id}/messages${query}`, token);
+        expect(res.status, query).toBe(422);
+        expect(((await res.json()) as { detail: { loc: string[] }[] }).detail[0]!.loc[0]).toBe('query');
+      }
+      const elsewhere = await seed(t, 'acme:alice', { messages: [{ role: 'user', content: 'other' }] });
+      const foreign = (await db().selectFrom('messages').select('id').where('session_id', '=', elsewhere).executeTakeFirstOrThrow()).id;
+      const wrong = await rt.endUser(`/chat/sessions/${id}/messages?before=${foreign}`, token);
+      expect(wrong.status).toBe(404);
+      expect(await wrong.json()).toEqual({ detail: `message ${foreign} not found in session ${id}` });
     });
 
     it('answers an empty array for a conversation without messages', async () => {
@@ -370,6 +415,50 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       const id = await seed(t, 'acme:alice');
       const fork = (await (await rt.endUser(`/chat/sessions/${id}/fork`, await t.token(), { method: 'POST' })).json()) as SessionOutput;
       expect(fork).toMatchObject({ title: '', user_ref: 'acme:alice', model: null });
+    });
+  });
+
+  describe('PATCH /chat/sessions/{id}', () => {
+    it('sets the title for the owner (trimmed, empty clears it), and refuses a long, NUL-carrying or unknown field with 422', async () => {
+      const t = await tenant();
+      const id = await seed(t, 'acme:alice');
+      const token = await t.token();
+      const patch = (body: unknown, as = token) => rt.endUser(`/chat/sessions/${id}`, as, { method: 'PATCH', body: JSON.stringify(body) });
+      const res = await patch({ title: '  Trip to Lisbon ' });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ id, title: 'Trip to Lisbon', user_ref: 'acme:alice' });
+      expect((await list(token)).sessions.find((s) => s.id === id)!.title).toBe('Trip to Lisbon');
+      expect(await (await patch({ title: 'x'.repeat(200) })).json()).toMatchObject({ title: 'x'.repeat(200) });
+      for (const [body, loc] of [
+        [{ title: 'x'.repeat(201) }, ['body', 'title']],
+        [{ title: 'a\u0000b' }, ['body', 'title']],
+        [{ title: 7 }, ['body', 'title']],
+        [{}, ['body', 'title']],
+        [{ title: 'ok', owner: 'acme:bob' }, ['body']],
+      ] as const) {
+        const refused = await patch(body);
+        expect(refused.status, JSON.stringify(body).slice(0, 40)).toBe(422);
+        expect(((await refused.json()) as { detail: { loc: string[] }[] }).detail[0]!.loc).toEqual(loc);
+      }
+      expect(await (await patch({ title: '' })).json()).toMatchObject({ title: '' });
+    });
+
+    it('answers 403 to a privileged role or a wide scope (they see it, they do not own it), before the body is validated', async () => {
+      const t = await tenant();
+      const id = await seed(t, 'acme:alice', { title: 'Mine' });
+      for (const reader of [
+        await t.token({ sub: 'ops:root', scope: 'ops:root', roles: ['admin'] }),
+        await t.token({ sub: 'ops:root', scope: 'ops:root', roles: ['owner'] }),
+        await t.token({ sub: 'ops:root', scope: 'ops:root', roles: ['service'] }),
+        await t.token({ sub: 'acme:bob', scope: 'acme' }),
+      ]) {
+        for (const body of [{ title: 'Theirs' }, { title: 'x'.repeat(999) }]) {
+          const res = await rt.endUser(`/chat/sessions/${id}`, reader, { method: 'PATCH', body: JSON.stringify(body) });
+          expect(res.status).toBe(403);
+          expect(await res.json()).toEqual({ detail: `session ${id} belongs to another subject: this token may read it but not change it`, code: 'not_owner' });
+        }
+      }
+      expect((await db().selectFrom('sessions').select('title').where('id', '=', id).executeTakeFirstOrThrow()).title).toBe('Mine');
     });
   });
 

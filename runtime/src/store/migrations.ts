@@ -150,4 +150,18 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    name: 'message_subjects',
+    statements: [
+      // Every message records the subject that wrote it (docs/decisions/0026). Earlier rows take the subject of the
+      // run that wrote them, or the conversation's owner (fork copies and seeded rows have no run).
+      'alter table messages add column subject text',
+      `update messages set subject = coalesce(
+        (select runs.subject from runs where runs.id = messages.run_id),
+        (select sessions.owner from sessions where sessions.id = messages.session_id)
+      )`,
+      'alter table messages alter column subject set not null',
+    ],
+  },
 ];

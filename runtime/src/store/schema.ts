@@ -86,6 +86,8 @@ export interface MessagesTable {
   tenant_id: string;
   session_id: string;
   run_id: string | null;
+  /** The subject that wrote it (docs/decisions/0026): the sender of a user message, the turn's subject otherwise. */
+  subject: string;
   /** user, assistant or tool. */
   role: string;
   content: Generated<string>;
