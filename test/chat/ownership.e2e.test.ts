@@ -103,13 +103,13 @@ describe.each(availableSetups())('conversation ownership (%s)', (setup) => {
       const res = await world.rt.endUser(path, carol, init);
       expect(res.status, what).toBe(404);
       const expected = path.startsWith('/chat/stream/') ? `run ${c.runId} not found` : `session ${c.sessionId} not found`;
-      expect(await res.json(), what).toEqual({ detail: expected });
+      expect(await res.json(), what).toMatchObject({ detail: expected });
     }
     // A made-up id gets the same words.
     const madeUp = randomUUID();
     const res = await world.rt.endUser(`/chat/sessions/${madeUp}`, carol, json('PATCH', { title: 'x'.repeat(500) }));
     expect(res.status).toBe(404);
-    expect(await res.json()).toEqual({ detail: `session ${madeUp} not found` });
+    expect(await res.json()).toMatchObject({ detail: `session ${madeUp} not found` });
     // Cancel of a run the caller cannot see is answered as for an unknown run: 202, nothing done.
     const cancel = await world.rt.endUser(`/chat/stream/${c.runId}/cancel`, carol, { method: 'POST' });
     expect(cancel.status).toBe(202);
@@ -229,14 +229,14 @@ describe.each(availableSetups())('conversation ownership (%s)', (setup) => {
       const c = await alicesConversation();
       const bad = await world.rt.endUser('/chat/stream', owner, { method: 'POST', body: JSON.stringify({ message: 'x', session_id: c.sessionId }), headers: { 'Last-Event-ID': 'abc' } });
       expect(bad.status).toBe(422);
-      expect(await bad.json()).toEqual({ detail: [{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }] });
+      expect(await bad.json()).toMatchObject({ detail: [{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }] });
       const longRun = await world.rt.endUser('/chat/stream', owner, {
         method: 'POST',
         body: JSON.stringify({ message: 'x', session_id: c.sessionId }),
         headers: { 'Last-Event-ID': '0', 'X-Run-Id': 'r'.repeat(201) },
       });
       expect(longRun.status).toBe(422);
-      expect(await longRun.json()).toEqual({ detail: [{ loc: ['header', 'X-Run-Id'], msg: 'must be a run id (1 to 200 characters)' }] });
+      expect(await longRun.json()).toMatchObject({ detail: [{ loc: ['header', 'X-Run-Id'], msg: 'must be a run id (1 to 200 characters)' }] });
       const other = await alicesConversation();
       const mismatch = await world.rt.endUser('/chat/stream', owner, {
         method: 'POST',
@@ -244,7 +244,7 @@ describe.each(availableSetups())('conversation ownership (%s)', (setup) => {
         headers: { 'Last-Event-ID': '0', 'X-Run-Id': other.runId },
       });
       expect(mismatch.status).toBe(404);
-      expect(await mismatch.json()).toEqual({ detail: `run ${other.runId} not found` });
+      expect(await mismatch.json()).toMatchObject({ detail: `run ${other.runId} not found` });
       // None of these started a turn.
       expect(await db().selectFrom('runs').select('id').where('session_id', '=', c.sessionId).execute()).toEqual([{ id: c.runId }]);
     });

@@ -3,7 +3,6 @@
 import { z } from 'zod';
 import { EFFORTS, REQUEST_FLAGS, type RequestFlag } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
-import { storableText } from '../sessions/schemas.js';
 
 export const maxMessageLength = 100_000;
 export const maxClientTools = 128;
@@ -39,7 +38,6 @@ export const ToolResult = z
     tool_call_id: toolCallId,
     content: z
       .union([z.string(), jsonValue])
-      .refine((content) => typeof content !== 'string' || !content.includes('\u0000'), { message: 'must not contain the NUL character (\\u0000)' })
       .meta({ description: `What the tool returned: text, or any JSON (sent to the model as JSON text). Kept to ${maxToolResultLength} characters` }),
     is_error: z.boolean().optional().meta({ description: 'The tool failed; the content says how' }),
   })
@@ -49,20 +47,20 @@ export const ApprovalDecision = z
   .strictObject({
     tool_call_id: toolCallId,
     approved: z.boolean(),
-    note: storableText(4000).optional().meta({ description: 'Passed to the agent with the decision' }),
+    note: z.string().max(4000).optional().meta({ description: 'Passed to the agent with the decision' }),
   })
   .meta({ id: 'ApprovalDecision' });
 
 export const QuestionAnswer = z
-  .strictObject({ tool_call_id: toolCallId, answer: storableText(maxMessageLength) })
+  .strictObject({ tool_call_id: toolCallId, answer: z.string().max(maxMessageLength) })
   .meta({ id: 'QuestionAnswer' });
 
 export const ChatRequest = z
   .strictObject({
-    message: storableText(maxMessageLength).optional().meta({ description: 'The person\'s message. Optional only when the request answers a pause' }),
+    message: z.string().max(maxMessageLength).optional().meta({ description: 'The person\'s message. Optional only when the request answers a pause' }),
     session_id: z.uuid().optional().meta({ description: 'The conversation to continue; omitted starts a new one' }),
     model: z.string().min(1).max(256).optional().meta({ description: 'A model the project registered; omitted uses the tenant\'s, then the project\'s default' }),
-    system_prompt: storableText(100_000).optional().meta({ description: 'Needs capability `system_prompt`. The project\'s system prompt wins: when the project has one, this is not used' }),
+    system_prompt: z.string().max(100_000).optional().meta({ description: 'Needs capability `system_prompt`. The project\'s system prompt wins: when the project has one, this is not used' }),
     effort: z.enum(EFFORTS).optional().meta({ description: 'Reasoning effort, capped by the token\'s `max_effort`' }),
     tools: z.array(ClientTool).max(maxClientTools).optional().meta({ description: 'Client-side tools for this request' }),
     allowed_tools: z.array(z.string().max(256)).max(512).optional().meta({ description: 'Narrows the tools of this request by name' }),
@@ -129,7 +127,7 @@ export const ChatResponse = z
 export type ChatResponseOutput = z.infer<typeof ChatResponse>;
 
 export const SteerRequest = z
-  .strictObject({ message: storableText(maxMessageLength).pipe(z.string().min(1)) })
+  .strictObject({ message: z.string().min(1).max(maxMessageLength) })
   .meta({ id: 'SteerRequest' });
 
 export const RunAccepted = z

@@ -13,10 +13,6 @@ export const MAX_MESSAGE_PAGE = 500;
 export const DEFAULT_MESSAGE_PAGE = 100;
 export const MAX_TITLE_LENGTH = 200;
 
-/** Text that PostgreSQL can store: no NUL character (a 422 naming the field, not a 5xx from the driver). */
-export const storableText = (max: number) =>
-  z.string().max(max).refine((value) => !value.includes('\u0000'), { message: 'must not contain the NUL character (\\u0000)' });
-
 // Years 1 to 9999: what a timestamp column and a JavaScript Date both hold without surprise (year 0 is neither).
 const isoDateTime = z.iso
   .datetime({ offset: true })
@@ -79,7 +75,7 @@ export type MessagePageInput = z.infer<typeof MessagePageQuery>;
 
 export const SessionUpdate = z
   .strictObject({
-    title: storableText(MAX_TITLE_LENGTH)
+    title: z.string().max(MAX_TITLE_LENGTH)
       .transform((title) => title.trim())
       .meta({ description: `The conversation's title, at most ${MAX_TITLE_LENGTH} characters; surrounding blanks are dropped; empty clears it` }),
   })

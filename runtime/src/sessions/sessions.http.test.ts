@@ -357,7 +357,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       const foreign = (await db().selectFrom('messages').select('id').where('session_id', '=', elsewhere).executeTakeFirstOrThrow()).id;
       const wrong = await rt.endUser(`/chat/sessions/${id}/messages?before=${foreign}`, token);
       expect(wrong.status).toBe(404);
-      expect(await wrong.json()).toEqual({ detail: `message ${foreign} not found in session ${id}` });
+      expect(await wrong.json()).toMatchObject({ detail: `message ${foreign} not found in session ${id}` });
     });
 
     it('answers an empty array for a conversation without messages', async () => {
@@ -455,7 +455,7 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
         for (const body of [{ title: 'Theirs' }, { title: 'x'.repeat(999) }]) {
           const res = await rt.endUser(`/chat/sessions/${id}`, reader, { method: 'PATCH', body: JSON.stringify(body) });
           expect(res.status).toBe(403);
-          expect(await res.json()).toEqual({ detail: `session ${id} belongs to another subject: this token may read it but not change it`, code: 'not_owner' });
+          expect(await res.json()).toMatchObject({ detail: `session ${id} belongs to another subject: this token may read it but not change it`, code: 'not_owner' });
         }
       }
       expect((await db().selectFrom('sessions').select('title').where('id', '=', id).executeTakeFirstOrThrow()).title).toBe('Mine');
