@@ -19,7 +19,7 @@ export interface ControlApiConfig extends ServiceBasics {
   provisioner: LocalProvisionerConfig | KubernetesProvisionerConfig;
   /** The data-plane URL handed to customers (the all-in-one's runtime; on Kubernetes each project gets its own host). */
   dataPlaneUrl: string;
-  signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number };
+  signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number; lockSeconds: number };
   /**
    * Let customer-supplied URLs (provider `base_url`) reach private and loopback addresses, over plain http too:
    * local development and tests only. Cloud metadata and link-local addresses stay refused (docs/decisions/0011).
@@ -79,6 +79,7 @@ export function loadControlApiConfig(env: Env = process.env, defaults: { dataPla
       // Higher: many people may sign in from behind one address (an office, a NAT).
       maxFailuresPerAddress: read.integer('SIGNIN_MAX_FAILURES_PER_ADDRESS', 50, { min: 1, max: 100000 }),
       windowSeconds: read.integer('SIGNIN_WINDOW_SECONDS', 15 * 60, { min: 1, max: 24 * 3600 }),
+      lockSeconds: read.integer('SIGNIN_LOCK_SECONDS', 30, { min: 1, max: 24 * 3600 }),
     },
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 30_000, { min: 100, max: 10 * 60_000 }),

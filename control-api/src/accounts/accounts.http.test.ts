@@ -1,5 +1,6 @@
 // Signing in and the org routes through HTTP, on the embedded store and on PostgreSQL + Redis.
 import { rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
@@ -27,6 +28,17 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
     return fetch(`${api.url}${path}`, { ...init, headers });
   };
   const login = async (email: string, password: string) => call('/api/auth/login', { method: 'POST', body: JSON.stringify({ email, password }) });
+  /** Signs in from another local address (fetch cannot choose one). */
+  const loginFrom = (localAddress: string, email: string, password: string) =>
+    new Promise<{ status: number }>((resolve, reject) => {
+      const body = JSON.stringify({ email, password });
+      const req = request(`${api.url}/api/auth/login`, { method: 'POST', localAddress, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
 
   beforeAll(async () => {
     dataDir = makeTempDir('control-accounts');
@@ -78,6 +90,38 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
     expect(wrongBody).toEqual(unknownBody);
   });
 
+  it('makes a pair that keeps failing wait longer each time: one more try per wait, each failure doubling it', async () => {
+    const dir = makeTempDir('control-waits');
+    const limited = await startTestControl({ AGENTPLANE_DATA_DIR: dir, SIGNIN_MAX_FAILURES: '2', SIGNIN_LOCK_SECONDS: '1', AGENTPLANE_OWNER_EMAIL: 'waits@example.com', AGENTPLANE_OWNER_PASSWORD: ownerPassword });
+    try {
+      const attempt = (password: string) =>
+        fetch(`${limited.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'waits@example.com', password }) });
+      /** Waits out the current lock, then answers the first attempt that is not refused with 429. */
+      const afterTheWait = async (password: string) => {
+        for (;;) {
+          const res = await attempt(password);
+          if (res.status !== 429) return res;
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      };
+      expect((await attempt('wrong 1')).status).toBe(401);
+      expect((await attempt('wrong 2')).status).toBe(401);
+      const first = await attempt(ownerPassword);
+      expect(first.status).toBe(429);
+      expect(first.headers.get('retry-after')).toBe('1');
+      expect((await afterTheWait('wrong 3')).status).toBe(401);
+      const second = await attempt(ownerPassword);
+      expect(second.status).toBe(429);
+      expect(second.headers.get('retry-after')).toBe('2');
+      // The right password, once the wait is over, signs in and clears the count.
+      expect((await afterTheWait(ownerPassword)).status).toBe(200);
+      expect((await attempt('wrong again')).status).toBe(401);
+    } finally {
+      await limited.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('limits guessing across many emails from one address', async () => {
     const dir = makeTempDir('control-addr');
     const limited = await startTestControl({ AGENTPLANE_DATA_DIR: dir, SIGNIN_MAX_FAILURES_PER_ADDRESS: '4' });
@@ -105,6 +149,19 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
     const retryAfter = Number(limited.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(Math.abs(Date.now() + retryAfter * 1000 - new Date(body.retry_at).getTime())).toBeLessThan(2_000);
+  });
+
+  it("holds back guesses of an email from one address only: its owner's right password from another address signs in", async () => {
+    const email = `held-${setup}@example.com`;
+    await api.control.accounts.createOwner(email, ownerPassword, 'held');
+    // The limit counts per email and address; the HTTP tests all come from 127.0.0.1.
+    for (let i = 0; i < 10; i++) expect([401, 429]).toContain((await login(email, `wrong ${i}`)).status);
+    const here = await login(email, ownerPassword);
+    expect(here.status).toBe(429);
+    expect(Number(here.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Linux answers for all of 127.0.0.0/8: a second client address on the same machine.
+    const elsewhere = await loginFrom('127.0.0.2', email, ownerPassword);
+    expect(elsewhere.status).toBe(200);
   });
 
   it('counts a burst of concurrent guesses: no more than the limit get a password check', async () => {

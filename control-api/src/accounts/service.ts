@@ -20,11 +20,13 @@ export interface OrgMembership {
 }
 
 export interface SignInLimits {
-  /** Failed sign-ins allowed per email in one window. */
+  /** Failed sign-ins of one email from one client address before that pair waits (see `signIn`). */
   maxFailures: number;
   /** Failed sign-ins allowed per client address in one window (guessing across many emails). */
   maxFailuresPerAddress: number;
   windowSeconds: number;
+  /** The first wait of a locked pair; each further failure doubles it, up to the window. */
+  lockSeconds: number;
 }
 
 export interface SessionOptions {
@@ -67,25 +69,52 @@ export class AccountService {
 
   /**
    * Signs in. A wrong password and an unknown email answer alike, in about the same time (the unknown email
-   * is checked against a decoy hash). After `maxFailures` failures for an email or a client address within
-   * the window, every attempt answers 429 until the window resets, the right password included.
+   * is checked against a decoy hash).
+   *
+   * Guessing is throttled per email *and client address*: after `maxFailures` failures of one email from one
+   * address, that pair waits `lockSeconds`, then gets one more try per wait, each failure doubling the wait up to
+   * the window; every attempt while it waits answers 429 with the time, the right password included. The same
+   * email from another address is not held back, so nobody who merely knows an email can lock its owner out. An
+   * address that fails across many emails is stopped at `maxFailuresPerAddress` per window.
    */
   async signIn(emailInput: string, password: string, clientAddress: string): Promise<{ token: string; expires_at: string; account: Account }> {
     const email = normaliseEmail(emailInput);
-    const limits = [
-      { key: `signin:email:${email}`, max: this.limits.maxFailures },
-      { key: `signin:addr:${clientAddress}`, max: this.limits.maxFailuresPerAddress },
-    ];
+    const pair = `${email}\n${clientAddress}`;
+    const keys = { failures: `signin:pair:${pair}`, lock: `signin:lock:${pair}`, strikes: `signin:strikes:${pair}`, address: `signin:addr:${clientAddress}` };
+    const { windowSeconds } = this.limits;
+    const lock = await this.counters.get(keys.lock);
+    if (lock.value > 0 && lock.resetAt) throw tooManyFailures(lock.resetAt);
     // Each attempt is counted atomically *before* the slow password check: checking first and counting after
     // would let a burst of concurrent guesses all pass the check before any of them is counted.
-    const counted = await Promise.all(limits.map(({ key }) => this.counters.increment(key, 1, this.limits.windowSeconds)));
-    const over = counted.find((window, i) => window.value > limits[i]!.max);
-    if (over) throw tooManyFailures(over.resetAt);
+    const [failures, address] = await Promise.all([
+      this.counters.increment(keys.failures, 1, windowSeconds),
+      this.counters.increment(keys.address, 1, windowSeconds),
+    ]);
+    if (address.value > this.limits.maxFailuresPerAddress) throw tooManyFailures(address.resetAt);
+    if (failures.value > this.limits.maxFailures) {
+      // Beyond the limit in one burst, before the lock of the attempt that reached it was set: not checked.
+      await this.counters.increment(keys.failures, -1, windowSeconds);
+      throw tooManyFailures(new Date(Date.now() + this.limits.lockSeconds * 1000));
+    }
     const account = await this.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
     const valid = await verifyPassword(password, account?.password_hash ?? (await decoyHash()));
-    if (!account || !valid) throw unauthenticated('invalid email or password');
-    // A success was not a failure: give its count back, so people signing in often are never locked out.
-    await Promise.all(limits.map(({ key }) => this.counters.increment(key, -1, this.limits.windowSeconds)));
+    if (!account || !valid) {
+      if (failures.value >= this.limits.maxFailures) {
+        const strikes = await this.counters.increment(keys.strikes, 1, windowSeconds);
+        const wait = Math.min(windowSeconds, this.limits.lockSeconds * 2 ** (strikes.value - 1));
+        await this.counters.increment(keys.lock, 1, wait);
+        // After the wait, one more try: it is the limit's again, and a failure locks for twice as long.
+        await this.counters.increment(keys.failures, -1, windowSeconds);
+      }
+      throw unauthenticated('invalid email or password');
+    }
+    // A success was not a failure: give its counts back, so people signing in often are never held back.
+    const strikes = await this.counters.get(keys.strikes);
+    await Promise.all([
+      this.counters.increment(keys.failures, -failures.value, windowSeconds),
+      this.counters.increment(keys.address, -1, windowSeconds),
+      ...(strikes.value > 0 ? [this.counters.increment(keys.strikes, -strikes.value, windowSeconds)] : []),
+    ]);
     const token = `${sessionPrefix}${randomBytes(32).toString('base64url')}`;
     const expiresAt = new Date(Date.now() + this.sessions.ttlSeconds * 1000);
     await this.db

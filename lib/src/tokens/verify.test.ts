@@ -238,6 +238,9 @@ const hostile: HostileCase[] = [
     message: 'token has expired',
   },
   { name: 'not yet valid', token: () => signRaw({ ...validClaims(), nbf: nowSeconds() + 600 }), message: 'token is not yet valid' },
+  // A token dated ahead of the clock, beyond the skew, was not minted by a signer with a sane clock: refused, though
+  // jose alone would accept it (it checks iat only against a maximum age).
+  { name: 'issued in the future', token: () => signRaw({ ...validClaims(), iat: nowSeconds() + 600, exp: nowSeconds() + 4200 }), message: 'token is not yet valid' },
   { name: 'exp missing', token: () => signRaw({ ...validClaims(), exp: undefined }) },
   { name: 'jti missing', token: () => signRaw({ ...validClaims(), jti: undefined }) },
   { name: 'an unknown claim', token: () => signRaw({ ...validClaims(), is_admin: true }) },

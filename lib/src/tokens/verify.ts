@@ -71,6 +71,10 @@ export function accessTokenVerifier(options: VerifyOptions): AccessTokenVerifier
     const claims = accessTokenClaimsSchema.safeParse(payload);
     if (!claims.success) throw invalidToken();
     if (claims.data.tenant_id !== options.tenantId) throw invalidToken();
+    // jose checks `iat` only against a maximum age; a token dated ahead of this clock by more than the skew was not
+    // minted by a signer whose clock can be trusted (or was minted to outlive its lifetime): refuse it.
+    const nowSeconds = Math.floor((options.now ?? new Date()).getTime() / 1000);
+    if (claims.data.iat > nowSeconds + clockTolerance) throw invalidToken('token is not yet valid');
     return claims.data;
   };
 }
