@@ -154,3 +154,32 @@ describe('the repository layout', () => {
     expect(cycles(new Map([['a', ['b']], ['b', []]]))).toEqual([]);
   });
 });
+
+describe('the documentation', () => {
+  const markdown = (dir: string): string[] =>
+    readdirSync(dir).flatMap((name) => {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) return name === 'node_modules' || name.startsWith('.') ? [] : markdown(path);
+      return name.endsWith('.md') ? [path] : [];
+    });
+
+  it('lists every decision record in docs/architecture.md', () => {
+    const architecture = readFileSync(join(root, 'docs', 'architecture.md'), 'utf8');
+    const records = readdirSync(join(root, 'docs', 'decisions')).filter((name) => name.endsWith('.md'));
+    expect(records.filter((name) => !architecture.includes(`(decisions/${name})`))).toEqual([]);
+  });
+
+  it('links only to files the repository has (a clone has nothing beside it)', () => {
+    const broken: string[] = [];
+    for (const file of [join(root, 'README.md'), ...markdown(join(root, 'docs')), ...markdown(join(root, 'charts')), ...markdown(join(root, 'operator'))]) {
+      const text = readFileSync(file, 'utf8');
+      if (text.includes('../shared/')) broken.push(`${relative(root, file)} points into ../shared/`);
+      for (const match of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        const target = match[1]!;
+        if (/^[a-z]+:/.test(target)) continue;
+        if (!existsSync(resolve(dirname(file), target))) broken.push(`${relative(root, file)} links to ${target}`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});
