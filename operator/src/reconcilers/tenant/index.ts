@@ -1,5 +1,7 @@
-// Reconciles one Tenant against its project's runtime, in order:
-//   1. being deleted? -> the erase (./erase.ts)   2. finalizer   3. its Project exists, owns this namespace, is Ready
+// Reconciles one Tenant against its project's runtime, as the Project reconciler does: a flat list of ordered steps,
+// each of which may stop the pass and ask for a requeue, then one status write. A Tenant being deleted runs its
+// finalizer instead (./erase.ts).
+//   1. finalizer   2. its Project exists, owns this namespace, is Ready   3. the runtime's admin key is known
 //   4. registered with the runtime (POST /tenants)   5. this generation's settings merged (PATCH /tenants/{id})
 //   -> status (Registered, SettingsSynced, Ready, observedGeneration, registeredAt)
 // At steady state it calls nothing and writes nothing: registration and settings are remembered in the status.
@@ -10,75 +12,152 @@ import { RUNTIME_SECRET_NAME, projectNamespaceName, tenantRegistration } from '.
 import { RuntimeRefusedError } from '../../runtime-client.js';
 import { findCondition, setCondition, timestamp, writeStatus, type ConditionUpdate } from '../../status.js';
 import { eraseTenant } from './erase.js';
-import { runtimeAccess, runtimeFailure, type TenantReconcilerDeps } from './runtime-access.js';
+import { runtimeAccess, runtimeFailure, type RuntimeAccess, type TenantReconcilerDeps } from './runtime-access.js';
 
 export type { RuntimeAccess, TenantReconcilerDeps } from './runtime-access.js';
 
 /** How soon a Tenant waiting on its Project looks again (the Project's own changes also wake it). */
 export const PROJECT_WAIT_REQUEUE_MS = 10_000;
 
+/** What one pass learns, step by step; written to the status at the end. */
+interface TenantPass {
+  tenant: Tenant;
+  /** The generation this pass read and acts on: a newer one that lands meanwhile is not claimed as synced. */
+  generation: number | undefined;
+  project: Project | null;
+  access?: RuntimeAccess & { adminKey: string };
+  conditions: ConditionUpdate[];
+  registeredAt: string | undefined;
+  settingsSynced: boolean;
+  /** Every step of this generation ran: observedGeneration may advance. */
+  observed: boolean;
+  /** The Tenant went away or began deleting mid-pass: its status is the erase's to write now. */
+  superseded: boolean;
+}
+
+/** A step either lets the pass go on (undefined) or ends it with this outcome. */
+type StepOutcome = ReconcileOutcome | undefined;
+type Step = (pass: TenantPass) => Promise<StepOutcome>;
+
 export class TenantReconciler {
+  private readonly steps: Step[] = [
+    (pass) => this.ensureFinalizer(pass),
+    (pass) => this.waitForProject(pass),
+    (pass) => this.findRuntime(pass),
+    (pass) => this.register(pass),
+    (pass) => this.syncSettings(pass),
+  ];
+
   constructor(private readonly deps: TenantReconcilerDeps) {}
 
   async reconcile(namespace: string, name: string): Promise<ReconcileOutcome> {
-    const { kube } = this.deps;
-    const found = await kube.getCustom('Tenant', name, namespace);
+    const found = await this.deps.kube.getCustom('Tenant', name, namespace);
     if (!found) return {};
     if (found.metadata.deletionTimestamp) return eraseTenant(this.deps, found);
 
-    const tenant = await ensureFinalizer(kube, 'Tenant', found, TENANT_FINALIZER);
-    if (!tenant || tenant.metadata.deletionTimestamp) return { requeueAfterMs: 0 };
-    const generation = tenant.metadata.generation;
-
-    const project = await kube.getCustom('Project', tenant.spec.project);
-    const blocked = this.blockedBy(tenant, project);
-    if (blocked) {
-      await this.write(tenant, generation, [{ ...blocked.condition, type: TENANT_CONDITIONS.registered }], {});
-      return blocked.requeue ? { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS } : {};
+    const pass: TenantPass = {
+      tenant: found,
+      generation: found.metadata.generation,
+      project: null,
+      conditions: [],
+      registeredAt: found.status?.registeredAt,
+      settingsSynced: false,
+      observed: false,
+      superseded: false,
+    };
+    let outcome: StepOutcome;
+    let failure: unknown;
+    try {
+      for (const step of this.steps) {
+        outcome = await step(pass);
+        if (outcome) break;
+      }
+    } catch (error) {
+      failure = error;
     }
+    if (pass.superseded) return outcome ?? {};
+    await this.writeStatus(pass);
+    // Settings the runtime refuses stay refused until the spec changes, which brings the Tenant back here.
+    if (failure instanceof RuntimeRefusedError && failure.status === 422) return {};
+    if (failure) throw failure;
+    return outcome ?? {};
+  }
 
-    const access = await runtimeAccess(this.deps, tenant, project);
+  // ---------------------------------------------------------------------------------------------------------------
+  // Steps
+
+  private async ensureFinalizer(pass: TenantPass): Promise<StepOutcome> {
+    const tenant = await ensureFinalizer(this.deps.kube, 'Tenant', pass.tenant, TENANT_FINALIZER);
+    if (!tenant || tenant.metadata.deletionTimestamp) {
+      pass.superseded = true;
+      return { requeueAfterMs: 0 };
+    }
+    pass.tenant = tenant;
+    pass.generation = tenant.metadata.generation;
+    const synced = findCondition(tenant.status?.conditions, TENANT_CONDITIONS.settingsSynced);
+    pass.settingsSynced = synced?.status === 'True' && synced.observedGeneration === pass.generation;
+    return undefined;
+  }
+
+  private async waitForProject(pass: TenantPass): Promise<StepOutcome> {
+    pass.project = await this.deps.kube.getCustom('Project', pass.tenant.spec.project);
+    const blocked = this.blockedBy(pass.tenant, pass.project);
+    if (!blocked) return undefined;
+    pass.conditions.push({ ...blocked.condition, type: TENANT_CONDITIONS.registered });
+    return blocked.requeue ? { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS } : {};
+  }
+
+  private async findRuntime(pass: TenantPass): Promise<StepOutcome> {
+    const access = await runtimeAccess(this.deps, pass.tenant, pass.project);
     if (!access.adminKey) {
-      await this.write(tenant, generation, [{ type: TENANT_CONDITIONS.registered, status: 'False', reason: 'AdminKeyMissing', message: `Secret ${namespace}/${RUNTIME_SECRET_NAME} has no admin-key yet` }], {});
+      const message = `Secret ${pass.tenant.metadata.namespace}/${RUNTIME_SECRET_NAME} has no admin-key yet`;
+      pass.conditions.push({ type: TENANT_CONDITIONS.registered, status: 'False', reason: 'AdminKeyMissing', message });
       return { requeueAfterMs: PROJECT_WAIT_REQUEUE_MS };
     }
-    const registration = tenantRegistration(tenant);
-    const conditions: ConditionUpdate[] = [];
-    let registeredAt = tenant.status?.registeredAt;
+    pass.access = { ...access, adminKey: access.adminKey };
+    return undefined;
+  }
+
+  private async register(pass: TenantPass): Promise<StepOutcome> {
+    if (pass.registeredAt) return undefined;
+    const { url, adminKey } = pass.access!;
     try {
-      const synced = findCondition(tenant.status?.conditions, TENANT_CONDITIONS.settingsSynced);
-      let settingsSynced = synced?.status === 'True' && synced.observedGeneration === generation;
-      if (!registeredAt) {
-        // Recorded before asking: a request that times out may still have registered the tenant, and its erase
-        // must then go through the runtime rather than assume there is nothing there.
-        if (!tenant.status?.registrationAttemptedAt) await this.write(tenant, generation, [], { registrationAttemptedAt: timestamp() });
-        const registered = await this.deps.runtime.registerTenant(access.url, access.adminKey, registration);
-        registeredAt = timestamp();
-        // A new tenant got this generation's settings with its registration.
-        if (registered === 'created') settingsSynced = true;
-      }
-      if (!settingsSynced) {
-        const body = { name: registration.name, settings_json: registration.settings_json };
-        if ((await this.deps.runtime.updateTenant(access.url, access.adminKey, registration.tenant_id, body)) === 'unknown_tenant') {
-          // The runtime lost it (its store was reset): register it again, with these settings.
-          await this.deps.runtime.registerTenant(access.url, access.adminKey, registration);
-          registeredAt = timestamp();
-        }
-      }
-      conditions.push(
-        { type: TENANT_CONDITIONS.registered, status: 'True', reason: 'Registered', message: `the runtime of project ${tenant.spec.project} has the tenant` },
-        { type: TENANT_CONDITIONS.settingsSynced, status: 'True', reason: 'SettingsApplied', message: `the runtime has the settings of generation ${generation}` },
-      );
+      // Recorded before asking, the pass's one write ahead of its end: a request that times out may still have
+      // registered the tenant, and its erase must then go through the runtime rather than assume nothing is there.
+      if (!pass.tenant.status?.registrationAttemptedAt) await this.recordRegistrationAttempt(pass.tenant);
+      const registered = await this.deps.runtime.registerTenant(url, adminKey, tenantRegistration(pass.tenant));
+      pass.registeredAt = timestamp();
+      // A new tenant got this generation's settings with its registration.
+      if (registered === 'created') pass.settingsSynced = true;
     } catch (error) {
-      const condition = runtimeFailure(error, registeredAt ? TENANT_CONDITIONS.settingsSynced : TENANT_CONDITIONS.registered);
-      conditions.push(condition);
-      await this.write(tenant, generation, conditions, { registeredAt });
-      // Settings the runtime refuses stay refused until the spec changes, which brings the Tenant back here.
-      if (error instanceof RuntimeRefusedError && error.status === 422) return {};
+      pass.conditions.push(runtimeFailure(error, TENANT_CONDITIONS.registered));
       throw error;
     }
-    await this.write(tenant, generation, conditions, { registeredAt, observed: true });
-    return {};
+    return undefined;
+  }
+
+  private async syncSettings(pass: TenantPass): Promise<StepOutcome> {
+    const { url, adminKey } = pass.access!;
+    const registration = tenantRegistration(pass.tenant);
+    try {
+      if (!pass.settingsSynced) {
+        const body = { name: registration.name, settings_json: registration.settings_json };
+        if ((await this.deps.runtime.updateTenant(url, adminKey, registration.tenant_id, body)) === 'unknown_tenant') {
+          // The runtime lost it (its store was reset): register it again, with these settings.
+          await this.deps.runtime.registerTenant(url, adminKey, registration);
+          pass.registeredAt = timestamp();
+        }
+      }
+    } catch (error) {
+      pass.conditions.push(runtimeFailure(error, TENANT_CONDITIONS.settingsSynced));
+      throw error;
+    }
+    pass.conditions.push(
+      { type: TENANT_CONDITIONS.registered, status: 'True', reason: 'Registered', message: `the runtime of project ${pass.tenant.spec.project} has the tenant` },
+      { type: TENANT_CONDITIONS.settingsSynced, status: 'True', reason: 'SettingsApplied', message: `the runtime has the settings of generation ${pass.generation}` },
+    );
+    pass.observed = true;
+    return undefined;
   }
 
   /** Why the tenant cannot be registered yet, if it cannot. */
@@ -109,23 +188,23 @@ export class TenantReconciler {
     return undefined;
   }
 
-  /**
-   * Writes what this pass learned about `generation`, the one it read and acted on: a newer generation that landed
-   * meanwhile is not claimed as synced, so the next pass sends its settings.
-   */
-  private async write(
-    tenant: Tenant,
-    generation: number | undefined,
-    conditions: ConditionUpdate[],
-    facts: { registeredAt?: string | undefined; registrationAttemptedAt?: string; observed?: boolean },
-  ): Promise<void> {
+  /** The one status write of a pass: its conditions, what it recorded, Ready derived from them. */
+  private async writeStatus(pass: TenantPass): Promise<void> {
+    const { tenant, generation } = pass;
     await writeStatus(this.deps.kube, 'Tenant', tenant.metadata.name, tenant.metadata.namespace, [
       (status) => {
-        for (const condition of conditions) status.conditions = setCondition(status.conditions, condition, generation);
-        if (facts.registrationAttemptedAt && !status.registrationAttemptedAt) status.registrationAttemptedAt = facts.registrationAttemptedAt;
-        if (facts.registeredAt) status.registeredAt = facts.registeredAt;
+        for (const condition of pass.conditions) status.conditions = setCondition(status.conditions, condition, generation);
+        if (pass.registeredAt) status.registeredAt = pass.registeredAt;
         status.conditions = setCondition(status.conditions, readyOf(status.conditions), generation);
-        if (facts.observed) status.observedGeneration = generation;
+        if (pass.observed) status.observedGeneration = generation;
+      },
+    ]);
+  }
+
+  private async recordRegistrationAttempt(tenant: Tenant): Promise<void> {
+    await writeStatus(this.deps.kube, 'Tenant', tenant.metadata.name, tenant.metadata.namespace, [
+      (status) => {
+        status.registrationAttemptedAt ??= timestamp();
       },
     ]);
   }
