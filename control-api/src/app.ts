@@ -16,7 +16,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
-import { keyRoutes, projectCallerGuard } from './keys/routes.js';
+import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { KubernetesProvisioner, loadKubeConfig } from './provisioning/kubernetes.js';
 import { LocalProvisioner } from './provisioning/local.js';
@@ -103,12 +103,12 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: [
+      routes: assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects),
         ...keyRoutes(keys),
         ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
-      ],
+      ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {
         session: { type: 'http', scheme: 'bearer', description: 'A session token from POST /api/auth/login (`ses_...`)' },

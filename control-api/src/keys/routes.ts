@@ -53,6 +53,16 @@ const forbidden = mintKeyOnAdminRoute;
 const hidden = projectHidden;
 
 /** Resolves when the route's caller may administer the project (a signed-in member, or an admin key of it). */
+/**
+ * Fails closed at start when a route below `/api/projects/{id}` has no `authorize` step: the project's caller is
+ * checked there, before the body, for every such route, so a route that forgot it never serves.
+ */
+export function assertProjectRoutesAuthorize(routes: RouteDefinition[]): RouteDefinition[] {
+  const open = routes.filter((route) => route.path.startsWith('/api/projects/{id}') && !route.authorize);
+  if (open.length > 0) throw new Error(`project routes without an authorize step: ${open.map((route) => `${route.method.toUpperCase()} ${route.path}`).join(', ')}`);
+  return routes;
+}
+
 export const authorizeAdmin = (keys: ProjectKeyService) => (locals: Record<string, unknown>, projectId: string) =>
   keys.authorize(callerOf(locals), projectId, 'admin');
 
@@ -67,6 +77,7 @@ export function keyRoutes(keys: ProjectKeyService): RouteDefinition[] {
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The keys, oldest first', schema: z.object({ keys: z.array(KeyOut) }).meta({ id: 'ProjectKeyList' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'admin'),
       async handle({ params, res }) {
         return { body: { keys: await keys.list(callerOf(res.locals), params.id) } };
       },
@@ -95,6 +106,7 @@ export function keyRoutes(keys: ProjectKeyService): RouteDefinition[] {
       security: ['apiKey', 'session'],
       params: KeyParams,
       responses: { 200: { description: 'Revoked (repeating it changes nothing)', schema: KeyOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'admin'),
       async handle({ params, res }) {
         return { body: await keys.revoke(callerOf(res.locals), params.id, params.keyId) };
       },

@@ -6,7 +6,7 @@ import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { MAX_TRUSTED_KEYS } from '@agentplane/lib/tokens/keys';
 import { authorizeAdmin, callerOf, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
-import type { ProjectKeyService } from '../keys/service.js';
+import type { ProjectCaller, ProjectKeyService } from '../keys/service.js';
 import type { ProvisioningReport } from '../provisioning/status.js';
 import { TokenRequest, TokenResponse, type TokenMintService } from '../tokens/service.js';
 import { ceilingView, CeilingOut, CeilingPatch } from './ceiling.js';
@@ -138,8 +138,8 @@ export function projectRoutes(
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 200: { description: 'The readiness report', schema: ReadinessOut }, 403: forbidden, 404: hidden },
-      async handle({ params, res }) {
-        await admin(res.locals, params.id);
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
         return { body: await readiness.of(params.id) };
       },
     }),
@@ -154,12 +154,16 @@ export function projectRoutes(
       security: ['apiKey', 'session'],
       params: ProjectParams,
       responses: { 202: { description: 'Deleted; the removal from the runtime is under way', schema: ProjectDeletedOut }, 403: { description: 'A project key was used' }, 404: hidden },
-      async handle({ params, res }) {
+      authorize: ({ params, res }) => {
         const caller = callerOf(res.locals);
         if (caller.kind === 'key') {
           if (caller.projectId !== params.id) throw notFound(`project ${params.id} not found`);
           throw permissionDenied('deleting a project needs a signed-in account session (Authorization: Bearer ses_...); a project key cannot delete its project');
         }
+      },
+      async handle({ params, res }) {
+        const caller = callerOf(res.locals) as ProjectCaller & { kind: 'account' };
+        // The account's membership is checked by the removal itself (a project it cannot see is not found).
         return { status: 202, body: await projects.remove(params.id, caller.accountId) };
       },
     }),
