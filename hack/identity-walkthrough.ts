@@ -57,7 +57,7 @@ export async function walkThrough(options: WalkthroughOptions): Promise<Step[]> 
     const admin = { 'x-api-key': String((await call('create an admin key', 201, `${p}/keys`, { method: 'POST', headers: bearer, body: { scope: 'admin' } })).key) };
     const mint = { 'x-api-key': String((await call('create a mint key (with the admin key)', 201, `${p}/keys`, { method: 'POST', headers: admin, body: {} })).key) };
     await call('a mint key on an admin route', 403, `${p}/keys`, { headers: mint });
-    await call('a project key on an org route', 403, `${c}/api/orgs/${orgId}/projects`, { headers: admin });
+    await call('a project key on an org route', 401, `${c}/api/orgs/${orgId}/projects`, { headers: admin });
     await call('register a provider at a metadata address', 400, `${p}/providers`, {
       method: 'POST',
       headers: admin,

@@ -69,6 +69,21 @@ fi
 ln -sf "$MINIO_BIN" "$BIN/minio"
 log "minio: built ($MINIO_VERSION)"
 
+# --- schemathesis: the schema-driven fuzzer test/openapi/conformance.test.ts runs against both planes -----------
+ST_VERSION="4.32.5"
+ST_DIR="$CACHE/schemathesis-$ST_VERSION"
+# A venv's scripts name their interpreter by absolute path, so it is built where it lives; the marker file says the
+# install finished (an interrupted one is started over).
+if [ ! -f "$ST_DIR/.installed" ]; then
+  log "installing schemathesis $ST_VERSION from PyPI"
+  rm -rf "$ST_DIR"
+  python3 -m venv "$ST_DIR"
+  "$ST_DIR/bin/pip" install --quiet "schemathesis==$ST_VERSION"
+  touch "$ST_DIR/.installed"
+fi
+ln -sf "$ST_DIR/bin/st" "$BIN/st"
+log "schemathesis: $("$BIN/st" --version | awk '{print $NF}')"
+
 # --- Kubernetes control plane, kwok and helm: built from source (see hack/k8s-binaries.sh) -------------
 bash "$(dirname "$0")/k8s-binaries.sh" "$CACHE"
 

@@ -208,11 +208,11 @@ describe.each(setups)('accounts and org routes (%s)', (setup) => {
     expect(bad.status).toBe(422);
   });
 
-  it('refuses a project key on org routes with 403 saying why, and no credential with 401', async () => {
+  it('refuses a project key on org routes with 401 saying why (it is not their credential), and no credential with 401', async () => {
     const path = `/api/orgs/${crypto.randomUUID()}/projects`;
     for (const headers of [{ 'x-api-key': 'pk_live_abc' }, { authorization: 'Bearer pk_live_abc' }] as Record<string, string>[]) {
       const res = await call(path, { headers });
-      expect(res.status).toBe(403);
+      expect(res.status).toBe(401);
       expect(await res.json()).toMatchObject({ detail: projectKeyOnOrgRoute });
     }
     expect((await call(path)).status).toBe(401);

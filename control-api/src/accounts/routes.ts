@@ -1,7 +1,7 @@
 // HTTP adapter for sign-in and the org routes (signed-in account sessions only, never a project key).
 import { z } from 'zod';
 import { defineRoute, MissingCredentialError, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { permissionDenied } from '@agentplane/lib/errors';
+import { unauthenticated } from '@agentplane/lib/errors';
 import type { ProjectService } from '../projects/service.js';
 import type { Account, AccountService } from './service.js';
 
@@ -18,10 +18,10 @@ export function sessionGuard(accounts: AccountService): Guard {
     const header = req.get('authorization') ?? '';
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     if (!match) {
-      if (req.get('x-api-key') !== undefined) throw permissionDenied(projectKeyOnOrgRoute);
+      if (req.get('x-api-key') !== undefined) throw new MissingCredentialError(projectKeyOnOrgRoute);
       throw new MissingCredentialError('not signed in: send Authorization: Bearer <session token> from POST /api/auth/login');
     }
-    if (match[1]!.startsWith('pk_')) throw permissionDenied(projectKeyOnOrgRoute);
+    if (match[1]!.startsWith('pk_')) throw unauthenticated(projectKeyOnOrgRoute);
     res.locals.account = await accounts.authenticate(match[1]!);
   };
 }

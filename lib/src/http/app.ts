@@ -6,7 +6,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi';
 import type { Logger } from '../logging.js';
 import { docsRoute, mountDocAssets } from './docs.js';
-import { errorHandler, refuseProtoKeys, unknownRoute } from './errors.js';
+import { errorHandler, methodsBeforeRoutes, refuseProtoKeys, unknownRoute } from './errors.js';
 import type { Lifecycle } from './lifecycle.js';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
@@ -87,6 +87,7 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   });
 
   mountDocAssets(app);
+  app.use(methodsBeforeRoutes(allRoutes));
   app.use(mountRoutes(allRoutes, { guards: options.guards }));
   app.use(unknownRoute(allRoutes));
   app.use(errorHandler(options.logger));

@@ -232,8 +232,9 @@ export function openApiPaths(routes: RouteDefinition[]): ZodOpenApiPathsObject {
             },
           }
         : {}),
+      // A body whose every field is optional may be left out (it is read as `{}`); any other is required.
       ...(route.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } }
+        ? { requestBody: { required: !route.body.safeParse({}).success, content: { 'application/json': { schema: route.body } } } }
         : {}),
       responses: responses as ZodOpenApiOperationObject['responses'],
     };

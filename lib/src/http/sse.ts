@@ -2,6 +2,7 @@
 // headers, writes `id:`/`event:`/`data:` lines, keeps idle connections alive with comments, respects
 // backpressure, and aborts its signal when the client goes away so whatever feeds it stops reading.
 import type { Request, Response } from 'express';
+import { z } from 'zod';
 
 export interface SseFrame {
   /** The SSE `id:` a client sends back as Last-Event-ID. */
@@ -107,4 +108,19 @@ export function lastEventIdOf(req: Request, queryValue: number | undefined): num
     return /^\d{1,15}$/.test(trimmed) ? Number(trimmed) : 'invalid';
   }
   return queryValue;
+}
+
+/**
+ * The document's schema of one event of a stream, as SSE clients (and schema-driven fuzzers) read it: the `event:`
+ * name, the `id:` when the stream is resumable, and the `data:` line, which is JSON text.
+ */
+export function sseEventSchema(id: string, events: readonly [string, ...string[]], data: string) {
+  return z
+    .object({
+      event: z.enum(events).meta({ description: 'The frame type (the `event:` field)' }),
+      id: z.string().regex(/^\d+$|^[0-9a-f-]{36}$/).optional().meta({ description: 'What `Last-Event-ID` (or the stream\'s resume parameter) takes to continue after this event' }),
+      data: z.string().meta({ description: `JSON text: ${data}`, contentMediaType: 'application/json' }),
+      retry: z.int().min(0).optional().meta({ description: 'How soon to reconnect after a lost connection, in milliseconds' }),
+    })
+    .meta({ id, description: 'One server-sent event of the stream' });
 }

@@ -4,7 +4,7 @@ import type { Response } from 'express';
 import { AppError, ValidationError } from '@agentplane/lib/errors';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { lastEventIdOf, openSse } from '@agentplane/lib/http/sse';
+import { lastEventIdOf, openSse, sseEventSchema } from '@agentplane/lib/http/sse';
 import type { RunLogEvent } from '@agentplane/lib/events/port';
 import { principalOf } from '../auth/guard.js';
 import type { ChatService } from './service.js';
@@ -23,6 +23,13 @@ import {
   TERMINAL_FRAMES,
   type Frame,
 } from './schemas.js';
+
+/** A run's frames as server-sent events (docs/decisions/0017 has each payload). */
+const RunStreamEvent = sseEventSchema(
+  'RunStreamEvent',
+  ['start', 'token', 'tool_start', 'tool_end', 'done', 'error'],
+  '`start` {run_id, session_id, model}; `token` {text}; `tool_start` {tool_call_id, name, arguments}; `tool_end` {tool_call_id, name, ok, result}; `done` the ChatResponse; `error` {status, code, message, retryable, run_id, session_id}',
+);
 
 const streamDescription =
   'Server-sent events. Frames, in order: `start` (run_id, session_id, model), then `token` (text), `tool_start` and `tool_end`, then exactly one ' +
@@ -83,7 +90,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       security: ['bearer'],
       body: ChatRequest,
       responses: {
-        200: { description: 'The run\'s frames', contentType: 'text/event-stream' },
+        200: { description: 'The run\'s frames', contentType: 'text/event-stream', schema: RunStreamEvent },
         400: { description: 'A malformed tool list, answers with no session, or `Last-Event-ID` with neither `X-Run-Id` nor `session_id` (`nothing_to_resume`)' },
         403: turnErrors[403],
         404: { description: 'The session does not exist or is not visible to this token; with `Last-Event-ID`, no such run in it, or it has none' },
@@ -128,7 +135,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
       params: RunIdParams,
       query: ResumeQuery,
       responses: {
-        200: { description: 'The run\'s later frames', contentType: 'text/event-stream' },
+        200: { description: 'The run\'s later frames', contentType: 'text/event-stream', schema: RunStreamEvent },
         404: { description: 'No run by that id is known, or its conversation is not visible to this token' },
       },
       async handle({ req, res, params, query }) {

@@ -71,7 +71,20 @@ export const ChatRequest = z
     tool_results: z.array(ToolResult).max(128).optional(),
     ...flagsShape,
   })
-  .meta({ id: 'ChatRequest' });
+  .refine(
+    (request) => request.message !== undefined || [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0),
+    { message: 'message is required unless the request answers a pause (tool_results, approval_decisions or question_answers)', path: ['message'] },
+  )
+  .meta({
+    id: 'ChatRequest',
+    // The same rule as the refinement above, in the document's own words (JSON Schema cannot read a refinement).
+    anyOf: [
+      { required: ['message'] },
+      { required: ['tool_results'], properties: { tool_results: { minItems: 1 } } },
+      { required: ['approval_decisions'], properties: { approval_decisions: { minItems: 1 } } },
+      { required: ['question_answers'], properties: { question_answers: { minItems: 1 } } },
+    ],
+  });
 export type ChatRequestInput = z.infer<typeof ChatRequest>;
 
 export const ToolCallOut = z

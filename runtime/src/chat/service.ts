@@ -71,9 +71,6 @@ export class ChatService {
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
     const tools = ToolSet.forTurn(permission, request);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
-    if (request.message === undefined && !answering) {
-      throw invalidArgument('message is required unless the request answers a pause (tool_results, approval_decisions or question_answers)');
-    }
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403).
     const existing = request.session_id === undefined ? undefined : await deps.sessions.ownedSession(principal, request.session_id);

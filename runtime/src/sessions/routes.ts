@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { ValidationError } from '@agentplane/lib/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { openSse } from '@agentplane/lib/http/sse';
+import { openSse, sseEventSchema } from '@agentplane/lib/http/sse';
 import { principalOf } from '../auth/guard.js';
 import {
   FeedbackDeleted,
@@ -24,6 +24,9 @@ import {
   SessionUpdate,
 } from './schemas.js';
 import type { SessionService } from './service.js';
+
+/** A conversation's new messages as server-sent events. */
+const SessionStreamEvent = sseEventSchema('SessionStreamEvent', ['message', 'error'], '`message` a MessageOut (its id is the event id); `error` {status, code, message, retryable} before the stream ends');
 
 const forbidden = { description: 'The token lacks capability `chat` (`code` `capability_denied`)' };
 const notFound = { description: 'No such conversation, or one this token may not see (the same answer)' };
@@ -101,7 +104,7 @@ export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSigna
       params: SessionIdParams,
       query: SessionEventsQuery,
       responses: {
-        200: { description: 'The event stream', contentType: 'text/event-stream' },
+        200: { description: 'The event stream', contentType: 'text/event-stream', schema: SessionStreamEvent },
         403: forbidden,
         404: { description: 'No such conversation (or not visible), or `after` is not a message of it' },
         422: { description: 'session_id, `after` or `Last-Event-ID` is not a UUID' },

@@ -69,8 +69,7 @@ export const MessagePageQuery = z
       .uuid({ error: 'after must be a message id (a UUID)' })
       .optional()
       .meta({ description: 'The messages right after this one (a message of the conversation): the next page is `after` the last message of this one' }),
-  })
-  .refine((page) => page.before === undefined || page.after === undefined, { message: 'send before or after, not both', path: ['before'] });
+  });
 export type MessagePageInput = z.infer<typeof MessagePageQuery>;
 
 export const SessionUpdate = z

@@ -122,26 +122,27 @@ export class SessionService {
   /**
    * Messages of a conversation, oldest first, with the caller's own vote on each. Without a page the whole
    * conversation; with `limit` alone its newest `limit`; with `before` or `after` (a message of it) the `limit`
-   * messages right before or after that one (docs/decisions/0026).
+   * messages right before or after that one; with both, the first `limit` strictly between them
+   * (docs/decisions/0026).
    */
   async messages(principal: Principal, sessionId: string, page: MessagePageInput = {}): Promise<MessageOutput[]> {
     requireChat(principal);
     await this.visibleSession(principal, sessionId);
-    const cursor = page.before ?? page.after;
-    if (cursor === undefined && page.limit === undefined) return (await this.readMessages(principal, sessionId, null)).map(({ message }) => message);
+    if (page.before === undefined && page.after === undefined && page.limit === undefined) {
+      return (await this.readMessages(principal, sessionId, null)).map(({ message }) => message);
+    }
     const limit = page.limit ?? DEFAULT_MESSAGE_PAGE;
     let query = this.messagesQuery(principal, sessionId);
-    if (cursor !== undefined) {
-      const seq = await this.seqOf(principal, sessionId, cursor);
-      query = query.where('messages.seq', page.after !== undefined ? '>' : '<', seq);
-    }
+    if (page.after !== undefined) query = query.where('messages.seq', '>', await this.seqOf(principal, sessionId, page.after));
+    if (page.before !== undefined) query = query.where('messages.seq', '<', await this.seqOf(principal, sessionId, page.before));
     // `after` pages forwards from the cursor; `before` and a bare `limit` page backwards from the newest end.
+    const forwards = page.after !== undefined;
     const rows = await query
       .clearOrderBy()
-      .orderBy('messages.seq', page.after !== undefined ? 'asc' : 'desc')
+      .orderBy('messages.seq', forwards ? 'asc' : 'desc')
       .limit(limit)
       .execute();
-    if (page.after === undefined) rows.reverse();
+    if (!forwards) rows.reverse();
     return rows.map(withFeedback);
   }
 

@@ -347,8 +347,12 @@ describe.each(availableSetups())('conversations (%s)', (setup) => {
       expect(await page(`?after=${m1}`)).toEqual(['m2', 'm3', 'm4', 'm5']);
       expect(await page(`?after=${m5}`)).toEqual([]);
       expect(await page('?limit=500')).toHaveLength(5);
+      // Both cursors: the messages strictly between them, from the older end.
+      expect(await page(`?after=${m1}&before=${m5}`)).toEqual(['m2', 'm3', 'm4']);
+      expect(await page(`?after=${m1}&before=${m5}&limit=2`)).toEqual(['m2', 'm3']);
+      expect(await page(`?after=${m4}&before=${m2}`)).toEqual([]);
 
-      for (const query of ['?limit=0', '?limit=501', '?limit=two', `?before=${m1}&after=${m2}`, '?before=nope']) {
+      for (const query of ['?limit=0', '?limit=501', '?limit=two', '?before=nope']) {
         const res = await rt.endUser(`/chat/sessions/${id}/messages${query}`, token);
         expect(res.status, query).toBe(422);
         expect(((await res.json()) as { detail: { loc: string[] }[] }).detail[0]!.loc[0]).toBe('query');

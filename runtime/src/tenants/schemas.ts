@@ -256,7 +256,7 @@ const configurationShape = z.strictObject({
     .refine((issuer) => !issuer.startsWith('agentplane:tenant:'), 'issuers starting with agentplane:tenant: belong to the runtime\'s narrowed tokens')
     .meta({ description: 'The `iss` every token the project mints carries (`agentplane:project:<project id>`); not one starting with `agentplane:tenant:`' }),
   trusted_keys: trustedKeysSchema
-    .refine((set) => set.keys.length > 0, 'at least one key is needed')
+    .extend({ keys: trustedKeysSchema.shape.keys.min(1, 'at least one key is needed') })
     .meta({ description: 'The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token)' }),
   ceiling: CapabilityCeilingSchema,
   system_prompt: z.string().max(maxSystemPromptLength).nullable().default(null).meta({ description: 'The project\'s system prompt; it wins over a per-request one' }),
