@@ -189,9 +189,15 @@ describe.each(availableSetups())('turns (%s)', (setup) => {
     // Other problems of the same tool stay 422; a 400 field beside them still answers 400.
     const other = await world.chat(token, { message: 'pay bob', tools: [{ ...tool, name: 'bad name' }] });
     expect(other.status).toBe(422);
-    expect(world.fake.chatRequests()).toHaveLength(calls);
+    const both = await world.chat(token, { message: 'pay bob', tools: [{ ...tool, name: 'bad name', requiresApproval: null }] });
+    expect(both.status).toBe(400);
+    expect(await both.json()).toMatchObject({ detail: 'tools[0].requiresApproval: requiresApproval must be true or false' });
+    // true and false are the gate itself.
+    world.fake.script('no tool needed', 'still none');
+    for (const requiresApproval of [true, false]) expect((await world.chat(token, { message: 'hi', tools: [{ ...tool, requiresApproval }] })).status).toBe(200);
+    expect(world.fake.chatRequests()).toHaveLength(calls + 2);
     const sessionsAfter = await world.rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
-    expect(sessionsAfter).toHaveLength(sessionsBefore.length);
+    expect(sessionsAfter).toHaveLength(sessionsBefore.length + 2);
   });
 
   it('tells the agent to stop when an approval is refused, passing the note', async () => {
