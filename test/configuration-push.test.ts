@@ -74,11 +74,20 @@ describe('configuration push: providers, default model, prices and limits', () =
     await openai?.close();
   });
 
-  it('pushes nothing of the sort for a project without providers or limits', async () => {
+  /** POST /chat on the runtime as an end-user the project mints. */
+  const chat = async (body: Record<string, unknown>) => {
+    const minted = await json<{ access_token: string }>(call('/token', { method: 'POST', body: JSON.stringify({ subject: 'acme:user-1', capabilities: ['chat'] }) }));
+    return rt.endUser('/chat', minted.access_token, { method: 'POST', body: JSON.stringify(body) });
+  };
+
+  it('pushes nothing of the sort for a project without providers or limits, and a turn there ends no_model', async () => {
     const loaded = await delivered();
     expect(loaded.document).not.toHaveProperty('providers');
     expect(loaded.document).not.toHaveProperty('default_model');
     expect(loaded.document).not.toHaveProperty('limits');
+    const turn = await chat({ message: 'anyone?' });
+    expect(turn.status).toBe(200);
+    expect(await turn.json()).toMatchObject({ finish_reason: 'no_model', content: '' });
   });
 
   it('pushes each provider with its key, as the runtime then holds it, the default model, prices and limits', async () => {
@@ -130,23 +139,30 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect((JSON.parse(text) as { providers: { api_key: string }[] }).providers.map((p) => p.api_key)).toEqual(['****WXYZ', '****QRST']);
   });
 
-  it('leaves a removed provider out of the next push, with the default it served cleared', async () => {
+  it('leaves a removed provider out of the next push, keeping the default it served, so a turn answers 409 no_provider', async () => {
     const before = await delivered();
     const openaiId = before.document.providers!.find((p) => p.kind === 'openai')!.id;
     expect((await call(`/providers/${openaiId}`, { method: 'DELETE' })).status).toBe(200);
     const after = await delivered();
     expect(after.version).toBeGreaterThan(before.version);
     expect(after.document.providers!.map((p) => p.id)).toEqual([before.document.providers![0]!.id]);
-    expect(after.document.default_model).toBeNull();
+    expect(after.document.default_model).toBe('gpt-4o');
     expect(providerFor(after.document, 'gpt-4o')).toBeUndefined();
     expect(after.document.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
 
-    // The last provider gone: no providers section and no default model at all.
+    // The last provider gone: no providers section, the default still named, and a turn on it is 409 no_provider
+    // naming cause and fix, not a free no_model that stores the message.
     expect((await call(`/providers/${after.document.providers![0]!.id}`, { method: 'DELETE' })).status).toBe(200);
     const none = await delivered();
     expect(none.document).not.toHaveProperty('providers');
-    expect(none.document).not.toHaveProperty('default_model');
+    expect(none.document.default_model).toBe('gpt-4o');
     expect(none.document.limits).toEqual({ rpm_limit: 60, tpm_limit: 50_000, budget: { amount_usd: 20, window: 'month' } });
+    const turn = await chat({ message: 'after removal' });
+    expect(turn.status).toBe(409);
+    const body = (await turn.json()) as { code: string; detail: string };
+    expect(body.code).toBe('no_provider');
+    expect(body.detail).toMatch(/^no provider serves model 'gpt-4o': its credential was removed or rotated out\. Register a provider/);
+    expect(await rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', tenantId).execute()).toHaveLength(1);
   });
 
   it('delivered every push (nothing stuck on a refusal) and never logged a key', async () => {

@@ -154,6 +154,51 @@ describe('turn errors', () => {
     }
   });
 
+  it('answers 409 no_provider naming cause and fix once the project\'s only provider is removed, persisting nothing; a project that never had a model still ends no_model', async () => {
+    const token = await world.token();
+    world.fake.script('first');
+    const first = (await (await world.chat(token, { message: 'before removal' })).json()) as { session_id: string };
+    const ceiling = world.tenant.configuration.ceiling;
+    // What the control plane pushes once the only provider is deleted: no providers, no registered models, and the
+    // default model the customer chose, which nothing serves any more.
+    const removed = await world.tenant.reconfigure({ providers: undefined, default_model: MODEL, ceiling: { ...ceiling, registeredModels: [] } });
+    expect(removed.status).toBe(200);
+    try {
+      const before = world.fake.chatRequests().length;
+      const runsBefore = await world.rt.runtime.database.db.selectFrom('runs').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+      const res = await world.chat(token, { message: 'after removal', session_id: first.session_id });
+      expect(res.status).toBe(409);
+      const body = (await res.json()) as Record<string, unknown>;
+      expect(body).toMatchObject({ code: 'no_provider', session_id: first.session_id });
+      expect(body).not.toHaveProperty('finish_reason');
+      // The cause (the default model's provider is gone) and the fix (register one, or choose another default).
+      expect(String(body.detail)).toContain(`no provider serves model '${MODEL}'`);
+      expect(String(body.detail)).toContain('POST /api/projects/{id}/providers');
+      expect(String(body.detail)).toContain('POST /api/projects/{id}/default-model');
+      const { response, events } = await world.streamAll(token, { message: 'again', session_id: first.session_id });
+      expect(response.status).toBe(200);
+      expect(events.filter((e) => e.event === 'error' || e.event === 'done')).toHaveLength(1);
+      expect(events.at(-1)!.event).toBe('error');
+      expect(events.at(-1)!.data).toMatchObject({ type: 'error', status: 409, code: 'no_provider', message: body.detail, retryable: false, session_id: first.session_id });
+      const fresh = await world.chat(token, { message: 'new conversation' });
+      expect(fresh.status).toBe(409);
+      expect(await fresh.json()).not.toHaveProperty('session_id');
+      // Nothing persisted: the history is the first turn alone, no run was recorded and no model was called.
+      const messages = (await (await world.rt.endUser(`/chat/sessions/${first.session_id}/messages`, token)).json()) as { content: string }[];
+      expect(messages.map((m) => m.content)).toEqual(['before removal', 'first']);
+      const runsAfter = await world.rt.runtime.database.db.selectFrom('runs').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+      expect(runsAfter).toHaveLength(runsBefore.length);
+      expect(world.fake.chatRequests()).toHaveLength(before);
+      // A project that never had a model (no default, no provider) ends no_model at once, free.
+      expect((await world.tenant.reconfigure({ default_model: null })).status).toBe(200);
+      const never = await world.chat(token, { message: 'anyone?' });
+      expect(never.status).toBe(200);
+      expect(await never.json()).toMatchObject({ finish_reason: 'no_model', content: '' });
+    } finally {
+      await world.tenant.reconfigure({ providers: providerSection(world.fake), default_model: MODEL, ceiling });
+    }
+  });
+
   it('answers 429 with the reset time once the project\'s rpm limit is reached, without delaying', async () => {
     expect((await world.tenant.reconfigure({ limits: { rpm_limit: 2 } })).status).toBe(200);
     try {

@@ -168,6 +168,38 @@ describe.each(availableSetups())('turns (%s)', (setup) => {
     expect(sent[3]).toMatchObject({ role: 'user', content: 'hello?' });
   });
 
+  it('refuses an invalid requiresApproval, or the spelling requires_approval, with 400 naming the field on both paths, storing nothing', async () => {
+    const token = await world.token();
+    const sessionsBefore = await world.rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+    const calls = world.fake.chatRequests().length;
+    const tool = { name: 'send_payment', parameters: { type: 'object' } };
+    const cases: [Record<string, unknown>, string][] = [
+      [{ requiresApproval: 'false' }, 'tools[0].requiresApproval: requiresApproval must be true or false'],
+      [{ requiresApproval: null }, 'tools[0].requiresApproval: requiresApproval must be true or false'],
+      [{ requiresApproval: 0 }, 'tools[0].requiresApproval: requiresApproval must be true or false'],
+      [{ requires_approval: true }, 'tools[0].requires_approval: the write surface spells it requiresApproval'],
+    ];
+    for (const [gate, detail] of cases) {
+      for (const send of [world.chat, world.stream]) {
+        const res = await send(token, { message: 'pay bob', tools: [{ ...tool, ...gate }] });
+        expect(res.status, JSON.stringify(gate)).toBe(400);
+        expect(await res.json()).toMatchObject({ detail, code: 'invalid_argument', request_id: expect.any(String) });
+      }
+    }
+    // Other problems of the same tool stay 422; a 400 field beside them still answers 400.
+    const other = await world.chat(token, { message: 'pay bob', tools: [{ ...tool, name: 'bad name' }] });
+    expect(other.status).toBe(422);
+    const both = await world.chat(token, { message: 'pay bob', tools: [{ ...tool, name: 'bad name', requiresApproval: null }] });
+    expect(both.status).toBe(400);
+    expect(await both.json()).toMatchObject({ detail: 'tools[0].requiresApproval: requiresApproval must be true or false' });
+    // true and false are the gate itself.
+    world.fake.script('no tool needed', 'still none');
+    for (const requiresApproval of [true, false]) expect((await world.chat(token, { message: 'hi', tools: [{ ...tool, requiresApproval }] })).status).toBe(200);
+    expect(world.fake.chatRequests()).toHaveLength(calls + 2);
+    const sessionsAfter = await world.rt.runtime.database.db.selectFrom('sessions').select('id').where('tenant_id', '=', world.tenant.tenantId).execute();
+    expect(sessionsAfter).toHaveLength(sessionsBefore.length + 2);
+  });
+
   it('tells the agent to stop when an approval is refused, passing the note', async () => {
     const token = await world.token();
     world.fake.script({ toolCalls: [{ id: 'call_ra', name: 'request_approval', arguments: { action: 'Delete the production database', detail: 'db=prod' } }] }, 'Understood, I stopped.');

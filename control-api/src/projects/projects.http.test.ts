@@ -102,7 +102,18 @@ describe('project routes and minting', () => {
     expect(claims.exp - claims.iat).toBe(600);
   });
 
+  it('grants a capability the ceiling names though nothing is built behind it yet, and says so in warnings', async () => {
+    const body = await json<{ capabilities: string[]; warnings?: string[] }>(mint({ subject: 'acme:user-8', capabilities: ['chat', 'web_search', 'output:image'] }));
+    expect(body.capabilities).toEqual(['chat', 'output:image', 'web_search']);
+    expect(body.warnings).toEqual([
+      "granted capability 'output:image' has nothing behind it yet",
+      "granted capability 'web_search' has nothing behind it yet",
+    ]);
+  });
+
   it('omits warnings when there are none, and defaults the scope to the subject', async () => {
+    // Without output:image in the ceiling, no modality with nothing behind it is inherited.
+    expect((await patch({ ceiling: { capabilities: ['chat', 'documents:read', 'documents:write', 'web_search'] } })).status).toBe(200);
     const body = await json<Record<string, unknown>>(mint({ subject: 'acme:user-7', capabilities: ['chat'] }));
     expect(body.scope).toBe('acme:user-7');
     expect(body).not.toHaveProperty('warnings');

@@ -61,17 +61,22 @@ export class ProjectReadiness {
         id: 'provider',
         ok: registeredModels.length > 0,
         essential: true,
-        blocks: 'turns: with no provider a turn ends with finish_reason no_model',
+        blocks: 'turns: with no provider a turn answers 409 no_provider, or ends with finish_reason no_model when no default model is set',
         fix: `POST /api/projects/${projectId}/providers`,
         detail: registeredModels.length > 0 ? `models registered: ${registeredModels.join(', ')}` : 'no provider is registered',
       },
       {
         id: 'default-model',
-        ok: defaultModel !== null,
+        ok: defaultModel !== null && registeredModels.includes(defaultModel),
         essential: true,
         blocks: 'turns that name no model',
         fix: `POST /api/projects/${projectId}/default-model`,
-        detail: defaultModel === null ? 'no default model is set' : `the default model is ${defaultModel}`,
+        detail:
+          defaultModel === null
+            ? 'no default model is set'
+            : registeredModels.includes(defaultModel)
+              ? `the default model is ${defaultModel}`
+              : `the default model ${defaultModel} has no provider: turns answer 409 no_provider until one serves it or another default is set`,
       },
     ];
     const pending = steps.find((step) => step.essential && !step.ok) ?? steps.find((step) => !step.ok);

@@ -201,8 +201,10 @@ export class ProjectService {
       system_prompt: row.system_prompt,
       origins: row.origins,
       // Left out, rather than empty, for a project that uses none of them: its document stays what it was before
-      // these sections existed, so its digest does too. The default model only means something with a provider.
-      ...(providers.length > 0 ? { providers, default_model: row.default_model } : {}),
+      // these sections existed, so its digest does too. A default model with no provider left is pushed all the
+      // same: the runtime tells a removed provider (409 no_provider) from a model never set (no_model) by it.
+      ...(providers.length > 0 ? { providers } : {}),
+      ...(providers.length > 0 || row.default_model !== null ? { default_model: row.default_model } : {}),
       ...(limits ? { limits } : {}),
     };
   }

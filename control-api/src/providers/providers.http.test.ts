@@ -305,18 +305,32 @@ describe('providers (bring your own keys)', () => {
     compatible.chatModels = ['llama-3.1-8b', 'qwen-2.5'];
   });
 
-  it('removes a provider with its models; a default it served is cleared, not replaced', async () => {
+  it('removes a provider with its models; a default it served is kept and still pushed, so turns on it answer no_provider, not no_model', async () => {
     const version = await env.version();
     const res = await env.call(`/providers/${second.id}`, { method: 'DELETE' });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ id: second.id, derived: { defaultModel: null } });
-    expect(await json(env.call('/default-model'))).toEqual({ model: null });
+    expect(await res.json()).toMatchObject({ id: second.id, derived: { defaultModel: 'gpt-4o' } });
+    expect(await json(env.call('/default-model'))).toEqual({ model: 'gpt-4o' });
     expect(await env.version()).toBe(version + 1);
-    expect((await env.control.projects.configurationDocument(env.projectId))!.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
+    const document = (await env.control.projects.configurationDocument(env.projectId))!;
+    expect(document.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
+    expect(document.default_model).toBe('gpt-4o');
+    expect(document.providers!.flatMap((p) => p.models)).not.toContain('gpt-4o');
+    const readiness = await json<{ canAnswer: boolean; steps: { id: string; ok: boolean; detail: string }[] }>(env.call('/readiness'));
+    expect(readiness.canAnswer).toBe(false);
+    expect(readiness.steps.find((step) => step.id === 'default-model')).toMatchObject({ ok: false, detail: expect.stringContaining('gpt-4o has no provider') });
     expect((await env.call(`/providers/${second.id}`, { method: 'DELETE' })).status).toBe(404);
     expect((await json<{ providers: Provider[] }>(env.call('/providers'))).providers.map((p) => p.id)).toEqual([first.id]);
     const mint = await env.call('/token', { method: 'POST', key: env.mintKey, body: JSON.stringify({ subject: 'acme:user-1', models: ['gpt-4o'] }) });
     expect(await mint.json()).toMatchObject({ detail: "model 'gpt-4o' is not available to this project. Registered: llama-3.1-8b" });
+    // A rotation (the provider registered again) serves the kept default at once.
+    const rotated = await json<Provider>(env.register({ provider: 'openai', models: ['gpt-4o'], values: { api_key: openaiKey, base_url: openai.url } }));
+    expect(rotated.derived.defaultModel).toBe('gpt-4o');
+    expect((await env.call(`/providers/${rotated.id}`, { method: 'DELETE' })).status).toBe(200);
+    // A provider that does not serve it replaces a default nothing serves with its first model, as a first provider does.
+    const other = await json<Provider>(env.register({ provider: 'openai_compatible', models: ['qwen-2.5'], values: { api_key: chatKey, base_url: compatible.url } }));
+    expect(other.derived.defaultModel).toBe('qwen-2.5');
+    expect((await env.call(`/providers/${other.id}`, { method: 'DELETE' })).status).toBe(200);
   });
 
   it('refuses a mint key on every provider route with 403', async () => {

@@ -140,22 +140,24 @@ export class ProviderService {
         })
         .returningAll()
         .executeTakeFirstOrThrow();
-      // The first registered model becomes the default only when there is none: an explicit choice stands.
-      return { set: current.default_model === null ? { default_model: models[0]! } : {}, result: inserted };
+      // The first registered model becomes the default only when there is none, or the one there is lost its
+      // provider and this one does not serve it: an explicit choice that is served stands.
+      const served = current.default_model !== null && (await registeredModels(trx, projectId)).includes(current.default_model);
+      return { set: served ? {} : { default_model: models[0]! }, result: inserted };
     });
     return { ...present(row, project.default_model), ...(warnings.length > 0 ? { warnings } : {}) };
   }
 
   /**
-   * Removes a credential and with it its models. A default model it served is cleared, not replaced by another:
-   * nothing in the control plane picks a model the customer did not choose.
+   * Removes a credential and with it its models. A default model it served is kept: the runtime then answers a turn
+   * on it 409 `no_provider` (its provider is gone) rather than `no_model` (no model was ever set), and a provider
+   * registered again for it (a rotation) serves it at once (docs/decisions/0030).
    */
   async remove(projectId: string, providerId: string): Promise<ProviderOut> {
-    const { project, result: row } = await this.projects.applyChange(projectId, async (trx, current) => {
+    const { project, result: row } = await this.projects.applyChange(projectId, async (trx) => {
       const deleted = await trx.deleteFrom('providers').where('id', '=', providerId).where('project_id', '=', projectId).returningAll().executeTakeFirst();
       if (!deleted) throw providerNotFound(providerId);
-      const stale = current.default_model !== null && !(await registeredModels(trx, projectId)).includes(current.default_model);
-      return { set: stale ? { default_model: null } : {}, result: deleted };
+      return { result: deleted };
     });
     return present(row, project.default_model);
   }

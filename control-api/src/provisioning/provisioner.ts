@@ -41,7 +41,7 @@ export interface TenantConfigurationDocument {
   };
   system_prompt: string | null;
   origins: string[];
-  /** Present when the project has a provider; then `default_model` is present too (null: none). */
+  /** Present when the project has a provider; then `default_model` is present too (null: none), as it is when a default outlived its provider. */
   providers?: PushedProvider[];
   default_model?: string | null;
   /** Present when the project has any cap. */

@@ -1,6 +1,6 @@
 // Minting end-user tokens (POST /api/projects/:id/token): the request clamped against the project's ceiling by
 // the permission module, signed with the project's active key.
-import { clampMint, EFFORTS } from '@agentplane/lib/permissions';
+import { clampMint, EFFORTS, unimplementedWarnings } from '@agentplane/lib/permissions';
 import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { signAccessToken } from '@agentplane/lib/tokens/mint';
 import { grantFromClaims } from '@agentplane/lib/tokens/permission-claims';
@@ -39,7 +39,10 @@ export const TokenResponse = z
     max_effort: z.enum(EFFORTS).nullable(),
     max_context_tokens: z.number().int().nullable(),
     max_tool_iterations: z.number().int().nullable(),
-    warnings: z.array(z.string()).optional().meta({ description: 'Present when a privileged role was granted or a requested capability was not put on the token' }),
+    warnings: z
+      .array(z.string())
+      .optional()
+      .meta({ description: 'Present when a privileged role was granted, a requested capability was not put on the token, or a granted capability has nothing behind it yet in this build' }),
   })
   .meta({ id: 'TokenResponse' });
 
@@ -60,6 +63,8 @@ export class TokenMintService {
       lifetimeSeconds: issued.expiresIn,
     });
     const { claims } = issued;
+    // Granted all the same: the ceiling may name what a later build serves, and the token then already carries it.
+    const warnings = [...issued.warnings, ...unimplementedWarnings(claims.capabilities)];
     return {
       access_token: token,
       token_type: 'Bearer',
@@ -71,7 +76,7 @@ export class TokenMintService {
       max_effort: claims.maxEffort ?? null,
       max_context_tokens: claims.maxContextTokens ?? null,
       max_tool_iterations: claims.maxToolIterations ?? null,
-      ...(issued.warnings.length > 0 ? { warnings: issued.warnings } : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
     };
   }
 }

@@ -83,6 +83,26 @@ export interface MountOptions {
   guards: Partial<Record<SecurityScheme, Guard>>;
 }
 
+/** The issue parameter that marks a field whose invalid value makes the request malformed (see `malformedUnless`). */
+const MALFORMED = 'malformed';
+
+/**
+ * A field whose invalid value is a malformed request, answered 400 naming the field, not 422 (SPEC.md Errors: an
+ * invalid `requiresApproval` value is 400). `check` says which values are valid; give the field its OpenAPI type
+ * with `.meta({ type })`, since a custom check has none.
+ */
+export function malformedUnless<T>(check: (value: unknown) => value is T, message: string) {
+  return z.custom<T>(check, { message, params: { [MALFORMED]: true } });
+}
+
+/** A 400 naming each malformed field (`tools[0].requiresApproval: ...`) when any issue is one; otherwise undefined. */
+function malformedRequest(error: z.ZodError): AppError | undefined {
+  const malformed = error.issues.filter((issue) => issue.code === 'custom' && issue.params?.[MALFORMED] === true);
+  if (malformed.length === 0) return undefined;
+  const field = (path: PropertyKey[]) => path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+  return new AppError('invalid_argument', malformed.map((issue) => `${field(issue.path)}: ${issue.message}`).join('; '));
+}
+
 function problemsOf(error: z.ZodError, where: string): FieldProblem[] {
   return error.issues.map((issue) => ({ loc: [where, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], msg: messageOf(issue) }));
 }
@@ -98,7 +118,7 @@ function parsePart(schema: z.ZodType | undefined, value: unknown, where: string)
   const untextual = untextualFields(value, where);
   if (untextual.length > 0) throw new ValidationError(untextual);
   const result = schema.safeParse(value);
-  if (!result.success) throw new ValidationError(problemsOf(result.error, where));
+  if (!result.success) throw malformedRequest(result.error) ?? new ValidationError(problemsOf(result.error, where));
   return result.data;
 }
 
@@ -197,7 +217,7 @@ function standardResponses(route: RouteDefinition): Record<number, ResponseSpec>
   if (route.security.length > 0) standard[401] = { description: 'Missing or invalid credential' };
   if (route.body || route.params || route.query) standard[422] = { description: 'Invalid body, path or query' };
   if (route.body) {
-    standard[400] = { description: 'Body is not valid JSON' };
+    standard[400] = { description: 'Body is not valid JSON, or a field whose invalid value makes the request malformed (the detail names it)' };
     standard[413] = { description: 'Body larger than the configured limit' };
     standard[415] = { description: 'Body sent with a Content-Type other than application/json' };
   }

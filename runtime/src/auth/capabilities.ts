@@ -1,10 +1,11 @@
 // `GET /capabilities`: what the caller's token holds under the project's current ceiling, and which `enable_*`
-// switches would do anything, so a client shows only the features that work. The arithmetic is lib's.
+// switches would do anything, so a client shows only the features that work: a switch appears once a feature of
+// this build is behind it (lib/src/permissions/features.ts). The arithmetic is lib's.
 import { z } from 'zod';
 import {
   CAPABILITIES,
   EFFORTS,
-  REQUEST_FLAGS,
+  IMPLEMENTED_FLAGS,
   intersectAllowList,
   isPrivileged,
   type Capability,
@@ -12,7 +13,7 @@ import {
 } from '@agentplane/lib/permissions';
 import type { Principal } from './authenticate.js';
 
-const switchesShape = Object.fromEntries(REQUEST_FLAGS.map((flag) => [flag, z.boolean()])) as Record<RequestFlag, z.ZodBoolean>;
+const switchesShape = Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, z.boolean()])) as Partial<Record<RequestFlag, z.ZodBoolean>>;
 
 export const Capabilities = z
   .object({
@@ -24,7 +25,10 @@ export const Capabilities = z
       .meta({ description: 'Effective now: the token\'s capabilities within the project\'s current ceiling, sorted. A capability the project has since removed is not listed' }),
     switches: z
       .strictObject(switchesShape)
-      .meta({ description: 'Per `enable_*` flag of ChatRequest: true when the token holds what the flag switches, so setting it (or leaving it unset) does something. `enable_plugins` is true whenever project skills can be used' }),
+      .meta({
+        description:
+          'Per `enable_*` flag of ChatRequest that a feature of this build is behind: true when the token holds what the flag switches, so setting it (or leaving it unset) does something. A flag with nothing behind it yet is not listed',
+      }),
     allowed_models: z
       .array(z.string())
       .nullable()
@@ -44,7 +48,7 @@ export function capabilitiesOf({ tenantId, claims, permission, configuration }: 
     subject: claims.sub,
     scope: claims.scope,
     capabilities: [...permission.capabilities].sort(),
-    switches: { ...permission.switches },
+    switches: Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, permission.switches[flag]])),
     // A model the project has since unregistered is no longer usable, whatever the token lists.
     allowed_models: intersectAllowList(permission.allowedModels, configuration.document.ceiling.registeredModels) ?? null,
     max_effort: permission.maxEffort ?? null,

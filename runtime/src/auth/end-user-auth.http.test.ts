@@ -4,7 +4,6 @@
 import { randomUUID } from 'node:crypto';
 import { CompactSign } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REQUEST_FLAGS } from '@agentplane/lib/permissions';
 import { ACCESS_TOKEN_TYPE, audienceFor } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, rotateKeyRing, trustedKeysOf } from '@agentplane/lib/tokens/keys';
 import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
@@ -28,7 +27,9 @@ const ceiling = {
   registeredModels: ['gpt-4o', 'gpt-4o-mini', 'llama-3'],
 };
 
-const switchesWith = (...on: string[]) => Object.fromEntries(REQUEST_FLAGS.map((flag) => [flag, on.includes(flag)]));
+/** The switches this build has a feature behind (docs/decisions/0030), with those named on. */
+const BUILT_SWITCHES = ['enable_approvals', 'enable_ask_user', 'enable_auto_title'];
+const switchesWith = (...on: string[]) => Object.fromEntries(BUILT_SWITCHES.map((flag) => [flag, on.includes(flag)]));
 
 describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
   let services: ScaleServices | undefined;
@@ -77,7 +78,7 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
         subject: 'acme:team-1:alice',
         scope: 'acme:team-1',
         capabilities: ['chat', 'documents:read', 'input:file', 'memory', 'output:image', 'web_search'],
-        switches: switchesWith('enable_rag', 'enable_memory', 'enable_web_search', 'enable_plugins'),
+        switches: switchesWith(),
         allowed_models: ['gpt-4o-mini', 'llama-3'],
         max_effort: 'medium',
         // The tighter of the token's 8 and the project's 5; the context ceiling comes from the project alone.
@@ -85,6 +86,16 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
         max_context_tokens: 64_000,
         privileged: false,
       });
+    });
+
+    it('offers only the switches a feature of this build is behind, however many capabilities the token holds', async () => {
+      const token = await acme.mint({ capabilities: ['chat', 'documents:read', 'memory', 'web_search', 'browser', 'ask_user'] });
+      const body = (await (await capabilities(token)).json()) as { capabilities: string[]; switches: Record<string, boolean> };
+      // Held, but nothing is built behind them yet: still listed as held, never offered as a switch worth setting.
+      expect(body.capabilities).toEqual(['ask_user', 'browser', 'chat', 'documents:read', 'memory', 'web_search']);
+      expect(body.switches).toEqual({ enable_approvals: false, enable_ask_user: true, enable_auto_title: false });
+      const doc = (await (await fetch(`${rt.url}/openapi.json`)).json()) as { components: { schemas: Record<string, { properties: Record<string, { properties?: object }> }> } };
+      expect(Object.keys(doc.components.schemas.Capabilities!.properties.switches!.properties!).sort()).toEqual(BUILT_SWITCHES);
     });
 
     it('reports a privileged role, and null for limits neither the token nor the project sets', async () => {
@@ -114,7 +125,7 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
       const body = (await (await capabilities(token)).json()) as Record<string, unknown>;
       // memory left the ceiling; documents:write went with the project turning read-only; llama-3 is unregistered.
       expect(body.capabilities).toEqual(['chat', 'web_search']);
-      expect(body.switches).toEqual(switchesWith('enable_web_search', 'enable_plugins'));
+      expect(body.switches).toEqual(switchesWith());
       expect(body.allowed_models).toEqual(['gpt-4o']);
 
       // Widening the ceiling again never adds what the token did not carry.

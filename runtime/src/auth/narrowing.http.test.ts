@@ -297,6 +297,95 @@ describe.each(availableSetups())('token narrowing (%s)', (setup) => {
     });
   });
 
+  describe('schema and behaviour', () => {
+    /** Each SPEC.md narrow-token field: what /openapi.json says of it, a request it describes as kept, one it describes as refused or clamped. */
+    const fields: { field: string; description: string; kept: [unknown, Partial<Narrowed>]; other: [unknown, number, Partial<Narrowed> | string] }[] = [
+      {
+        field: 'user_ref',
+        description: "The child's subject: only the calling token's own; any other, a path under it included, is 403 (a narrowed token narrows what the subject may do, not who it is). Omitted: the caller's",
+        kept: ['acme:team-1:alice', {}],
+        other: ['acme:team-1:alice:helper', 403, "user_ref 'acme:team-1:alice:helper' is not the calling token's subject 'acme:team-1:alice': a narrowed token acts as the same subject"],
+      },
+      {
+        field: 'capabilities',
+        description: "Kept where the calling token holds them within the project's current ceiling; any other (unknown, not held, or documents:write on a read-only project) is dropped with a warning (200). Omitted: the caller's",
+        kept: [['chat'], { capabilities: ['chat'] }],
+        other: [['chat', 'computer'], 200, { capabilities: ['chat'], warnings: ["capability 'computer' was not granted: it is not in the calling token"] }],
+      },
+      {
+        field: 'scope',
+        description: "Within the calling token's scope (403 otherwise), and the subject or a prefix of it (400 otherwise). Omitted: the caller's",
+        kept: ['acme:team-1:alice', { scope: 'acme:team-1:alice' }],
+        other: ['acme', 403, "scope 'acme' is outside the calling token's scope 'acme:team-1'"],
+      },
+      {
+        field: 'data_scope',
+        description: "Within the calling token's data scope, its scope when it has none (403 otherwise). Omitted: the caller's",
+        kept: ['acme:team-1:alice', { data_scope: 'acme:team-1:alice' }],
+        other: ['acme:team-2', 403, "data_scope 'acme:team-2' is outside the calling token's data scope 'acme:team-1'"],
+      },
+      {
+        field: 'allowed_models',
+        description: "Intersected with the caller's list (a model it may not use is dropped with a warning); each must be registered by the project (400 otherwise). Omitted: the caller's",
+        kept: [['gpt-4o'], { allowed_models: ['gpt-4o'] }],
+        other: [['llama-3'], 200, { allowed_models: [], warnings: ["model 'llama-3' was not allowed: the calling token may not use it"] }],
+      },
+      {
+        field: 'max_effort',
+        description: "The lower of this and the caller's. Omitted: the caller's",
+        kept: ['low', { max_effort: 'low' }],
+        other: ['high', 200, { max_effort: 'medium' }],
+      },
+      {
+        field: 'max_tool_iterations',
+        description: "The lowest of this, the caller's and the project's; a whole number, 0 or more. Omitted: the caller's",
+        kept: [3, { max_tool_iterations: 3 }],
+        other: [20, 200, { max_tool_iterations: 8 }],
+      },
+      {
+        field: 'max_context_tokens',
+        description: "The lowest of this, the caller's and the project's; a whole number, 1 or more. Omitted: the caller's",
+        kept: [8000, { max_context_tokens: 8000 }],
+        other: [100_000, 200, { max_context_tokens: 32_000 }],
+      },
+      {
+        field: 'expires_in',
+        description: "Seconds, 1 or more; default 3600; clamped to the project's maximum token lifetime, not to the calling token's remaining life",
+        kept: [600, { expires_in: 600 }],
+        other: [100_000, 200, { expires_in: 7200 }],
+      },
+    ];
+
+    it('says of every narrow-token field in /openapi.json what the route does with it, both ways', async () => {
+      const doc = (await (await fetch(`${rt.url}/openapi.json`)).json()) as { components: { schemas: Record<string, { properties: Record<string, { description?: string }> }> } };
+      const properties = doc.components.schemas.TokenRequest!.properties;
+      const parent = await acme.mint({
+        sub: 'acme:team-1:alice',
+        scope: 'acme:team-1',
+        capabilities: ['chat', 'documents:read', 'memory'],
+        allowed_models: ['gpt-4o', 'gpt-4o-mini'],
+        max_effort: 'medium',
+        max_tool_iterations: 8,
+        max_context_tokens: 32_000,
+      });
+      for (const { field, description, kept, other } of fields) {
+        expect(properties[field]!.description, field).toBe(description);
+        const child = await narrowed(parent, { [field]: kept[0] });
+        expect(child, field).toMatchObject(kept[1]);
+        expect(child.warnings, field).toBeUndefined();
+        const [value, status, answer] = other;
+        const res = await narrow(parent, { [field]: value });
+        expect(res.status, field).toBe(status);
+        const body = (await res.json()) as Record<string, unknown>;
+        expect(body, field).toMatchObject(typeof answer === 'string' ? { detail: answer } : answer);
+      }
+      // And out of range is the schema's own 422 for each bounded number.
+      for (const [field, value] of [['max_tool_iterations', -1], ['max_context_tokens', 0], ['expires_in', 0], ['max_effort', 'extreme']] as const) {
+        expect((await narrow(parent, { [field]: value })).status, field).toBe(422);
+      }
+    });
+  });
+
   describe('credentials', () => {
     it('refuses a project key in either header with 401, even beside a valid token', async () => {
       const projectKey = `pk_${'a'.repeat(43)}`;

@@ -14,31 +14,49 @@ import type { NarrowingKeyRings } from './narrowing-keys.js';
 const path = z.string().min(1).max(512);
 const names = z.array(z.string().min(1).max(256)).max(256);
 
-/** SPEC.md "Narrow-token fields". Everything is optional: an omitted field keeps the calling token's value. */
+/**
+ * SPEC.md "Narrow-token fields". Everything is optional: an omitted field keeps the calling token's value. Each
+ * description is the rule `narrowClaims` applies (docs/decisions/0016, 0030); the HTTP test holds them to it.
+ */
 export const TokenRequest = z
   .strictObject({
-    user_ref: path.optional().meta({ description: 'The child\'s subject: the calling token\'s own or a path under it (403 otherwise). Omitted: the caller\'s' }),
+    user_ref: path.optional().meta({
+      description:
+        "The child's subject: only the calling token's own; any other, a path under it included, is 403 (a narrowed token narrows what the subject may do, not who it is). Omitted: the caller's",
+    }),
     capabilities: z
       .array(z.string().min(1).max(128))
       .max(256)
       .optional()
-      .meta({ description: 'Kept where the calling token holds them within the project\'s current ceiling; others are dropped with a warning. Omitted: the caller\'s' }),
-    scope: path.optional().meta({ description: 'Within the calling token\'s scope (403 otherwise) and a prefix of user_ref (400 otherwise). Omitted: the caller\'s' }),
-    data_scope: path.optional().meta({ description: 'Within the calling token\'s data scope (403 otherwise). Omitted: the caller\'s' }),
-    allowed_models: names
-      .optional()
-      .meta({ description: 'Intersected with the caller\'s list (a model it may not use is dropped with a warning); each must be registered by the project (400)' }),
+      .meta({
+        description:
+          "Kept where the calling token holds them within the project's current ceiling; any other (unknown, not held, or documents:write on a read-only project) is dropped with a warning (200). Omitted: the caller's",
+      }),
+    scope: path.optional().meta({ description: "Within the calling token's scope (403 otherwise), and the subject or a prefix of it (400 otherwise). Omitted: the caller's" }),
+    data_scope: path.optional().meta({ description: "Within the calling token's data scope, its scope when it has none (403 otherwise). Omitted: the caller's" }),
+    allowed_models: names.optional().meta({
+      description:
+        "Intersected with the caller's list (a model it may not use is dropped with a warning); each must be registered by the project (400 otherwise). Omitted: the caller's",
+    }),
     allowed_tools: names.optional().meta({ description: 'Intersected with the caller\'s list' }),
     roles: names.optional().meta({ description: 'Intersected with the caller\'s roles: narrowing never adds one. Omitted: the caller\'s' }),
     groups: names.optional().meta({ description: 'Intersected with the caller\'s groups. Omitted: the caller\'s' }),
-    max_effort: z.enum(EFFORTS).optional().meta({ description: 'The lower of this and the caller\'s' }),
-    max_tool_iterations: z.int().min(0).optional().meta({ description: 'The lowest of this, the caller\'s and the project\'s' }),
-    max_context_tokens: z.int().min(1).optional().meta({ description: 'The lowest of this, the caller\'s and the project\'s' }),
+    max_effort: z.enum(EFFORTS).optional().meta({ description: "The lower of this and the caller's. Omitted: the caller's" }),
+    max_tool_iterations: z
+      .int()
+      .min(0)
+      .optional()
+      .meta({ description: "The lowest of this, the caller's and the project's; a whole number, 0 or more. Omitted: the caller's" }),
+    max_context_tokens: z
+      .int()
+      .min(1)
+      .optional()
+      .meta({ description: "The lowest of this, the caller's and the project's; a whole number, 1 or more. Omitted: the caller's" }),
     expires_in: z
       .int()
       .min(1)
       .optional()
-      .meta({ description: 'Seconds; default 3600; clamped to the project\'s maximum token lifetime, not to the calling token\'s remaining life' }),
+      .meta({ description: "Seconds, 1 or more; default 3600; clamped to the project's maximum token lifetime, not to the calling token's remaining life" }),
   })
   .meta({ id: 'TokenRequest' });
 

@@ -44,7 +44,7 @@ export function narrowingRoutes(narrowing: TokenNarrowingService): RouteDefiniti
         200: { description: 'The child token and what it was granted', schema: TokenResponse },
         400: { description: 'A malformed path, a scope that is not a prefix of user_ref, or a model the project does not register' },
         401: { description: 'Missing, invalid or expired token, or a project key (pk_...) sent to the data plane' },
-        403: { description: 'user_ref, scope or data_scope outside the calling token\'s' },
+        403: { description: 'user_ref other than the calling token\'s own subject, or scope or data_scope outside the calling token\'s' },
         422: { description: 'A field of the wrong type or out of range, or an unknown field' },
       },
       async handle({ res, body }) {

@@ -29,22 +29,28 @@ export function chooseModel(
   const { document } = configuration;
   const model = requested ?? routing.defaultModel ?? document.default_model ?? undefined;
   if (model === undefined) return { kind: 'none' };
+  // The project's own default is checked against its providers, not its registered models: once its provider is
+  // removed it is registered no more, and the turn must say the provider is gone, not that no model was ever set.
+  const projectDefault = requested === undefined && routing.defaultModel === undefined;
   const registered = document.ceiling.registeredModels;
-  if (registered !== undefined && !registered.includes(model)) throw modelNotAvailable(model, registered);
+  if (!projectDefault && registered !== undefined && !registered.includes(model)) throw modelNotAvailable(model, registered);
   if (!permission.modelAllowed(model)) throw permissionDenied(`model '${model}' is not allowed for this token`, { code: 'model_not_allowed' });
   const provider = providerFor(document, model);
-  if (!provider) {
-    throw conflict(
-      `no provider serves model '${model}': its credential was removed or rotated out. Register a provider for it (POST /api/projects/{id}/providers) or choose another model`,
-      { code: 'no_provider' },
-    );
-  }
+  if (!provider) throw noProvider(model);
   return {
     kind: 'model',
     model,
     target: { baseUrl: provider.baseUrl, apiKey: routing.litellmKey ?? provider.apiKey },
     price: provider.price,
   };
+}
+
+/** SPEC.md Errors rule 3: the cause (no credential serves the model) and the fix, never retried. */
+function noProvider(model: string) {
+  return conflict(
+    `no provider serves model '${model}': its credential was removed or rotated out. Register a provider for it (POST /api/projects/{id}/providers) or choose another model (POST /api/projects/{id}/default-model for the default)`,
+    { code: 'no_provider' },
+  );
 }
 
 /** Cost of one call in USD, or null when the project set no price for the model. */

@@ -2,6 +2,7 @@
 // leaves most payloads "not shown": docs/decisions/0017-turn-engine.md records the choices.
 import { z } from 'zod';
 import { EFFORTS, REQUEST_FLAGS, type RequestFlag } from '@agentplane/lib/permissions';
+import { malformedUnless } from '@agentplane/lib/http/routes';
 import { jsonValue } from '@agentplane/lib/schemas/json';
 
 export const maxMessageLength = 100_000;
@@ -24,10 +25,12 @@ export const ClientTool = z
       .record(z.string(), jsonValue)
       .default({ type: 'object', properties: {} })
       .meta({ description: 'A JSON Schema object for the arguments' }),
-    requiresApproval: z
-      .boolean({ error: 'requiresApproval must be true or false' })
-      .optional()
-      .meta({ description: 'Pause for the person\'s approval before the call reaches the client' }),
+    requiresApproval: malformedUnless((value): value is boolean => typeof value === 'boolean', 'requiresApproval must be true or false')
+      .meta({ type: 'boolean', description: 'Pause for the person\'s approval before the call reaches the client. Any value but true or false (null, 0, "false") is 400' })
+      .optional(),
+    requires_approval: malformedUnless((_value): _value is never => false, 'the write surface spells it requiresApproval')
+      .meta({ not: {}, description: 'Refused with 400 whatever its value: the write surface spells it `requiresApproval`' })
+      .optional(),
   })
   .meta({ id: 'ClientTool', description: 'A tool the application runs: its calls come back in `tool_calls` with `requires_action` true' });
 

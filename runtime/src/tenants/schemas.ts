@@ -267,19 +267,16 @@ const configurationShape = z.strictObject({
   default_model: configName
     .nullable()
     .optional()
-    .meta({ description: 'The model a turn uses when nothing else names one; one of the providers\' models. Unset or null: none' }),
+    .meta({
+      description:
+        'The model a turn uses when nothing else names one. Unset or null: none (a turn ends `no_model`). One no provider serves (its provider was removed): a turn answers 409 `no_provider`',
+    }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
 });
 
-export const TenantConfiguration = configurationShape
-  .superRefine((configuration, ctx) => {
-    const model = configuration.default_model;
-    if (typeof model !== 'string') return;
-    if (!(configuration.providers ?? []).some((provider) => provider.models.includes(model))) {
-      ctx.addIssue({ code: 'custom', path: ['default_model'], message: `default_model '${model}' is not one of the providers' models` });
-    }
-  })
-  .meta({ id: 'TenantConfiguration' });
+// A default model no provider serves is allowed: it is the project's choice whose provider was removed or rotated
+// out, and a turn on it answers 409 `no_provider` rather than `no_model` (docs/decisions/0030).
+export const TenantConfiguration = configurationShape.meta({ id: 'TenantConfiguration' });
 
 export const ConfigurationPutQuery = z.object({
   replace_digest: z

@@ -522,6 +522,11 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const loaded = await rt.runtime.configurations.load(tenant_id);
       expect(loaded!.document).toMatchObject({ default_model: null, limits: {} });
       expect(loaded!.document.providers![0]!.api_key).toBe(gatewayKey);
+      // A default its provider no longer serves, or with no provider left, is kept: a turn on it answers
+      // no_provider rather than no_model (docs/decisions/0030).
+      expect((await put(tenant_id, { ...bare, version: 3, providers: [gateway()], default_model: 'gpt-4o' })).status).toBe(200);
+      expect((await put(tenant_id, { ...bare, version: 4, default_model: 'gpt-4o' })).status).toBe(200);
+      expect((await rt.runtime.configurations.load(tenant_id))!.document).toMatchObject({ default_model: 'gpt-4o' });
     });
 
     it('refuses invalid provider, default model and limit sections with 422, storing nothing and echoing no key', async () => {
@@ -530,8 +535,6 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       const invalid: [string, unknown, (string | number)[]][] = [
         ['a model under two providers', { ...body, providers: [openai(), gateway({ models: ['llama-3.1-8b', 'gpt-4o'] })] }, ['body', 'providers', 1, 'models']],
         ['the same provider id twice', { ...body, providers: [openai(), gateway({ id: 'cred-openai' })] }, ['body', 'providers', 1, 'id']],
-        ['a default model no provider serves', { ...body, default_model: 'claude-3' }, ['body', 'default_model']],
-        ['a default model without providers', { ...body, providers: undefined }, ['body', 'default_model']],
         ['an unknown provider kind', { ...body, providers: [openai({ kind: 'anthropic' })] }, ['body', 'providers', 0, 'kind']],
         ['a base_url that is not http(s)', { ...body, providers: [openai({ base_url: 'ftp://api.example.com' })] }, ['body', 'providers', 0, 'base_url']],
         ['a base_url with credentials', { ...body, providers: [openai({ base_url: 'https://user:secret@api.example.com/v1' })] }, ['body', 'providers', 0, 'base_url']],
