@@ -3,6 +3,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError, ValidationError, type ErrorKind } from '../errors.js';
 import type { Logger } from '../logging.js';
+import { pathPattern } from './routes.js';
 
 export const statusByKind: Record<ErrorKind, number> = {
   invalid_argument: 400,
@@ -144,10 +145,7 @@ export function retryAfterSeconds(error: unknown, now = Date.now()): number {
  * (RFC 9110), given each route's method and OpenAPI-style path (`/tenants/{tenant_id}`).
  */
 export function unknownRoute(routes: { method: string; path: string }[]): RequestHandler {
-  const patterns = routes.map((route) => ({
-    method: route.method.toUpperCase(),
-    pattern: new RegExp(`^${route.path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}/?$`),
-  }));
+  const patterns = routes.map((route) => ({ method: route.method.toUpperCase(), pattern: pathPattern(route.path) }));
   return (req, res) => {
     const allowed = new Set(patterns.filter((candidate) => candidate.pattern.test(req.path)).map((candidate) => candidate.method));
     const requestId = res.locals.requestId as string | undefined;
