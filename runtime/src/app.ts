@@ -207,7 +207,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
           scheme: 'bearer',
           bearerFormat: 'JWT',
           description:
-            'An end-user token minted by the control plane for this tenant, or narrowed from one by POST /auth/token. A project key (pk_...) is refused here, in any header',
+            'An end-user token minted by the control plane for this tenant, or narrowed from one by POST /auth/token. A project key (pk_...) is refused here, in any header. ' +
+            'From a browser on another origin, the project must list that origin (PUT /api/projects/:id/origins on the control plane): otherwise 403 `origin_not_allowed`',
         },
       },
       readiness: {
