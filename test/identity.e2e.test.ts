@@ -126,6 +126,34 @@ describe('identity end to end: control plane to data plane', () => {
     expect(((await withKey.json()) as { detail: string }).detail).toBe(PROJECT_KEY_ON_DATA_PLANE);
   });
 
+  it('enforces the origins set with PUT /api/projects/:id/origins on the data plane, leaving servers alone', async () => {
+    const { token: session } = await control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
+    const account = await control.accounts.authenticate(session);
+    const orgId = (await control.accounts.orgsOf(account.id))[0]!.id;
+    const project = await control.projects.create(orgId, account.id, 'web app');
+    const admin = await json<{ key: string }>(control_(`/api/projects/${project.id}/keys`, { method: 'POST', session, body: JSON.stringify({ scope: 'admin' }) }));
+    const set = await control_(`/api/projects/${project.id}/origins`, { method: 'PUT', key: admin.key, body: JSON.stringify({ origins: ['https://app.example.com'] }) });
+    expect(set.status).toBe(200);
+    const { access_token: token } = await json<{ access_token: string }>(
+      control_(`/api/projects/${project.id}/token`, { method: 'POST', key: admin.key, body: JSON.stringify({ subject: 'web:alice', capabilities: ['chat'] }) }),
+    );
+    await delivered(project.id);
+
+    const allowed = await rt.endUser('/capabilities', token, { headers: { origin: 'https://app.example.com' } });
+    expect(allowed.status).toBe(200);
+    expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    const foreign = await rt.endUser('/capabilities', token, { headers: { origin: 'https://elsewhere.example.com' } });
+    expect(foreign.status).toBe(403);
+    expect(await foreign.json()).toMatchObject({ code: 'origin_not_allowed' });
+    expect((await rt.endUser('/capabilities', token)).status).toBe(200);
+
+    // Cleared on the control plane: no browser origin any more, servers as before.
+    expect((await control_(`/api/projects/${project.id}/origins`, { method: 'PUT', key: admin.key, body: JSON.stringify({ origins: [] }) })).status).toBe(200);
+    await delivered(project.id);
+    expect((await rt.endUser('/capabilities', token, { headers: { origin: 'https://app.example.com' } })).status).toBe(403);
+    expect((await rt.endUser('/capabilities', token)).status).toBe(200);
+  });
+
   it('keeps retrying while the runtime is unreachable, and delivers once it answers again', async () => {
     const { token: session } = await control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
     const account = await control.accounts.authenticate(session);

@@ -10,11 +10,12 @@ import { openDatabase, type Database } from '@agentplane/lib/db/database';
 import { migrate } from '@agentplane/lib/db/migrate';
 import { createEventBus, type EventBus } from '@agentplane/lib/events';
 import { createHttpApp, type OpenApiDocument } from '@agentplane/lib/http/app';
+import { originAllowed } from '@agentplane/lib/http/cors';
 import { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import { adminKeyGuard } from './admin-auth.js';
 import { EndUserAuthenticator } from './auth/authenticate.js';
-import { bearerGuard } from './auth/guard.js';
+import { bearerGuard, principalOf } from './auth/guard.js';
 import { NarrowingKeyRings } from './auth/narrowing-keys.js';
 import { TokenNarrowingService } from './auth/narrowing.js';
 import { capabilityRoutes, narrowingRoutes } from './auth/routes.js';
@@ -206,13 +207,25 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
           scheme: 'bearer',
           bearerFormat: 'JWT',
           description:
-            'An end-user token minted by the control plane for this tenant, or narrowed from one by POST /auth/token. A project key (pk_...) is refused here, in any header',
+            'An end-user token minted by the control plane for this tenant, or narrowed from one by POST /auth/token. A project key (pk_...) is refused here, in any header. ' +
+            'From a browser on another origin, the project must list that origin (PUT /api/projects/:id/origins on the control plane): otherwise 403 `origin_not_allowed`',
         },
       },
       readiness: {
         database: () => database.ping(),
         events: () => events.ping(),
         blobs: () => blobs.ping(),
+      },
+      // End-user routes only: admin and operational routes stay closed to browsers on other origins.
+      cors: {
+        opens: (route) => route.security.includes('bearer'),
+        anyAllows: async (origin) => originAllowed(await configurations.allowedOrigins(), origin),
+        callerAllows: (origin, _req, res) => originAllowed(principalOf(res).configuration.document.origins, origin),
+        // X-Run-Id names the run POST /chat/stream resumes with Last-Event-ID.
+        allowHeaders: ['Authorization', 'Content-Type', 'Last-Event-ID', 'X-Run-Id', 'X-Request-Id'],
+        exposeHeaders: ['X-Run-Id', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate'],
+        // Chromium keeps a preflight at most 2 hours; each request's answer is still checked against the live list.
+        maxAgeSeconds: 7200,
       },
       rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
     });

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import express, { type Express, type RequestHandler } from 'express';
 import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi';
 import type { Logger } from '../logging.js';
+import { authorizeOrigin, corsLayer, type CorsOptions } from './cors.js';
 import { docsRoute, mountDocAssets } from './docs.js';
 import { errorHandler, methodsBeforeRoutes, refuseProtoKeys, unknownRoute } from './errors.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -30,6 +31,8 @@ export interface HttpAppOptions {
   readiness: Record<string, ReadinessCheck>;
   /** Routers mounted before the JSON routes (for example signed blob URLs, which take raw bodies). */
   rawRouters?: { path: string; router: RequestHandler }[];
+  /** The routes browsers on other origins may call, and from where (docs/decisions/0029); unset: none. */
+  cors?: CorsOptions;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
@@ -87,8 +90,16 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   });
 
   mountDocAssets(app);
+  const cors = options.cors;
+  // CORS first: a preflight is an OPTIONS the method layer would otherwise answer with `Allow` alone.
+  if (cors) app.use(corsLayer(allRoutes, cors));
   app.use(methodsBeforeRoutes(allRoutes));
-  app.use(mountRoutes(allRoutes, { guards: options.guards }));
+  app.use(
+    mountRoutes(allRoutes, {
+      guards: options.guards,
+      ...(cors ? { authorizeCaller: (route, req, res) => authorizeOrigin(cors, route, req, res) } : {}),
+    }),
+  );
   app.use(unknownRoute(allRoutes));
   app.use(errorHandler(options.logger));
   return { app, openapi: document };

@@ -3,6 +3,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError, ValidationError, type ErrorKind } from '../errors.js';
 import type { Logger } from '../logging.js';
+import { pathPattern } from './routes.js';
 
 export const statusByKind: Record<ErrorKind, number> = {
   invalid_argument: 400,
@@ -147,7 +148,7 @@ class ServedMethods {
     this.patterns = routes.map((route) => ({
       literal: !route.path.includes('{'),
       method: route.method.toUpperCase(),
-      pattern: new RegExp(`^${route.path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}/?$`),
+      pattern: pathPattern(route.path),
     }));
   }
 

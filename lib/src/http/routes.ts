@@ -81,6 +81,11 @@ export class MissingCredentialError extends AppError {
 
 export interface MountOptions {
   guards: Partial<Record<SecurityScheme, Guard>>;
+  /**
+   * Authorization of the caller as a whole, run after the credential and before the path (for example a browser
+   * origin the caller's project does not allow): a caller refused here learns nothing of the route.
+   */
+  authorizeCaller?: (route: RouteDefinition, req: Request, res: Response) => Promise<void> | void;
 }
 
 /** The issue parameter that marks a field whose invalid value makes the request malformed (see `malformedUnless`). */
@@ -130,13 +135,19 @@ const hasBody = (req: Request) => req.headers['transfer-encoding'] !== undefined
 
 const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 
+/** Matches the request paths an OpenAPI-style path (`/tenants/{tenant_id}`) serves, as express matches them. */
+export function pathPattern(path: string): RegExp {
+  return new RegExp(`^${path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}/?$`);
+}
+
 export function successStatus(route: RouteDefinition): number {
   return Number(Object.keys(route.responses).find((status) => Number(status) < 300) ?? 200);
 }
 
 /**
- * Mounts every route on a router. The order is the security order: the credential (401), the path, the route's
- * own authorization and lookup (403, 404), then the query and body (4xx naming the field), then the handler.
+ * Mounts every route on a router. The order is the security order: the credential (401), the caller's
+ * authorization (403), the path, the route's own authorization and lookup (403, 404), then the query and body (4xx
+ * naming the field), then the handler.
  */
 export function mountRoutes(routes: RouteDefinition[], options: MountOptions): Router {
   const router = express.Router();
@@ -149,6 +160,7 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
     router[route.method](expressPath(route.path), async (req, res, next) => {
       try {
         if (guards.length > 0) await firstPassingGuard(guards, req, res);
+        if (options.authorizeCaller) await options.authorizeCaller(route, req, res);
         const params = parsePart(route.params, req.params, 'path');
         if (route.authorize) await route.authorize({ params, req, res });
         if (res.locals[BODY_ERROR] !== undefined) throw res.locals[BODY_ERROR];

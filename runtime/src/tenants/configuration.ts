@@ -2,7 +2,7 @@
 // higher version, so an outbox that retries, or delivers out of order, can never roll it back. Provider keys are
 // sealed at rest and shown redacted. docs/decisions/0013 and 0018 record the rules.
 import { createHash, createHmac, hkdfSync } from 'node:crypto';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { conflict, notFound } from '@agentplane/lib/errors';
 import type { RuntimeSchema, TenantConfigurationsTable } from '../store/schema.js';
@@ -146,6 +146,19 @@ export class TenantConfigurationService {
     // Parsed again rather than cast: a row is only ever read back through the schema that admitted it.
     const { version, ...document } = TenantConfiguration.parse({ ...opened, version: row.version });
     return { tenantId: row.tenant_id, version, digest: row.digest, document };
+  }
+
+  /**
+   * Every browser origin some tenant here allows, as configured (wildcards included): a preflight carries no
+   * credential, so it is answered for the union (docs/decisions/0029). Read each time, so a push or an erase on any
+   * replica counts at the next preflight.
+   */
+  async allowedOrigins(): Promise<string[]> {
+    const { rows } = await sql<{ origin: string }>`
+      select distinct entry.origin
+      from tenant_configurations, jsonb_array_elements_text(document -> 'origins') as entry(origin)
+    `.execute(this.db);
+    return rows.map((row) => row.origin);
   }
 
   /** The tenant's configuration row, inside the erase's purge transaction. */
