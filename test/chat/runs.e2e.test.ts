@@ -363,4 +363,24 @@ describe.runIf(availableSetups().includes('scale'))('runs across two processes (
       await doomedFake.stop();
     }
   });
+
+  it('keeps the text a dead process had streamed: its draft is settled when the run is swept as lost', async () => {
+    const doomed = await startTestRuntime({ env: { ...env, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' }, adminKey: first.rt.adminKey });
+    const token = await first.token();
+    fake.script(slow(400, 50));
+    const { start } = await startOf(await doomed.endUser('/chat/stream', token, { method: 'POST', body: JSON.stringify({ message: 'die mid-answer' }) }));
+    const draft = await eventually(async () => {
+      const messages = (await (await second.endUser(`/chat/sessions/${start.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+      const assistant = messages.find((m) => m.role === 'assistant');
+      return assistant && assistant.content !== '' ? assistant : undefined;
+    }, 'the streamed text to be saved');
+    await doomed.stop();
+    const frames = await allEvents(await second.endUser(`/chat/stream/${start.run_id}`, token, { headers: { 'Last-Event-ID': '1' } }));
+    expect(frames.at(-1)).toMatchObject({ event: 'error', data: { status: 500, code: 'run_lost', retryable: true } });
+    const rows = await second.runtime.database.db.selectFrom('messages').selectAll().where('session_id', '=', start.session_id).orderBy('seq').execute();
+    expect(rows.map((row) => row.role)).toEqual(['user', 'assistant']);
+    expect(rows[1]!.content.startsWith(draft.content)).toBe(true);
+    expect(slow(400).text.startsWith(rows[1]!.content)).toBe(true);
+    expect(rows[1]!.metadata).toEqual({ incomplete: true });
+  });
 });
