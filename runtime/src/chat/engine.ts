@@ -299,23 +299,29 @@ export class TurnEngine {
     let failure: unknown;
     const draft = new AssistantDraft(this.deps, turn, this.deps.draftIntervalMs ?? defaultDraftIntervalMs);
     const tools = turn.tools.definitions();
-    for await (const part of model.stream({
-      model: turn.model,
-      messages,
-      ...(tools.length > 0 ? { tools } : {}),
-      ...(turn.effort === undefined ? {} : { effort: turn.effort }),
-      signal,
-    })) {
-      if (part.type === 'text-delta') {
-        if (part.text === '') continue;
-        text += part.text;
-        await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
-        draft.grow(text);
-      } else if (part.type === 'tool-call') calls.push(part.call);
-      else if (part.type === 'finish') {
-        finishReason = part.finishReason;
-        usage = part.usage;
-      } else failure = part.error;
+    try {
+      for await (const part of model.stream({
+        model: turn.model,
+        messages,
+        ...(tools.length > 0 ? { tools } : {}),
+        ...(turn.effort === undefined ? {} : { effort: turn.effort }),
+        signal,
+      })) {
+        if (part.type === 'text-delta') {
+          if (part.text === '') continue;
+          text += part.text;
+          await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
+          draft.grow(text);
+        } else if (part.type === 'tool-call') calls.push(part.call);
+        else if (part.type === 'finish') {
+          finishReason = part.finishReason;
+          usage = part.usage;
+        } else failure = part.error;
+      }
+    } catch (error) {
+      // A save in flight lands before whoever handles this settles the run's drafts.
+      await draft.settled();
+      throw error;
     }
     const draftId = await draft.settled();
     if (usage) await this.recordUsage(turn, usage, totals, 'turn');
