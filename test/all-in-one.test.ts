@@ -1,5 +1,6 @@
 // `npm start` as a user runs it: one process, no configuration but a data dir and ports, both URLs logged; a
-// restart keeps everything; SIGTERM drains accepted work before exiting, and a second SIGTERM exits at once.
+// restart keeps everything; SIGTERM drains accepted work before exiting (probes still answered, new work refused),
+// and a second SIGTERM exits at once.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
@@ -64,6 +65,19 @@ async function waitForInFlight(controlPort: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error('the request never showed as in flight');
+}
+
+/** One GET on a connection of its own, as a Kubernetes probe makes it. */
+function onNewConnection(port: number, path: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /** Opens a POST whose body is only partly sent: an accepted request the server is still working on. */
@@ -135,12 +149,21 @@ describe('npm start (all-in-one)', () => {
     expect(secret.status).toBe(200);
     expect(((await secret.json()) as { webhook_secret: string }).webhook_secret).toBe(tenant.webhook_secret);
 
-    // Drain: an accepted request finishes after SIGTERM; new connections are refused meanwhile.
+    // Drain: an accepted request finishes after SIGTERM; meanwhile probes on new connections are answered (draining)
+    // and new work is refused with 503, on both planes.
     const pending = halfSentRequest(dataPort, '/tenants', { 'x-admin-key': adminKey }, JSON.stringify({ name: 'accepted before the drain' }));
     await waitForInFlight(controlPort);
     second.child.kill('SIGTERM');
     await waitForLine(second, /draining/);
-    await expect(fetch(`${up.data_url}/health`)).rejects.toThrow();
+    for (const port of [dataPort, controlPort]) {
+      const health = await onNewConnection(port, '/health');
+      expect(health.status).toBe(200);
+      expect(JSON.parse(health.body)).toMatchObject({ status: 'ok', draining: true });
+      expect((await onNewConnection(port, '/ready')).status).toBe(503);
+    }
+    const refused = await onNewConnection(dataPort, '/tenants', { 'x-admin-key': adminKey });
+    expect(refused.status).toBe(503);
+    expect(JSON.parse(refused.body)).toMatchObject({ code: 'draining' });
     expect(second.child.exitCode).toBeNull();
     pending.finish();
     expect((await pending.answered).status).toBe(201);

@@ -167,6 +167,13 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       leaseSeconds: config.runLeaseSeconds,
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
     });
+    // The embedded database is this process's alone (its data-dir lock says so): a run still marked running was
+    // left by an earlier life, and is failed now rather than when its lease lapses. Replicas sharing PostgreSQL
+    // leave it to the lease sweep below, since the owner may be alive elsewhere.
+    if (database.driver === 'pglite') {
+      const recovered = await engine.recoverAbandoned();
+      if (recovered > 0) logger.warn({ runs: recovered }, 'failed the runs an earlier start left running; their text is kept in their sessions');
+    }
     const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, engine, limiter, tenants, logger });
     // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
     const sweep = setInterval(
@@ -196,7 +203,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...tenantConfigurationRoutes(configurations),
         ...capabilityRoutes(),
         ...narrowingRoutes(narrowing),
-        ...chatRoutes(chat, side, lifecycle.drainSignal),
+        ...chatRoutes(chat, side),
         ...sessionRoutes(sessions, lifecycle.drainSignal),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },

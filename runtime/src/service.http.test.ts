@@ -1,5 +1,6 @@
 // The runtime's operational surface: health, readiness, metrics, the OpenAPI document and the explorer,
 // unknown routes. The same shell serves the control-api (control-api/src/service.http.test.ts).
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestRuntime, type TestRuntime } from '@agentplane/test/harness/runtime';
@@ -183,18 +184,38 @@ describe('runtime service routes', () => {
   });
 });
 
+/** One GET on a connection of its own, as a probe makes it. */
+function onNewConnection(url: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders; connection: string | undefined; body: unknown }>((resolve, reject) => {
+    const req = request(url, { headers, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, connection: res.headers.connection, body: text.startsWith('{') ? JSON.parse(text) : text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe('runtime while draining', () => {
-  it('keeps answering accepted connections but closes each after its answer, and reports not ready', async () => {
+  it('answers probes on new connections, refuses new work with 503, closes each connection after its answer, and reports not ready', async () => {
     const rt = await startTestRuntime();
     try {
       const run = rt.runtime.lifecycle.beginWork();
-      const drained = rt.runtime.lifecycle.drain([], 10_000);
-      const health = await fetch(`${rt.url}/health`);
-      expect(health.headers.get('connection')).toBe('close');
-      expect(await health.json()).toMatchObject({ draining: true, runs_in_flight: 1 });
-      const ready = await fetch(`${rt.url}/ready`);
+      const drained = rt.runtime.lifecycle.drain([rt.server], 10_000);
+      const health = await onNewConnection(`${rt.url}/health`);
+      expect(health.status).toBe(200);
+      expect(health.connection).toBe('close');
+      expect(health.body).toMatchObject({ draining: true, runs_in_flight: 1 });
+      const ready = await onNewConnection(`${rt.url}/ready`);
       expect(ready.status).toBe(503);
-      expect(await ready.json()).toMatchObject({ ready: false, draining: true });
+      expect(ready.body).toMatchObject({ ready: false, draining: true });
+      expect((await onNewConnection(`${rt.url}/metrics`)).status).toBe(200);
+      const refused = await onNewConnection(`${rt.url}/tenants`, { 'x-admin-key': rt.adminKey });
+      expect(refused.status).toBe(503);
+      expect(refused.connection).toBe('close');
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.body).toMatchObject({ code: 'draining', detail: expect.any(String), request_id: expect.any(String) });
       run();
       expect(await drained).toBe('idle');
     } finally {
@@ -202,11 +223,14 @@ describe('runtime while draining', () => {
     }
   });
 
-  it('reports a drain cut off by the grace period as a timeout', async () => {
+  it('reports a drain cut off by the grace period as a timeout, after the cut-off work had its moment', async () => {
     const rt = await startTestRuntime();
     try {
       const run = rt.runtime.lifecycle.beginWork();
-      expect(await rt.runtime.lifecycle.drain([], 50)).toBe('timeout');
+      let cutOff = false;
+      rt.runtime.lifecycle.cutOffSignal.addEventListener('abort', () => (cutOff = true));
+      expect(await rt.runtime.lifecycle.drain([], 50, 50)).toBe('timeout');
+      expect(cutOff).toBe(true);
       run();
     } finally {
       await rt.stop();

@@ -174,16 +174,72 @@ describe('runs (embedded)', () => {
     expect((await world.rt.endUser(`/chat/sessions/${done.session_id}/recap`, limited, { method: 'POST' })).status).toBe(403);
   });
 
+  it('saves the text of an answer as it streams, and the conversation\'s followers get the message once, settled', async () => {
+    const token = await world.token();
+    world.fake.script(slow(40, 100));
+    const { start, rest } = await startOf(await world.stream(token, { message: 'take your time' }));
+    const stopFollowing = new AbortController();
+    const followed = sseEvents(await world.rt.endUser(`/chat/sessions/${start.session_id}/events`, token, { signal: stopFollowing.signal }));
+    // Mid-answer, what has streamed so far is already in the session (a crash would not lose it all).
+    const partial = await eventually(async () => {
+      const messages = (await (await world.rt.endUser(`/chat/sessions/${start.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+      const assistant = messages.find((m) => m.role === 'assistant');
+      return assistant && assistant.content !== '' && assistant.content !== slow(40).text ? assistant : undefined;
+    }, 'part of the answer in the session');
+    expect(slow(40).text.startsWith(partial.content)).toBe(true);
+    const frames = await drain(rest);
+    expect(frames.at(-1)).toMatchObject({ event: 'done', data: { content: slow(40).text } });
+    const messages = (await (await world.rt.endUser(`/chat/sessions/${start.session_id}/messages`, token)).json()) as { id: string; role: string; content: string }[];
+    expect(messages.map((m) => [m.role, m.content])).toEqual([
+      ['user', 'take your time'],
+      ['assistant', slow(40).text],
+    ]);
+    expect((frames.at(-1)!.data as { message_id: string }).message_id).toBe(messages[1]!.id);
+    // The follower saw no draft: its first message is the settled answer.
+    const first = (await followed.next()).value as SseEvent;
+    expect(first).toMatchObject({ event: 'message', data: { id: messages[1]!.id, role: 'assistant', content: slow(40).text } });
+    stopFollowing.abort();
+  });
+
   // Last: draining is for good.
-  it('ends open streams when the process drains, while their runs finish before it exits', async () => {
+  it('keeps streaming a run while the process drains, to its done frame, and exits idle', async () => {
     const token = await world.token();
     world.fake.script(slow(20, 40));
     const { start, rest } = await startOf(await world.stream(token, { message: 'deploy now' }));
-    const drained = world.rt.runtime.lifecycle.drain([], 30_000);
+    const drained = world.rt.runtime.lifecycle.drain([world.rt.server], 30_000);
     const frames = await drain(rest);
-    expect(frames.some((e) => e.event === 'done' || e.event === 'error')).toBe(false);
+    expect(frames.at(-1)).toMatchObject({ event: 'done', data: { run_id: start.run_id, content: slow(20).text } });
     expect(await drained).toBe('idle');
     expect(await world.rt.runtime.runs.get(start.run_id)).toMatchObject({ status: 'completed' });
+  });
+});
+
+describe('runs cut off by the end of a drain (embedded)', () => {
+  it('end with a retryable error frame, keep the text streamed so far, and leave the conversation free', async () => {
+    const world = await chatWorld();
+    try {
+      const token = await world.token();
+      world.fake.script(slow(400, 50));
+      const { start, rest } = await startOf(await world.stream(token, { message: 'too long for the grace' }));
+      await rest.next();
+      const drained = world.rt.runtime.lifecycle.drain([world.rt.server], 100, 30_000);
+      const frames = await drain(rest);
+      expect(frames.at(-1)).toMatchObject({
+        event: 'error',
+        data: { status: 500, code: 'run_interrupted', retryable: true, run_id: start.run_id, session_id: start.session_id },
+      });
+      expect(await drained).toBe('timeout');
+      expect(await world.rt.runtime.runs.get(start.run_id)).toMatchObject({ status: 'failed', error: { code: 'run_interrupted' } });
+      const rows = await world.rt.runtime.database.db.selectFrom('messages').selectAll().where('session_id', '=', start.session_id).orderBy('seq').execute();
+      expect(rows.map((row) => row.role)).toEqual(['user', 'assistant']);
+      expect(rows[1]!.metadata).toEqual({ incomplete: true });
+      expect(slow(400).text.startsWith(rows[1]!.content)).toBe(true);
+      expect(rows[1]!.content).not.toBe('');
+      const session = await world.rt.runtime.database.db.selectFrom('sessions').select('status').where('id', '=', start.session_id).executeTakeFirstOrThrow();
+      expect(session.status).toBe('failed');
+    } finally {
+      await world.stop();
+    }
   });
 });
 
@@ -306,5 +362,25 @@ describe.runIf(availableSetups().includes('scale'))('runs across two processes (
     } finally {
       await doomedFake.stop();
     }
+  });
+
+  it('keeps the text a dead process had streamed: its draft is settled when the run is swept as lost', async () => {
+    const doomed = await startTestRuntime({ env: { ...env, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' }, adminKey: first.rt.adminKey });
+    const token = await first.token();
+    fake.script(slow(400, 50));
+    const { start } = await startOf(await doomed.endUser('/chat/stream', token, { method: 'POST', body: JSON.stringify({ message: 'die mid-answer' }) }));
+    const draft = await eventually(async () => {
+      const messages = (await (await second.endUser(`/chat/sessions/${start.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+      const assistant = messages.find((m) => m.role === 'assistant');
+      return assistant && assistant.content !== '' ? assistant : undefined;
+    }, 'the streamed text to be saved');
+    await doomed.stop();
+    const frames = await allEvents(await second.endUser(`/chat/stream/${start.run_id}`, token, { headers: { 'Last-Event-ID': '1' } }));
+    expect(frames.at(-1)).toMatchObject({ event: 'error', data: { status: 500, code: 'run_lost', retryable: true } });
+    const rows = await second.runtime.database.db.selectFrom('messages').selectAll().where('session_id', '=', start.session_id).orderBy('seq').execute();
+    expect(rows.map((row) => row.role)).toEqual(['user', 'assistant']);
+    expect(rows[1]!.content.startsWith(draft.content)).toBe(true);
+    expect(slow(400).text.startsWith(rows[1]!.content)).toBe(true);
+    expect(rows[1]!.metadata).toEqual({ incomplete: true });
   });
 });

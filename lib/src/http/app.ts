@@ -8,7 +8,7 @@ import type { Logger } from '../logging.js';
 import { authorizeOrigin, corsLayer, type CorsOptions } from './cors.js';
 import { docsRoute, mountDocAssets } from './docs.js';
 import { errorHandler, methodsBeforeRoutes, refuseProtoKeys, unknownRoute } from './errors.js';
-import type { Lifecycle } from './lifecycle.js';
+import { answeredWhileDraining, type Lifecycle } from './lifecycle.js';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
 import { BODY_ERROR, mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
@@ -50,7 +50,15 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     res.setHeader('X-Request-Id', requestId);
     // A draining process serves what it accepted but takes no more: keep-alive sockets close after this answer,
     // including answers to requests that began before the drain (their headers may already say keep-alive).
-    if (options.lifecycle.draining) res.setHeader('Connection', 'close');
+    if (options.lifecycle.draining) {
+      res.setHeader('Connection', 'close');
+      // Accepted work goes on, new work goes elsewhere: only probes and scrapes are still answered.
+      if (!answeredWhileDraining.has(req.path)) {
+        res.setHeader('Retry-After', '1');
+        res.status(503).json({ detail: 'this process is shutting down and takes no new requests; send the request again', code: 'draining', request_id: requestId });
+        return;
+      }
+    }
     const done = options.lifecycle.beginRequest();
     res.once('finish', () => {
       if (options.lifecycle.draining) req.socket.end();

@@ -1,7 +1,19 @@
 // What a deploy waits on: requests and runs in flight, and whether the process is draining. On SIGTERM the
-// process stops accepting connections, finishes accepted work, then exits; a second SIGTERM exits at once.
+// process takes no new work (only /health, /ready and /metrics are still answered, so probes keep working),
+// finishes accepted requests, runs and streams within the grace period, cuts off what is left so it ends with a
+// retryable error, then exits; a second SIGTERM exits at once (docs/decisions/0028).
 import type { Server } from 'node:http';
 import type { Logger } from '../logging.js';
+
+/**
+ * How long work cut off at the end of the grace period gets to record how far it came (a run keeps its text and
+ * ends its log with a retryable `error` frame, which its streams deliver). A pod's termination grace period must
+ * cover the drain grace plus this.
+ */
+export const CUT_OFF_SECONDS = 5;
+
+/** Requests a draining process still answers: probes and scrapes connect anew, and must not be refused. */
+export const answeredWhileDraining: ReadonlySet<string> = new Set(['/health', '/ready', '/metrics']);
 
 export class Lifecycle {
   private requests = 0;
@@ -9,13 +21,19 @@ export class Lifecycle {
   private drainingSince: Date | null = null;
   private idleWaiters: (() => void)[] = [];
   private readonly drainStarted = new AbortController();
+  private readonly graceEnded = new AbortController();
 
   /**
-   * Aborts when the drain starts. Long-lived streams end on it (their clients reconnect to another replica with
-   * Last-Event-ID) so they do not hold a deploy; runs are work and go on.
+   * Aborts when the drain starts. Endless streams (a conversation's events) end on it, their clients reconnect to
+   * another replica; runs and the streams that follow them are accepted work and go on to their terminal frame.
    */
   get drainSignal(): AbortSignal {
     return this.drainStarted.signal;
+  }
+
+  /** Aborts when the grace period ends with work still running: runs stop, keeping what they wrote. */
+  get cutOffSignal(): AbortSignal {
+    return this.graceEnded.signal;
   }
 
   get inFlight(): { requests: number; runs: number; total: number } {
@@ -47,22 +65,30 @@ export class Lifecycle {
     };
   }
 
-  /** Stops the servers accepting connections and resolves once every accepted request and run is done. */
-  async drain(servers: Server[], timeoutMs: number): Promise<'idle' | 'timeout'> {
+  /**
+   * Starts draining: new requests other than probes are refused (createHttpApp), idle keep-alive sockets are
+   * closed, and this resolves once every accepted request and run is done. When `graceMs` passes first, work still
+   * running is cut off (`cutOffSignal`) and gets `cutOffMs` to record how far it came.
+   */
+  async drain(servers: Server[], graceMs: number, cutOffMs = CUT_OFF_SECONDS * 1000): Promise<'idle' | 'timeout'> {
     this.drainingSince ??= new Date();
     this.drainStarted.abort();
-    for (const server of servers) {
-      server.close();
-      // Idle keep-alive sockets would hold close() open; busy ones finish their current request first.
-      server.closeIdleConnections();
-    }
-    if (this.inFlight.total === 0) return 'idle';
+    // The listener stays open: a probe connects anew and must be answered. Busy sockets close after their answer.
+    for (const server of servers) server.closeIdleConnections();
+    if (await this.idleWithin(graceMs)) return 'idle';
+    this.graceEnded.abort();
+    await this.idleWithin(cutOffMs);
+    return 'timeout';
+  }
+
+  private idleWithin(timeoutMs: number): Promise<boolean> {
+    if (this.inFlight.total === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      const timer = setTimeout(() => resolve(false), timeoutMs);
       timer.unref();
       this.idleWaiters.push(() => {
         clearTimeout(timer);
-        resolve('idle');
+        resolve(true);
       });
     });
   }
@@ -85,7 +111,7 @@ export interface ShutdownOptions {
   exit?: (code: number) => void;
 }
 
-/** SIGTERM/SIGINT: drain, close, exit 0. A second signal exits at once with 1. */
+/** SIGTERM/SIGINT: drain, stop listening, close, exit 0 (1 when work was cut off). A second signal exits at once with 1. */
 export function exitOnSignals(options: ShutdownOptions): void {
   const exit = options.exit ?? ((code: number) => process.exit(code));
   let stopping = false;
@@ -100,6 +126,10 @@ export function exitOnSignals(options: ShutdownOptions): void {
     void (async () => {
       const outcome = await options.lifecycle.drain(options.servers, options.graceMs);
       if (outcome === 'timeout') options.logger.warn({ in_flight: options.lifecycle.inFlight }, 'drain timed out: work was cut off');
+      for (const server of options.servers) {
+        server.close();
+        server.closeAllConnections();
+      }
       await options.close().catch((err: unknown) => options.logger.error({ err }, 'error while closing'));
       options.logger.info('stopped');
       // Work cut off by the grace period is a failed stop, and says so to whoever supervises the process.

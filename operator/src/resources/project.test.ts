@@ -1,6 +1,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { API_VERSION, LABELS, MANAGED_BY, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
+import { CUT_OFF_SECONDS } from '@agentplane/lib/http/lifecycle';
 import { loadOperatorConfig, type OperatorConfig } from '../config.js';
 import {
   BLOCKED_IPV4_RANGES,
@@ -181,7 +182,9 @@ describe('the runtime Deployment', () => {
     expect(container.readinessProbe!.httpGet).toEqual({ path: '/ready', port: 'http' });
     expect(container.resources).toEqual({ requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } });
     const pod = deployment.spec!.template.spec!;
+    // The drain's grace (40), the cut-off in which runs past it record their text and error frame, then a margin.
     expect(pod.terminationGracePeriodSeconds).toBe(55);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(40 + CUT_OFF_SECONDS);
     expect(pod.serviceAccountName).toBe('agent-runtime');
     expect(pod.automountServiceAccountToken).toBe(true);
     expect(pod.enableServiceLinks).toBe(false);

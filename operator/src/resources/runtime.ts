@@ -3,6 +3,7 @@
 // PodDisruptionBudget so voluntary disruptions take one replica at a time.
 import type * as k8s from '@kubernetes/client-node';
 import type { Project } from '@agentplane/lib/kubernetes/resources';
+import { CUT_OFF_SECONDS } from '@agentplane/lib/http/lifecycle';
 import type { OperatorConfig } from '../config.js';
 import { projectObjectMeta, runtimeLabels, runtimeSelector } from './metadata.js';
 import {
@@ -27,8 +28,11 @@ export const RUNTIME_USER_ID = 10001;
 /** Where the runtime keeps its files: an emptyDir, since the root filesystem is read-only. */
 export const RUNTIME_DATA_DIR = '/var/lib/agentplane';
 
-/** How much longer than the runtime's drain the kubelet waits before it kills the container. */
-const TERMINATION_MARGIN_SECONDS = 15;
+/**
+ * How much longer than the runtime's drain (its grace, then the cut-off in which runs record how far they came) the
+ * kubelet waits before it kills the container: closing stores and the exit.
+ */
+const TERMINATION_MARGIN_SECONDS = 10;
 
 const RUNTIME_CONTAINER = 'runtime';
 
@@ -131,7 +135,7 @@ export function buildRuntimeDeployment(project: Project, namespace: string, conf
     automountServiceAccountToken: true,
     // Service links would put every Service of the namespace into the environment, for nothing.
     enableServiceLinks: false,
-    terminationGracePeriodSeconds: config.runtime.shutdownGraceSeconds + TERMINATION_MARGIN_SECONDS,
+    terminationGracePeriodSeconds: config.runtime.shutdownGraceSeconds + CUT_OFF_SECONDS + TERMINATION_MARGIN_SECONDS,
     securityContext: {
       runAsNonRoot: true,
       runAsUser: RUNTIME_USER_ID,

@@ -16,7 +16,7 @@ import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { UsageRecorder } from './usage.js';
-import { runControlChannel, runLogKey, runLostError, type RunControl, type RunStatus, type RunStore } from './runs.js';
+import { runControlChannel, runLogKey, runLostError, type RunControl, type RunRow, type RunStatus, type RunStore } from './runs.js';
 import type { ChatResponseOutput, Frame } from './schemas.js';
 import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
@@ -75,6 +75,8 @@ export interface EngineDeps {
   leaseSeconds: number;
   /** Runs when a turn ended without a title on its conversation (auto_title); best effort. */
   onTitleWanted?: (turn: Turn) => void;
+  /** How often the assistant text of a step being streamed is saved to the session (default 1 s; never per token). */
+  draftIntervalMs?: number;
 }
 
 interface Outcome {
@@ -89,7 +91,16 @@ export class TurnEngine {
   /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
   private readonly held = new Map<string, AbortController>();
 
-  constructor(private readonly deps: EngineDeps) {}
+  constructor(private readonly deps: EngineDeps) {
+    // The grace period of a drain ran out: runs stop now, keeping what they wrote, and end with a retryable error.
+    deps.lifecycle.cutOffSignal.addEventListener(
+      'abort',
+      () => {
+        for (const controller of this.held.values()) controller.abort(interruptedReason());
+      },
+      { once: true },
+    );
+  }
 
   get heldRuns(): number {
     return this.held.size;
@@ -145,15 +156,35 @@ export class TurnEngine {
    */
   async sweepLost(): Promise<number> {
     const lost = await this.deps.runs.sweepLost();
-    for (const run of lost) {
-      const error = runLostError();
-      await this.deps.conversations.setRollup(this.deps.db, run.session_id, { status: 'failed' });
+    for (const run of lost) await this.endLost(run, 'run lost: its process stopped renewing the lease');
+    return lost.length;
+  }
+
+  /**
+   * Fails at once every run an earlier life of this process left running. Only for a store no other process uses
+   * (the embedded database, whose data-dir lock proves it): there, a run this life does not hold has no one running it.
+   */
+  async recoverAbandoned(): Promise<number> {
+    const abandoned = await this.deps.runs.failAbandoned();
+    for (const run of abandoned) await this.endLost(run, 'run lost: the process running it stopped before this start');
+    return abandoned.length;
+  }
+
+  /** What is left to do for a run failed as lost: keep its text, free its session, end its log if one is held. */
+  private async endLost(run: RunRow, why: string): Promise<void> {
+    const error = runLostError();
+    await this.deps.conversations.settleDraftsOf(run.tenant_id, run.session_id, run.id);
+    await this.deps.conversations.setRollup(this.deps.db, run.session_id, { status: 'failed' });
+    // A log this process never held (in-process events of an earlier life) is not started here: a resume reads the
+    // run's row instead, whatever Last-Event-ID it sends.
+    const key = runLogKey(run.tenant_id, run.id);
+    const head = await this.deps.events.logs.read(key, 0, 1).catch(() => ({ state: 'missing' as const }));
+    if (head.state !== 'missing') {
       await this.end(run.tenant_id, run.id, { type: 'error', ...error, retryable: true, run_id: run.id, session_id: run.session_id }).catch((err: unknown) =>
         this.deps.logger.warn({ err, run_id: run.id }, 'could not end the log of a lost run'),
       );
-      this.deps.logger.warn({ run_id: run.id, tenant_id: run.tenant_id }, 'run lost: its process stopped renewing the lease');
     }
-    return lost.length;
+    this.deps.logger.warn({ run_id: run.id, tenant_id: run.tenant_id }, why);
   }
 
   /** Cancels every running run of a tenant, wherever it runs (the first step of a tenant erase). */
@@ -170,6 +201,7 @@ export class TurnEngine {
     const { deps } = this;
     const controller = new AbortController();
     this.held.set(turn.runId, controller);
+    if (deps.lifecycle.cutOffSignal.aborted) controller.abort(interruptedReason());
     let lost = false;
     const unsubscribe = await deps.events.pubsub
       .subscribe(runControlChannel(turn.tenantId, turn.runId), (message) => {
@@ -223,7 +255,7 @@ export class TurnEngine {
     let lastMessageId: string | null = null;
     for (;;) {
       await this.takeSteers(turn);
-      if (signal.aborted) return this.cancelled(lastMessageId);
+      if (signal.aborted) return this.stopped(signal, lastMessageId);
       const history = await this.history(turn.sessionId);
       const messages = clampHistory(
         turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
@@ -236,18 +268,16 @@ export class TurnEngine {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
         if (step.text !== '') {
-          const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
-            { role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true } },
-          ]);
-          lastMessageId = row!.id;
+          lastMessageId = await this.keep(turn, step.draftId, {
+            role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true },
+          });
         }
-        if (signal.aborted) return this.cancelled(lastMessageId, step.text);
+        if (signal.aborted) return this.stopped(signal, lastMessageId, step.text);
         throw step.failure;
       }
-      const [row] = await deps.conversations.append(turn.tenantId, turn.sessionId, [
-        { role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model },
-      ]);
-      lastMessageId = row!.id;
+      lastMessageId = await this.keep(turn, step.draftId, {
+        role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model,
+      });
       if (step.calls.length === 0) {
         return { status: 'completed', finishReason: reportedFinish[step.finishReason] ?? null, content: step.text, messageId: lastMessageId, pending: null };
       }
@@ -267,26 +297,35 @@ export class TurnEngine {
     let finishReason: ModelFinishReason = 'stop';
     let usage: Usage | undefined;
     let failure: unknown;
+    const draft = new AssistantDraft(this.deps, turn, this.deps.draftIntervalMs ?? defaultDraftIntervalMs);
     const tools = turn.tools.definitions();
-    for await (const part of model.stream({
-      model: turn.model,
-      messages,
-      ...(tools.length > 0 ? { tools } : {}),
-      ...(turn.effort === undefined ? {} : { effort: turn.effort }),
-      signal,
-    })) {
-      if (part.type === 'text-delta') {
-        if (part.text === '') continue;
-        text += part.text;
-        await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
-      } else if (part.type === 'tool-call') calls.push(part.call);
-      else if (part.type === 'finish') {
-        finishReason = part.finishReason;
-        usage = part.usage;
-      } else failure = part.error;
+    try {
+      for await (const part of model.stream({
+        model: turn.model,
+        messages,
+        ...(tools.length > 0 ? { tools } : {}),
+        ...(turn.effort === undefined ? {} : { effort: turn.effort }),
+        signal,
+      })) {
+        if (part.type === 'text-delta') {
+          if (part.text === '') continue;
+          text += part.text;
+          await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
+          draft.grow(text);
+        } else if (part.type === 'tool-call') calls.push(part.call);
+        else if (part.type === 'finish') {
+          finishReason = part.finishReason;
+          usage = part.usage;
+        } else failure = part.error;
+      }
+    } catch (error) {
+      // A save in flight lands before whoever handles this settles the run's drafts.
+      await draft.settled();
+      throw error;
     }
+    const draftId = await draft.settled();
     if (usage) await this.recordUsage(turn, usage, totals, 'turn');
-    return { text, calls, finishReason, failure };
+    return { text, calls, finishReason, failure, draftId };
   }
 
   /**
@@ -357,7 +396,16 @@ export class TurnEngine {
     );
   }
 
-  private cancelled(messageId: string | null, content = ''): Outcome {
+  /** The final message of a step: its draft settled, or appended when no draft was written. Returns its id. */
+  private async keep(turn: Turn, draftId: string | null, message: NewMessage): Promise<string> {
+    if (draftId !== null) return (await this.deps.conversations.settleDraft(turn.tenantId, turn.sessionId, draftId, message)).id;
+    const [row] = await this.deps.conversations.append(turn.tenantId, turn.sessionId, [message]);
+    return row!.id;
+  }
+
+  /** A stopped run: cancelled by the person, or else (cut off by a drain) thrown, so it fails with that reason. */
+  private stopped(signal: AbortSignal, messageId: string | null, content = ''): Outcome {
+    if ((signal.reason as AppError | undefined)?.code !== 'cancelled') throw signal.reason;
     return { status: 'cancelled', finishReason: 'cancelled', content, messageId, pending: null };
   }
 
@@ -432,10 +480,14 @@ export class TurnEngine {
     const frame = this.errorFrame(error, turn.runId, turn.sessionId);
     if (frame.status >= 500) this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed');
     else this.deps.logger.info({ run_id: turn.runId, status: frame.status, code: frame.code }, 'run ended with an error');
+    // Text of a step that broke off outside its own handling is kept too.
+    await this.deps.conversations.settleDraftsOf(turn.tenantId, turn.sessionId, turn.runId).catch((err: unknown) =>
+      this.deps.logger.warn({ err, run_id: turn.runId }, 'could not settle the draft of a failed run'),
+    );
     await this.deps.db.transaction().execute(async (trx) => {
       const moved = await this.deps.runs.finish(trx, turn.runId, {
         status: 'failed',
-        error: { status: frame.status, code: frame.code, message: frame.message },
+        error: { status: frame.status, code: frame.code, message: frame.message, retryable: frame.retryable },
       });
       if (moved) await this.deps.conversations.setRollup(trx, turn.sessionId, { status: 'failed', model: turn.model });
     });
@@ -444,6 +496,57 @@ export class TurnEngine {
 }
 
 const cancelReason = () => new AppError('internal', 'cancelled', { code: 'cancelled' });
+
+/** Why a run cut off by the end of a drain's grace period failed: retryable, and its text is kept. */
+export const interruptedReason = () =>
+  new AppError('unavailable', 'the process running this turn was stopped (a deploy or restart) before the turn finished; what it wrote is in the session, send the message again to continue', {
+    code: 'run_interrupted',
+  });
+
+const defaultDraftIntervalMs = 1_000;
+
+/**
+ * The assistant message of a step being streamed, saved to the session as it grows: at most one write every
+ * `intervalMs` and never more than one at a time, started beside the token relay so no token waits on the database
+ * (a crash loses at most the last interval of text, never the whole answer).
+ */
+class AssistantDraft {
+  private id: string | null = null;
+  private saving: Promise<void> | null = null;
+  private savedAt = Date.now();
+  private savedLength = 0;
+
+  constructor(
+    private readonly deps: Pick<EngineDeps, 'conversations' | 'logger'>,
+    private readonly turn: Turn,
+    private readonly intervalMs: number,
+  ) {}
+
+  /** Offers the text so far; saves it in the background when the last save is old enough and finished. */
+  grow(text: string): void {
+    if (this.saving !== null || text.length === this.savedLength || Date.now() - this.savedAt < this.intervalMs) return;
+    this.savedAt = Date.now();
+    this.savedLength = text.length;
+    const { turn } = this;
+    this.saving = this.deps.conversations
+      .writeDraft(turn.tenantId, turn.sessionId, this.id, { role: 'assistant', content: text, runId: turn.runId, subject: turn.subject, model: turn.model })
+      .then(
+        (id) => {
+          this.id = id;
+        },
+        (error: unknown) => this.deps.logger.warn({ err: error, run_id: turn.runId }, 'could not save the draft of an answer'),
+      )
+      .finally(() => {
+        this.saving = null;
+      });
+  }
+
+  /** Waits for a save in flight; the id of the draft row, null when none was written. */
+  async settled(): Promise<string | null> {
+    await this.saving;
+    return this.id;
+  }
+}
 
 /** The first line of a text, trimmed to what fits on one line of a UI. */
 function oneLine(text: string): string {

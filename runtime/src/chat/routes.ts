@@ -50,8 +50,11 @@ const turnErrors = {
   504: { description: 'The provider did not answer in time' },
 };
 
-/** `drainSignal` ends open streams when the process starts draining; their runs go on and clients resume elsewhere. */
-export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal?: AbortSignal): RouteDefinition[] {
+/**
+ * A run's stream follows it to its terminal frame even while the process drains: the run is accepted work, and a
+ * run cut off by the end of the grace period ends with a retryable `error` frame (docs/decisions/0028).
+ */
+export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefinition[] {
   return [
     defineRoute({
       method: 'post',
@@ -105,19 +108,19 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
           const runId = await chat.runToResume(principal, body.session_id, namedRun(req.get('x-run-id')));
           const controller = new AbortController();
           const frames = await chat.resume(principal, runId, after, controller.signal);
-          const writer = openSse(req, res, { headers: { 'X-Run-Id': runId }, ...(drainSignal ? { until: drainSignal } : {}) });
+          const writer = openSse(req, res, { headers: { 'X-Run-Id': runId } });
           writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
           await relay(writer, frames);
           return 'handled';
         }
         const started = await chat.start(principal, body);
         if (started.kind === 'refused') {
-          const writer = openSse(req, res, drainSignal ? { until: drainSignal } : {});
+          const writer = openSse(req, res);
           await writer.write({ id: 1, event: 'error', data: refusalFrame(started.error, started.sessionId) });
           writer.end();
           return 'handled';
         }
-        const writer = openSse(req, res, { headers: { 'X-Run-Id': started.runId }, ...(drainSignal ? { until: drainSignal } : {}) });
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': started.runId } });
         await relay(writer, await chat.resume(principal, started.runId, 0, writer.signal));
         return 'handled';
       },
@@ -144,7 +147,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations, drainSignal
         if (after === 'invalid') throw new ValidationError([{ loc: ['header', 'Last-Event-ID'], msg: 'must be a non-negative integer' }]);
         const controller = new AbortController();
         const frames = await chat.resume(principal, params.run_id, after ?? 0, controller.signal);
-        const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id }, ...(drainSignal ? { until: drainSignal } : {}) });
+        const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id } });
         writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
         await relay(writer, frames);
         return 'handled';

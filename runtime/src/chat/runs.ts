@@ -28,7 +28,7 @@ const isUniqueViolation = (error: unknown) => (error as { code?: string } | null
 export class RunStore {
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
-    /** This process, as the lease owner. */
+    /** This life of this process, as the lease owner (a restart is a new owner). */
     readonly owner: string,
     private readonly leaseSeconds: number,
   ) {}
@@ -113,6 +113,20 @@ export class RunStore {
       .set({ status: 'failed', error: JSON.stringify(runLostError()), finished_at: new Date() })
       .where('status', '=', 'running')
       .where('lease_expires_at', '<', new Date())
+      .returningAll()
+      .execute();
+  }
+
+  /**
+   * Fails every running run this process does not hold (an earlier life's), lease or not, and returns them. Only
+   * for a store no other process writes (the embedded database behind its data-dir lock).
+   */
+  async failAbandoned(): Promise<RunRow[]> {
+    return this.db
+      .updateTable('runs')
+      .set({ status: 'failed', error: JSON.stringify(runLostError()), finished_at: new Date(), lease_expires_at: null })
+      .where('status', '=', 'running')
+      .where('lease_owner', '<>', this.owner)
       .returningAll()
       .execute();
   }

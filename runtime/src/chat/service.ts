@@ -251,7 +251,10 @@ export class ChatService {
     if (head.state === 'missing' && !row) throw runNotFound(runId);
     if (head.state === 'missing' || head.state === 'expired') {
       const sessionId = row?.session_id ?? null;
-      const frame: Frame = {
+      // A run that failed (cut off by a drain, lost with its process) says why, from its row: the log of an earlier
+      // life of an embedded process is gone, but the client can still tell it may retry.
+      const failed = row?.status === 'failed' ? failureFrame(row) : null;
+      const frame: Frame = failed ?? {
         type: 'error',
         status: 404,
         code: 'run_events_expired',
@@ -409,6 +412,14 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
   }
   const open = remainingCalls.length + remainingApprovals.length + remainingQuestions.length > 0;
   return { answers, remaining: open ? { tool_calls: remainingCalls, approvals: remainingApprovals, questions: remainingQuestions } : null };
+}
+
+/** The terminal `error` frame a failed run's row records; null when it recorded none. */
+function failureFrame(row: RunRow): Extract<Frame, { type: 'error' }> | null {
+  const error = row.error as { status?: unknown; code?: unknown; message?: unknown; retryable?: unknown } | null;
+  if (!error || typeof error.status !== 'number' || typeof error.code !== 'string' || typeof error.message !== 'string') return null;
+  const retryable = typeof error.retryable === 'boolean' ? error.retryable : new AppError(kindOfStatus(error.status), error.message).isRetryable;
+  return { type: 'error', status: error.status, code: error.code, message: error.message, retryable, run_id: row.id, session_id: row.session_id };
 }
 
 function checkUniqueIds(request: ChatRequestInput): void {

@@ -66,7 +66,7 @@ export class Conversations {
    * Appends messages in order and returns them. Inside a transaction (`db`) the caller must call `notify` after
    * commit; outside one the notice is sent here.
    */
-  async append(tenantId: string, sessionId: string, messages: NewMessage[], db: Db = this.db): Promise<MessageRow[]> {
+  async append(tenantId: string, sessionId: string, messages: NewMessage[], db: Db = this.db, options: { notify?: boolean } = {}): Promise<MessageRow[]> {
     if (messages.length === 0) return [];
     const rows: MessageRow[] = [];
     // One insert per message keeps `seq` in the order given (a multi-row insert does too in practice, but not by contract).
@@ -93,8 +93,58 @@ export class Conversations {
       );
     }
     await db.updateTable('sessions').set({ updated_at: new Date() }).where('id', '=', sessionId).execute();
-    if (db === this.db) await this.notify(tenantId, sessionId, rows);
+    if (db === this.db && options.notify !== false) await this.notify(tenantId, sessionId, rows);
     return rows;
+  }
+
+  /**
+   * Writes the assistant message a turn is still producing (`metadata.draft`), so what it streamed is readable in
+   * the session even if its process dies (SPEC.md Errors 10). The first call inserts it, later ones rewrite its text.
+   * Drafts stay out of the session's event stream (followers get the message once, settled), so nobody is notified.
+   */
+  async writeDraft(tenantId: string, sessionId: string, draftId: string | null, message: NewMessage): Promise<string> {
+    const metadata = JSON.stringify({ ...message.metadata, incomplete: true, draft: true });
+    if (draftId !== null) {
+      await this.db.updateTable('messages').set({ content: message.content, metadata }).where('id', '=', draftId).execute();
+      return draftId;
+    }
+    const [row] = await this.append(tenantId, sessionId, [{ ...message, metadata: JSON.parse(metadata) as Record<string, unknown> }], this.db, { notify: false });
+    return row!.id;
+  }
+
+  /**
+   * Turns a draft into the final message: its content, calls and metadata, and a new `seq`, so a follower of the
+   * event stream (which skips drafts) receives it now, after anything it has already seen.
+   */
+  async settleDraft(tenantId: string, sessionId: string, draftId: string, message: NewMessage): Promise<MessageRow> {
+    const row = await this.db
+      .updateTable('messages')
+      .set({
+        seq: sql`default`,
+        content: message.content,
+        tool_calls: message.toolCalls ? JSON.stringify(message.toolCalls) : null,
+        metadata: message.metadata ? JSON.stringify(message.metadata) : null,
+      })
+      .where('id', '=', draftId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await this.db.updateTable('sessions').set({ updated_at: new Date() }).where('id', '=', sessionId).execute();
+    await this.notify(tenantId, sessionId, [row]);
+    return row;
+  }
+
+  /** Settles the drafts a run left behind (its process died or was cut off), keeping their text, marked incomplete. */
+  async settleDraftsOf(tenantId: string, sessionId: string, runId: string): Promise<void> {
+    const drafts = await this.db
+      .selectFrom('messages')
+      .select(['id', 'content'])
+      .where('run_id', '=', runId)
+      .where(sql<boolean>`coalesce((metadata->>'draft')::boolean, false)`)
+      .orderBy('seq')
+      .execute();
+    for (const draft of drafts) {
+      await this.settleDraft(tenantId, sessionId, draft.id, { role: 'assistant', content: draft.content, metadata: { incomplete: true } });
+    }
   }
 
   /** Tells followers of the session's event stream that messages arrived. Best effort: followers also re-read periodically. */

@@ -399,9 +399,11 @@ export class SessionService {
    * The visibility rule is part of the read itself, so no message is answered from a conversation the caller stopped
    * seeing a moment before; history and the events stream both read here, so they cannot differ.
    */
-  async readMessages(principal: Principal, sessionId: string, afterSeq: Seq | null, limit?: number): Promise<SequencedMessage[]> {
+  async readMessages(principal: Principal, sessionId: string, afterSeq: Seq | null, limit?: number, options: { settledOnly?: boolean } = {}): Promise<SequencedMessage[]> {
     let query = this.messagesQuery(principal, sessionId);
     if (afterSeq !== null) query = query.where('messages.seq', '>', afterSeq);
+    // A draft is rewritten as its turn goes; followers get the message once it settles (with a newer seq).
+    if (options.settledOnly) query = query.where(sql<boolean>`not coalesce((messages.metadata->>'draft')::boolean, false)`);
     if (limit !== undefined) query = query.limit(limit);
     const rows = await query.execute();
     return rows.map((row) => ({ seq: row.seq, message: withFeedback(row) }));
@@ -478,7 +480,7 @@ export class SessionEvents {
       if (Date.now() >= expiresAt) throw unauthenticated('token expired; reconnect with a fresh token', { code: 'invalid_token' });
       // The read only answers messages of a conversation the caller still sees; the check after it tells "nothing
       // new" from "gone" (deleted, or moved out of the caller's sight) and ends the stream with the 404.
-      const page = await this.service.readMessages(this.principal, this.sessionId, this.last, EVENTS_PAGE);
+      const page = await this.service.readMessages(this.principal, this.sessionId, this.last, EVENTS_PAGE, { settledOnly: true });
       for (const { seq, message } of page) {
         if (signal.aborted) return;
         this.last = seq;
