@@ -374,7 +374,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         ['a fractional version', { ...body, version: 1.5 }, ['body', 'version']],
         ['an unknown capability', { ...body, ceiling: { capabilities: ['chat', 'telepathy'] } }, ['body', 'ceiling', 'capabilities', 1]],
         ['a private key among the trusted keys', { ...body, trusted_keys: { keys: [privateKey] } }, ['body', 'trusted_keys', 'keys', 0]],
-        ['an empty key set', { ...body, trusted_keys: { keys: [] } }, ['body', 'trusted_keys']],
+        ['an empty key set', { ...body, trusted_keys: { keys: [] } }, ['body', 'trusted_keys', 'keys']],
         ['an origin with a path', { ...body, origins: ['https://app.example.com/login'] }, ['body', 'origins', 0]],
         ['a section this runtime does not know', { ...body, webhook_tools: [] }, ['body']],
         ['a ceiling without capabilities', { ...body, ceiling: { readOnly: true } }, ['body', 'ceiling', 'capabilities']],
