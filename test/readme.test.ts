@@ -1,0 +1,84 @@
+// The README's first chat works as written: its shell block is run by bash, line for line, against a fresh
+// `npm start` (started here, as its first line says) with a stand-in for the local model server it names, and every
+// step answers what the README says it does. Only addresses change: the ports and data dir of this run, and the
+// model server's URL.
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeOpenAIServer } from './fakes/openai-server.js';
+import { freePort, makeTempDir, typeScriptNodeArgs } from './harness/process.js';
+import { eventually } from './harness/eventually.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** The shell block that follows the README's "A first chat" heading. */
+function firstChatBlock(): string {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### A first chat'));
+  const block = /```sh\n([\s\S]*?)```/.exec(section);
+  if (!block) throw new Error('the README has no shell block under "A first chat"');
+  return block[1]!;
+}
+
+function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+describe('the README', () => {
+  const dataDir = makeTempDir('readme');
+  let fake: FakeOpenAIServer;
+  let server: ReturnType<typeof spawn>;
+  let ports: { control: number; data: number };
+
+  beforeAll(async () => {
+    fake = await FakeOpenAIServer.start({ apiKey: 'ollama', chatModels: ['llama3.2'] });
+    ports = { control: await freePort(), data: await freePort() };
+    // The block's first line, `AGENTPLANE_ALLOW_PRIVATE_URLS=true npm start`, in this run's ports and data dir.
+    server = spawn(process.execPath, [...typeScriptNodeArgs, join(root, 'all-in-one', 'src', 'main.ts')], {
+      cwd: root,
+      env: { ...process.env, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', AGENTPLANE_DATA_DIR: dataDir, CONTROL_PORT: String(ports.control), DATA_PORT: String(ports.data), LOG_LEVEL: 'warn' },
+      stdio: 'ignore',
+    });
+    await eventually(async () => (await fetch(`http://127.0.0.1:${ports.control}/ready`).catch(() => undefined))?.status === 200, { what: 'npm start to be ready', timeoutMs: 60_000 });
+  }, 90_000);
+
+  afterAll(async () => {
+    server?.kill('SIGTERM');
+    await fake?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('walks a first chat as written: sign in, project, key, provider, token, a blocking and a streamed answer', async () => {
+    const script = firstChatBlock()
+      .split('\n')
+      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
+      .join('\n')
+      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
+      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
+      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
+      .replaceAll('.agentplane/', `${dataDir}/`);
+    const { code, output } = await run('bash', ['-euo', 'pipefail', '-c', script], {});
+    expect(code, output).toBe(0);
+    // The blocking answer, then the stream's frames in order, each from the model server.
+    // curl prints no newline after a body: the blocking answer runs up to the stream's first field.
+    const start = output.indexOf('{"run_id"');
+    expect(start, output).toBeGreaterThanOrEqual(0);
+    const blocking = JSON.parse(output.slice(start, output.indexOf('retry:', start)).trim().replace(/\}[^}]*$/, '}')) as { content: string; finish_reason: null; session_id: string };
+    expect(blocking).toMatchObject({ content: expect.any(String), finish_reason: null, session_id: expect.any(String) });
+    expect(blocking.content.length).toBeGreaterThan(0);
+    const events = [...output.matchAll(/^event: (\w+)$/gm)].map((match) => match[1]);
+    expect(events[0]).toBe('start');
+    expect(events).toContain('token');
+    expect(events.at(-1)).toBe('done');
+    expect(fake.chatRequests().length).toBeGreaterThanOrEqual(2);
+  }, 120_000);
+});
