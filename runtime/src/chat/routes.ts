@@ -3,7 +3,7 @@
 import type { Response } from 'express';
 import { AppError, ValidationError } from '@agentplane/lib/errors';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
-import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { defineRoute, type ResponseSpec, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { lastEventIdOf, openSse, sseEventSchema } from '@agentplane/lib/http/sse';
 import type { RunLogEvent } from '@agentplane/lib/events/port';
 import { principalOf } from '../auth/guard.js';
@@ -49,6 +49,20 @@ const turnErrors = {
   502: { description: 'The provider failed with its own error' },
   504: { description: 'The provider did not answer in time' },
 };
+
+/** What a side generation (follow-ups, recap) may answer: its own capability, the conversation's model and provider. */
+function sideGenerationResponses(capability: string, ok: ResponseSpec): Record<number, ResponseSpec> {
+  return {
+    200: ok,
+    400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
+    403: { description: `Capability \`${capability}\` missing, or the conversation's model is outside the token's allow-list` },
+    404: turnErrors[404],
+    409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
+    429: turnErrors[429],
+    502: turnErrors[502],
+    504: turnErrors[504],
+  };
+}
 
 /**
  * A run's stream follows it to its terminal frame even while the process drains: the run is accepted work, and a
@@ -206,16 +220,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       security: ['bearer'],
       params: SessionIdParams,
       body: FollowupsRequest,
-      responses: {
-        200: { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut },
-        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
-        403: { description: 'Capability `followups` missing, or the conversation\'s model is outside the token\'s allow-list' },
-        404: turnErrors[404],
-        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
-        429: turnErrors[429],
-        502: turnErrors[502],
-        504: turnErrors[504],
-      },
+      responses: sideGenerationResponses('followups', { description: 'The suggestions (empty when the project has no model)', schema: FollowupsOut }),
       authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'followups'),
       async handle({ res, params, body }) {
         return { body: await side.followups(principalOf(res), params.session_id, body.count) };
@@ -230,16 +235,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       tags: ['chat'],
       security: ['bearer'],
       params: SessionIdParams,
-      responses: {
-        200: { description: 'The recap (empty when the project has no model)', schema: RecapOut },
-        400: { description: 'The conversation\'s model is no longer registered, or the provider rejected the call' },
-        403: { description: 'Capability `recap` missing, or the conversation\'s model is outside the token\'s allow-list' },
-        404: turnErrors[404],
-        409: { description: 'No provider serves the conversation\'s model (`no_provider`)' },
-        429: turnErrors[429],
-        502: turnErrors[502],
-        504: turnErrors[504],
-      },
+      responses: sideGenerationResponses('recap', { description: 'The recap (empty when the project has no model)', schema: RecapOut }),
       authorize: ({ params, res }) => side.authorize(principalOf(res), params.session_id, 'recap'),
       async handle({ res, params }) {
         return { body: await side.recap(principalOf(res), params.session_id) };
