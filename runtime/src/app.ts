@@ -155,7 +155,6 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
     const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });
     const engine = new TurnEngine({
-      db: database.db,
       events,
       conversations,
       runs,
