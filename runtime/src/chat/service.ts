@@ -188,6 +188,11 @@ export class ChatService {
     if (sessionId !== undefined) await this.deps.sessions.ownedSession(principal, sessionId);
   }
 
+  /** Reading a run's frames needs capability `chat`, as starting one does (403 before the run is looked up). */
+  authorizeResume(principal: Principal): void {
+    requireCapability(principal.permission, 'chat', 'chat');
+  }
+
   /**
    * The run a re-sent `POST /chat/stream` with `Last-Event-ID` resumes (docs/decisions/0026): the one named by the
    * `X-Run-Id` request header, else the latest run of the conversation named by `session_id`.
@@ -245,6 +250,7 @@ export class ChatService {
    * yields one terminal `error` frame naming its conversation; one nothing knows is 404.
    */
   async resume(principal: Principal, runId: string, afterId: number, signal: AbortSignal): Promise<AsyncIterable<RunLogEvent<Frame>>> {
+    this.authorizeResume(principal);
     const row = (await this.visibleRun(principal, runId))?.row;
     const key = runLogKey(principal.tenantId, runId);
     const head = await this.deps.events.logs.read<Frame>(key, 0, 1);
