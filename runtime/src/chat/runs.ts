@@ -155,6 +155,20 @@ export class RunStore {
     });
   }
 
+  /** The id of a conversation's latest run, whatever its status; undefined when it has none. */
+  async latestOf(tenantId: string, sessionId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('runs')
+      .select('id')
+      .where('tenant_id', '=', tenantId)
+      .where('session_id', '=', sessionId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.id;
+  }
+
   /** The ids of a tenant's running runs (a tenant erase cancels them first). */
   async runningOf(tenantId: string): Promise<string[]> {
     const rows = await this.db.selectFrom('runs').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();

@@ -209,17 +209,9 @@ export class ChatService {
       });
     }
     await this.deps.sessions.visibleSession(principal, sessionId);
-    const latest = await this.deps.db
-      .selectFrom('runs')
-      .select('id')
-      .where('tenant_id', '=', principal.tenantId)
-      .where('session_id', '=', sessionId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    if (!latest) throw notFound(`session ${sessionId} has no run to resume`, { code: 'nothing_to_resume' });
-    return latest.id;
+    const latest = await this.deps.runs.latestOf(principal.tenantId, sessionId);
+    if (latest === undefined) throw notFound(`session ${sessionId} has no run to resume`, { code: 'nothing_to_resume' });
+    return latest;
   }
 
   /**
@@ -280,7 +272,7 @@ export class ChatService {
       const start = head.events[0]?.data;
       const sessionId = start?.type === 'start' ? start.session_id : undefined;
       if (sessionId) {
-        const session = await this.deps.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+        const session = await this.deps.conversations.session(sessionId);
         if (session && (session.tenant_id !== principal.tenantId || !canSeeOwner(principal, session.owner))) throw runNotFound(runId);
       }
     }
@@ -342,7 +334,7 @@ export class ChatService {
   private async visibleRun(principal: Principal, runId: string): Promise<{ row: RunRow; owner: string } | undefined> {
     const row = await this.deps.runs.get(runId);
     if (!row || row.tenant_id !== principal.tenantId) return undefined;
-    const session = await this.deps.db.selectFrom('sessions').select('owner').where('id', '=', row.session_id).executeTakeFirst();
+    const session = await this.deps.conversations.session(row.session_id);
     if (!session || !canSeeOwner(principal, session.owner)) throw runNotFound(runId);
     return { row, owner: session.owner };
   }

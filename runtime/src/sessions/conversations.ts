@@ -154,6 +154,11 @@ export class Conversations {
     await this.pubsub.publish(sessionMessagesChannel(tenantId, sessionId), { seq: last.seq }).catch(() => undefined);
   }
 
+  /** A session by id, whatever its tenant (callers check the tenant and visibility); undefined when none. */
+  async session(sessionId: string): Promise<SessionRow | undefined> {
+    return this.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+  }
+
   /** Every message of a session, oldest first (drafts included): what a turn's prompt is built from. */
   async messagesOf(sessionId: string): Promise<MessageRow[]> {
     return this.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
