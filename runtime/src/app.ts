@@ -16,10 +16,11 @@ import type { Logger } from '@agentplane/lib/logging';
 import { adminKeyGuard } from './admin-auth.js';
 import { EndUserAuthenticator } from './auth/authenticate.js';
 import { bearerGuard, principalOf } from './auth/guard.js';
-import { NarrowingKeyRings } from './auth/narrowing-keys.js';
+import { NarrowingKeyRings, registerNarrowingKeys } from './auth/narrowing-keys.js';
 import { TokenNarrowingService } from './auth/narrowing.js';
 import { capabilityRoutes, narrowingRoutes } from './auth/routes.js';
 import { TurnEngine } from './chat/engine.js';
+import { registerChat } from './chat/feature.js';
 import { UsageLimiter } from './chat/limits.js';
 import { chatRoutes } from './chat/routes.js';
 import { RunStore } from './chat/runs.js';
@@ -31,13 +32,13 @@ import type { ModelFactory } from './models/port.js';
 import { Conversations } from './sessions/conversations.js';
 import { sessionRoutes } from './sessions/routes.js';
 import { SessionService } from './sessions/service.js';
-import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, type BlobStore } from './blob/index.js';
+import { BLOB_ROUTE_PATH, createBlobStore, createSignedBlobRouter, FsBlobStore, registerBlobs, type BlobStore } from './blob/index.js';
 import { minAdminKeyLength, type RuntimeConfig } from './config.js';
+import { Features } from './features.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
-import { configurationDigestKey, TenantConfigurationService } from './tenants/configuration.js';
+import { configurationDigestKey, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
 import { TenantEraser } from './tenants/erase.js';
-import { tenantBlobPrefix, tenantEventPrefix } from './tenants/keys.js';
 import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
 import { TenantService } from './tenants/service.js';
 
@@ -114,37 +115,18 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     );
 
     closers.unshift(() => blobs.close());
-    if (blobs instanceof FsBlobStore) {
-      // Uploads abandoned half way and temp files of a crash: swept at start and then hourly.
-      const sweep = () => void blobs.sweep().catch((err: unknown) => logger.warn({ err }, 'blob sweep failed'));
-      sweep();
-      const timer = setInterval(sweep, 60 * 60 * 1000);
-      timer.unref();
-      closers.unshift(async () => clearInterval(timer));
-    }
 
+    // Features bring their erase steps, shutdown hooks and timers; the hooks run before the stores close.
     const eraser = new TenantEraser(database.db, logger);
+    const features = new Features(eraser, logger);
+    closers.unshift(() => features.shutdown());
     const tenants = new TenantService(database.db, secretBox, eraser);
     const configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey));
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
-    eraser.registerRows({ table: 'tenant_configurations', purge: (trx, tenantId) => configurations.purge(trx, tenantId) });
-    // With the tenant's keys gone, every token it narrowed stops verifying, on every replica at its next request.
-    eraser.registerRows({ table: 'tenant_narrowing_keys', purge: (trx, tenantId) => narrowingKeys.purge(trx, tenantId) });
+    registerConfigurations(features, configurations);
+    registerNarrowingKeys(features, narrowingKeys);
     const authenticator = new EndUserAuthenticator(configurations, narrowingKeys);
     const narrowing = new TokenNarrowingService(narrowingKeys);
-    eraser.registerStep({
-      name: 'run_logs',
-      phase: 'outside_database',
-      run: async (tenantId) => ({ items: await events.deleteByPrefix(tenantEventPrefix(tenantId)) }),
-    });
-    eraser.registerStep({
-      name: 'stored_bytes',
-      phase: 'outside_database',
-      run: async (tenantId) => {
-        const { deleted, abortedUploads } = await blobs.deleteByPrefix(tenantBlobPrefix(tenantId));
-        return { items: deleted + abortedUploads };
-      },
-    });
 
     const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
     const conversations = new Conversations(database.db, events.pubsub);
@@ -155,7 +137,6 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
     const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });
     const engine = new TurnEngine({
-      db: database.db,
       events,
       conversations,
       runs,
@@ -167,29 +148,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       leaseSeconds: config.runLeaseSeconds,
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
     });
-    // The embedded database is this process's alone (its data-dir lock says so): a run still marked running was
-    // left by an earlier life, and is failed now rather than when its lease lapses. Replicas sharing PostgreSQL
-    // leave it to the lease sweep below, since the owner may be alive elsewhere.
-    if (database.driver === 'pglite') {
-      const recovered = await engine.recoverAbandoned();
-      if (recovered > 0) logger.warn({ runs: recovered }, 'failed the runs an earlier start left running; their text is kept in their sessions');
-    }
+    // The embedded database is this process's alone (its data-dir lock says so).
+    await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
+    registerBlobs(features, blobs);
     const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, engine, limiter, tenants, logger });
-    // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
-    const sweep = setInterval(
-      () => void engine.sweepLost().catch((err: unknown) => logger.warn({ err }, 'lost-run sweep failed')),
-      Math.max(500, (config.runLeaseSeconds * 1000) / 2),
-    );
-    sweep.unref();
-    closers.unshift(async () => clearInterval(sweep));
-    eraser.registerStep({ name: 'runs', phase: 'stop_work', run: async (tenantId) => ({ items: await engine.cancelTenantRuns(tenantId) }) });
-    // Children before parents (the foreign keys say so); usage rows are the tenant's too.
-    for (const table of ['message_feedback', 'run_steers', 'usage_records', 'messages', 'runs', 'sessions'] as const) {
-      eraser.registerRows({
-        table,
-        purge: async (trx, tenantId) => Number((await trx.deleteFrom(table).where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
-      });
-    }
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',

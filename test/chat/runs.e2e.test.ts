@@ -98,6 +98,11 @@ describe('runs (embedded)', () => {
     const noCapability = await world.token({ capabilities: ['chat'] });
     const refused = await world.rt.endUser(`/chat/stream/${start.run_id}/steer`, noCapability, { method: 'POST', body: JSON.stringify({ message: 'x' }) });
     expect(refused.status).toBe(403);
+    // Reading a run's stream needs `chat` too, answered before the run is looked up.
+    const notChat = await world.token({ capabilities: ['steer'] });
+    const unread = await world.rt.endUser(`/chat/stream/${start.run_id}`, notChat);
+    expect(unread.status).toBe(403);
+    expect(await unread.json()).toMatchObject({ code: 'capability_denied' });
   });
 
   it('goes on when the client disconnects, and resume replays everything after Last-Event-ID', async () => {

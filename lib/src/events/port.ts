@@ -1,7 +1,7 @@
 // The event port: numbered per-key logs that readers replay and then follow (a run's events behind SSE and
 // Last-Event-ID), pub/sub (steer and cancel reach a run on any process), and fixed-window counters (rpm/tpm
 // limits). Adapters: memory.ts (embedded default) and redis.ts (shared by every runtime process).
-import { conflict, invalidArgument, notFound } from '../errors.js';
+import { AppError, invalidArgument, notFound } from '../errors.js';
 
 export interface RunLogEvent<T = unknown> {
   /** 1, 2, 3, ... per key: the SSE `id:` a client sends back as Last-Event-ID. */
@@ -112,7 +112,15 @@ export function toJson(value: unknown): string {
   return text;
 }
 
-export const logClosed = (key: string) => conflict(`event log '${key}' is closed`, { code: 'log_closed' });
+/** An append to a log that was closed (its run ended or was swept as lost): 409 `log_closed`. */
+export class LogClosedError extends AppError {
+  constructor(readonly key: string) {
+    super('conflict', `event log '${key}' is closed`, { code: 'log_closed' });
+    this.name = 'LogClosedError';
+  }
+}
+
+export const logClosed = (key: string) => new LogClosedError(key);
 
 /** Subscribes to change notices of one log; resolves once notices flow; returns the unsubscribe. */
 export type WatchLog = (key: string, onChange: () => void) => Promise<() => Promise<void>>;

@@ -6,6 +6,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { createKeyRing, exportKeyRing, importKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
+import type { FeatureHost } from '../features.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { canonicalTenantId } from '../tenants/service.js';
 
@@ -14,6 +15,14 @@ export interface NarrowingRing {
   /** The ring's key ids, active first: a ring replaced (erased and made again, or rotated) has other ones. */
   keyIds: string;
   ring: KeyRing;
+}
+
+/**
+ * The narrowing keys' part of the tenant erase: with the tenant's keys gone, every token it narrowed stops verifying,
+ * on every replica at its next request.
+ */
+export function registerNarrowingKeys(host: FeatureHost, keys: NarrowingKeyRings): void {
+  host.eraseRows({ table: 'tenant_narrowing_keys', purge: (trx, tenantId) => keys.purge(trx, tenantId) });
 }
 
 export class NarrowingKeyRings {

@@ -1,4 +1,6 @@
 // Chooses the blob store adapter from configuration: the embedded filesystem store or an S3-compatible one.
+import type { FeatureHost } from '../features.js';
+import { tenantBlobPrefix } from '../tenants/keys.js';
 import { FsBlobStore } from './fs.js';
 import type { BlobStore } from './port.js';
 import { S3BlobStore, type S3BlobStoreConfig } from './s3.js';
@@ -16,6 +18,22 @@ export type BlobStoreConfig =
       maxUploadBytes?: number;
     }
   | ({ kind: 's3' } & S3BlobStoreConfig);
+
+/**
+ * What stored bytes bring to the composition root: the hourly sweep of uploads abandoned half way and temp files of
+ * a crash (the filesystem store, also at start), and deleting a tenant's objects after its rows in a tenant erase.
+ */
+export function registerBlobs(host: FeatureHost, blobs: BlobStore): void {
+  if (blobs instanceof FsBlobStore) host.every('blob sweep', 60 * 60 * 1000, () => blobs.sweep(), { now: true });
+  host.eraseStep({
+    name: 'stored_bytes',
+    phase: 'outside_database',
+    run: async (tenantId) => {
+      const { deleted, abortedUploads } = await blobs.deleteByPrefix(tenantBlobPrefix(tenantId));
+      return { items: deleted + abortedUploads };
+    },
+  });
+}
 
 export function createBlobStore(config: BlobStoreConfig): BlobStore {
   switch (config.kind) {

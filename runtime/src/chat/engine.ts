@@ -2,21 +2,31 @@
 // relays what it says into the run log, handles the tool calls it makes (refusing anything outside the turn's tool
 // set, pausing on client calls, approvals and questions), picks up steer messages at step boundaries, and ends with
 // exactly one terminal frame. Its process holds a lease on the run; cancel reaches it through pub/sub.
-import type { Kysely } from 'kysely';
 import { AppError } from '@agentplane/lib/errors';
-import type { EventBus } from '@agentplane/lib/events/port';
+import { LogClosedError, type EventBus } from '@agentplane/lib/events/port';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
 import type { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Effort } from '@agentplane/lib/permissions';
 import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
-import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
-import type { RuntimeSchema, SessionPending } from '../store/schema.js';
+import type { Conversations, NewMessage } from '../sessions/conversations.js';
+import type { SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { UsageRecorder } from './usage.js';
-import { runControlChannel, runLogKey, runLostError, type RunControl, type RunRow, type RunStatus, type RunStore } from './runs.js';
+import {
+  RunCancelledError,
+  RunInterruptedError,
+  RunLeaseLostError,
+  runControlChannel,
+  runLogKey,
+  runLostError,
+  type RunControl,
+  type RunRow,
+  type RunStatus,
+  type RunStore,
+} from './runs.js';
 import type { ChatResponseOutput, Frame } from './schemas.js';
 import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
@@ -63,7 +73,6 @@ export const emptyTotals = (): TurnTotals => ({ inputTokens: 0, outputTokens: 0,
 const reportedFinish: Partial<Record<ModelFinishReason, 'length' | 'content_filter'>> = { length: 'length', content_filter: 'content_filter' };
 
 export interface EngineDeps {
-  db: Kysely<RuntimeSchema>;
   events: EventBus;
   conversations: Conversations;
   runs: RunStore;
@@ -96,7 +105,7 @@ export class TurnEngine {
     deps.lifecycle.cutOffSignal.addEventListener(
       'abort',
       () => {
-        for (const controller of this.held.values()) controller.abort(interruptedReason());
+        for (const controller of this.held.values()) controller.abort(new RunInterruptedError());
       },
       { once: true },
     );
@@ -111,7 +120,7 @@ export class TurnEngine {
     try {
       await this.deps.events.logs.append(runLogKey(tenantId, runId), frame);
     } catch (error) {
-      if (error instanceof AppError && error.code === 'log_closed') return;
+      if (error instanceof LogClosedError) return;
       throw error;
     }
   }
@@ -146,7 +155,7 @@ export class TurnEngine {
   cancelHeld(runId: string): boolean {
     const controller = this.held.get(runId);
     if (!controller) return false;
-    controller.abort(cancelReason());
+    controller.abort(new RunCancelledError());
     return true;
   }
 
@@ -174,7 +183,7 @@ export class TurnEngine {
   private async endLost(run: RunRow, why: string): Promise<void> {
     const error = runLostError();
     await this.deps.conversations.settleDraftsOf(run.tenant_id, run.session_id, run.id);
-    await this.deps.conversations.setRollup(this.deps.db, run.session_id, { status: 'failed' });
+    await this.deps.conversations.markFailed(run.session_id);
     // A log this process never held (in-process events of an earlier life) is not started here: a resume reads the
     // run's row instead, whatever Last-Event-ID it sends.
     const key = runLogKey(run.tenant_id, run.id);
@@ -189,8 +198,8 @@ export class TurnEngine {
 
   /** Cancels every running run of a tenant, wherever it runs (the first step of a tenant erase). */
   async cancelTenantRuns(tenantId: string): Promise<number> {
-    const running = await this.deps.db.selectFrom('runs').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
-    for (const { id } of running) {
+    const running = await this.deps.runs.runningOf(tenantId);
+    for (const id of running) {
       await this.deps.runs.requestCancel(id);
       if (!this.cancelHeld(id)) await this.deps.events.pubsub.publish(runControlChannel(tenantId, id), { type: 'cancel' });
     }
@@ -201,11 +210,11 @@ export class TurnEngine {
     const { deps } = this;
     const controller = new AbortController();
     this.held.set(turn.runId, controller);
-    if (deps.lifecycle.cutOffSignal.aborted) controller.abort(interruptedReason());
+    if (deps.lifecycle.cutOffSignal.aborted) controller.abort(new RunInterruptedError());
     let lost = false;
     const unsubscribe = await deps.events.pubsub
       .subscribe(runControlChannel(turn.tenantId, turn.runId), (message) => {
-        if ((message as RunControl | null)?.type === 'cancel') controller.abort(cancelReason());
+        if ((message as RunControl | null)?.type === 'cancel') controller.abort(new RunCancelledError());
       })
       .catch((error: unknown) => {
         deps.logger.warn({ err: error, run_id: turn.runId }, 'run control subscription failed; cancel is read from the database');
@@ -217,11 +226,11 @@ export class TurnEngine {
           async (held) => {
             if (!held) {
               lost = true;
-              controller.abort(new AppError('internal', 'lost', { code: 'run_lost' }));
+              controller.abort(new RunLeaseLostError());
               return;
             }
             // A cancel whose notice was missed (another replica published before this one subscribed) is in the row.
-            if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(cancelReason());
+            if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(new RunCancelledError());
           },
           (error: unknown) => deps.logger.warn({ err: error, run_id: turn.runId }, 'lease renewal failed'),
         ),
@@ -230,13 +239,13 @@ export class TurnEngine {
     lease.unref();
     const totals = emptyTotals();
     try {
-      if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(cancelReason());
+      if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(new RunCancelledError());
       const outcome = await this.loop(turn, controller.signal, totals);
       if (lost) return;
       await this.complete(turn, outcome, totals);
     } catch (error) {
       if (lost) return;
-      if (controller.signal.aborted && (controller.signal.reason as AppError | undefined)?.code === 'cancelled') {
+      if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
         await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals);
         return;
       }
@@ -256,7 +265,7 @@ export class TurnEngine {
     for (;;) {
       await this.takeSteers(turn);
       if (signal.aborted) return this.stopped(signal, lastMessageId);
-      const history = await this.history(turn.sessionId);
+      const history = await this.deps.conversations.messagesOf(turn.sessionId);
       const messages = clampHistory(
         turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
         toModelMessages(history),
@@ -381,13 +390,9 @@ export class TurnEngine {
     return paused ? pending : null;
   }
 
-  private async history(sessionId: string): Promise<MessageRow[]> {
-    return this.deps.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
-  }
-
   /** Steer messages waiting for this boundary become ordinary user messages. */
   private async takeSteers(turn: Turn): Promise<void> {
-    const steers = await this.deps.runs.takeSteers(this.deps.db, turn.runId);
+    const steers = await this.deps.runs.takeSteers(turn.runId);
     await this.deps.conversations.append(
       turn.tenantId,
       turn.sessionId,
@@ -405,7 +410,7 @@ export class TurnEngine {
 
   /** A stopped run: cancelled by the person, or else (cut off by a drain) thrown, so it fails with that reason. */
   private stopped(signal: AbortSignal, messageId: string | null, content = ''): Outcome {
-    if ((signal.reason as AppError | undefined)?.code !== 'cancelled') throw signal.reason;
+    if (!(signal.reason instanceof RunCancelledError)) throw signal.reason;
     return { status: 'cancelled', finishReason: 'cancelled', content, messageId, pending: null };
   }
 
@@ -433,17 +438,16 @@ export class TurnEngine {
    */
   private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals): Promise<void> {
     const { deps } = this;
-    const steered = await deps.db.transaction().execute(async (trx) => {
-      await deps.runs.lock(trx, turn.runId);
-      if (outcome.status === 'completed' && outcome.finishReason === null) {
-        const waiting = await trx.selectFrom('run_steers').select('seq').where('run_id', '=', turn.runId).where('consumed_at', 'is', null).executeTakeFirst();
-        if (waiting) return true;
-      }
-      await deps.runs.finish(trx, turn.runId, { status: outcome.status, finishReason: outcome.finishReason });
-      await deps.conversations.setRollup(trx, turn.sessionId, { status: outcome.status, model: turn.model, pending: outcome.pending });
-      return false;
-    });
-    if (steered) {
+    const ended = await deps.runs.end(
+      turn.runId,
+      { status: outcome.status, finishReason: outcome.finishReason },
+      {
+        // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
+        unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
+        alongside: (trx) => deps.conversations.setRollup(trx, turn.sessionId, { status: outcome.status, model: turn.model, pending: outcome.pending }),
+      },
+    );
+    if (ended === 'steered') {
       // The loop runs again under the same run: its own lease and subscription are still live.
       const controller = this.held.get(turn.runId) ?? new AbortController();
       const next = await this.loop(turn, controller.signal, totals);
@@ -484,24 +488,18 @@ export class TurnEngine {
     await this.deps.conversations.settleDraftsOf(turn.tenantId, turn.sessionId, turn.runId).catch((err: unknown) =>
       this.deps.logger.warn({ err, run_id: turn.runId }, 'could not settle the draft of a failed run'),
     );
-    await this.deps.db.transaction().execute(async (trx) => {
-      const moved = await this.deps.runs.finish(trx, turn.runId, {
-        status: 'failed',
-        error: { status: frame.status, code: frame.code, message: frame.message, retryable: frame.retryable },
-      });
-      if (moved) await this.deps.conversations.setRollup(trx, turn.sessionId, { status: 'failed', model: turn.model });
-    });
+    await this.deps.runs.end(
+      turn.runId,
+      { status: 'failed', error: { status: frame.status, code: frame.code, message: frame.message, retryable: frame.retryable } },
+      {
+        alongside: async (trx, moved) => {
+          if (moved) await this.deps.conversations.setRollup(trx, turn.sessionId, { status: 'failed', model: turn.model });
+        },
+      },
+    );
     await this.end(turn.tenantId, turn.runId, frame);
   }
 }
-
-const cancelReason = () => new AppError('internal', 'cancelled', { code: 'cancelled' });
-
-/** Why a run cut off by the end of a drain's grace period failed: retryable, and its text is kept. */
-export const interruptedReason = () =>
-  new AppError('unavailable', 'the process running this turn was stopped (a deploy or restart) before the turn finished; what it wrote is in the session, send the message again to continue', {
-    code: 'run_interrupted',
-  });
 
 const defaultDraftIntervalMs = 1_000;
 

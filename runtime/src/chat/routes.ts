@@ -153,8 +153,10 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       query: ResumeQuery,
       responses: {
         200: { description: 'The run\'s later frames', contentType: 'text/event-stream', schema: RunStreamEvent },
+        403: { description: 'Capability `chat` missing' },
         404: { description: 'No run by that id is known, or its conversation is not visible to this token' },
       },
+      authorize: ({ res }) => chat.authorizeResume(principalOf(res)),
       async handle({ req, res, params, query }) {
         const principal = principalOf(res);
         const after = lastEventIdOf(req, query.last_event_id);

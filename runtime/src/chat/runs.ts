@@ -3,7 +3,7 @@
 // died. The frames a client sees live in the run log on the event port; this is what outlives them.
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, type Transaction } from 'kysely';
-import { conflict } from '@agentplane/lib/errors';
+import { AppError, conflict } from '@agentplane/lib/errors';
 import type { RuntimeSchema } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 
@@ -22,6 +22,43 @@ export type RunControl = { type: 'cancel' } | { type: 'steer' };
 
 export const turnRunning = () =>
   conflict('a turn is already running in this session; wait for it to finish or cancel it', { code: 'turn_running' });
+
+/** Why a run stopped at the person's request (POST .../cancel, a tenant erase): it ends `cancelled`, not failed. */
+export class RunCancelledError extends AppError {
+  constructor() {
+    super('internal', 'cancelled', { code: 'cancelled' });
+    this.name = 'RunCancelledError';
+  }
+}
+
+/** Why a run cut off by the end of a drain's grace period failed: retryable, and its text is kept. */
+export class RunInterruptedError extends AppError {
+  constructor() {
+    super(
+      'unavailable',
+      'the process running this turn was stopped (a deploy or restart) before the turn finished; what it wrote is in the session, send the message again to continue',
+      { code: 'run_interrupted' },
+    );
+    this.name = 'RunInterruptedError';
+  }
+}
+
+/** Why a run stopped when its process found its lease gone (another replica swept it as lost and ended its log). */
+export class RunLeaseLostError extends AppError {
+  constructor() {
+    super('internal', 'lost', { code: 'run_lost' });
+    this.name = 'RunLeaseLostError';
+  }
+}
+
+type Db = Kysely<RuntimeSchema> | Transaction<RuntimeSchema>;
+
+/** How a run ended, as its row records it. */
+export interface RunEnding {
+  status: Exclude<RunStatus, 'running'>;
+  finishReason?: string | null;
+  error?: Record<string, unknown> | null;
+}
 
 const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23505';
 
@@ -82,11 +119,7 @@ export class RunStore {
   }
 
   /** Records how the run ended; only a running run moves (a swept run stays failed). */
-  async finish(
-    db: Kysely<RuntimeSchema> | Transaction<RuntimeSchema>,
-    runId: string,
-    outcome: { status: Exclude<RunStatus, 'running'>; finishReason?: string | null; error?: Record<string, unknown> | null },
-  ): Promise<boolean> {
+  async finish(db: Db, runId: string, outcome: RunEnding): Promise<boolean> {
     const result = await db
       .updateTable('runs')
       .set({
@@ -100,6 +133,46 @@ export class RunStore {
       .where('status', '=', 'running')
       .executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Ends a run and, in the same transaction, whatever else its end moves (`alongside`, told whether the row moved:
+   * a run swept as lost meanwhile stays failed). With `unlessSteered`, a steer still waiting leaves the run running
+   * and answers `steered` instead: the run row is locked first, so a concurrent steer either lands before this check
+   * or finds the run finished.
+   */
+  async end(
+    runId: string,
+    ending: RunEnding,
+    options: { unlessSteered?: boolean; alongside?: (trx: Transaction<RuntimeSchema>, moved: boolean) => Promise<void> } = {},
+  ): Promise<'ended' | 'steered'> {
+    return this.db.transaction().execute(async (trx) => {
+      await this.lock(trx, runId);
+      if (options.unlessSteered && (await this.steerWaiting(trx, runId))) return 'steered';
+      const moved = await this.finish(trx, runId, ending);
+      await options.alongside?.(trx, moved);
+      return 'ended';
+    });
+  }
+
+  /** The id of a conversation's latest run, whatever its status; undefined when it has none. */
+  async latestOf(tenantId: string, sessionId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('runs')
+      .select('id')
+      .where('tenant_id', '=', tenantId)
+      .where('session_id', '=', sessionId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.id;
+  }
+
+  /** The ids of a tenant's running runs (a tenant erase cancels them first). */
+  async runningOf(tenantId: string): Promise<string[]> {
+    const rows = await this.db.selectFrom('runs').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
+    return rows.map((row) => row.id);
   }
 
   async requestCancel(runId: string): Promise<void> {
@@ -142,7 +215,7 @@ export class RunStore {
   }
 
   /** Takes the steer messages not yet picked up, oldest first, marking them consumed. */
-  async takeSteers(db: Kysely<RuntimeSchema> | Transaction<RuntimeSchema>, runId: string): Promise<string[]> {
+  async takeSteers(runId: string, db: Db = this.db): Promise<string[]> {
     const rows = await db
       .updateTable('run_steers')
       .set({ consumed_at: new Date() })
@@ -151,6 +224,12 @@ export class RunStore {
       .returning(['seq', 'message'])
       .execute();
     return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.message);
+  }
+
+  /** Whether a steer message waits to be taken. */
+  async steerWaiting(db: Db, runId: string): Promise<boolean> {
+    const row = await db.selectFrom('run_steers').select('seq').where('run_id', '=', runId).where('consumed_at', 'is', null).executeTakeFirst();
+    return row !== undefined;
   }
 
   /** Locks the run row for the rest of the transaction (a finishing run against a concurrent steer). */

@@ -188,6 +188,11 @@ export class ChatService {
     if (sessionId !== undefined) await this.deps.sessions.ownedSession(principal, sessionId);
   }
 
+  /** Reading a run's frames needs capability `chat`, as starting one does (403 before the run is looked up). */
+  authorizeResume(principal: Principal): void {
+    requireCapability(principal.permission, 'chat', 'chat');
+  }
+
   /**
    * The run a re-sent `POST /chat/stream` with `Last-Event-ID` resumes (docs/decisions/0026): the one named by the
    * `X-Run-Id` request header, else the latest run of the conversation named by `session_id`.
@@ -204,17 +209,9 @@ export class ChatService {
       });
     }
     await this.deps.sessions.visibleSession(principal, sessionId);
-    const latest = await this.deps.db
-      .selectFrom('runs')
-      .select('id')
-      .where('tenant_id', '=', principal.tenantId)
-      .where('session_id', '=', sessionId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    if (!latest) throw notFound(`session ${sessionId} has no run to resume`, { code: 'nothing_to_resume' });
-    return latest.id;
+    const latest = await this.deps.runs.latestOf(principal.tenantId, sessionId);
+    if (latest === undefined) throw notFound(`session ${sessionId} has no run to resume`, { code: 'nothing_to_resume' });
+    return latest;
   }
 
   /**
@@ -245,6 +242,7 @@ export class ChatService {
    * yields one terminal `error` frame naming its conversation; one nothing knows is 404.
    */
   async resume(principal: Principal, runId: string, afterId: number, signal: AbortSignal): Promise<AsyncIterable<RunLogEvent<Frame>>> {
+    this.authorizeResume(principal);
     const row = (await this.visibleRun(principal, runId))?.row;
     const key = runLogKey(principal.tenantId, runId);
     const head = await this.deps.events.logs.read<Frame>(key, 0, 1);
@@ -274,7 +272,7 @@ export class ChatService {
       const start = head.events[0]?.data;
       const sessionId = start?.type === 'start' ? start.session_id : undefined;
       if (sessionId) {
-        const session = await this.deps.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+        const session = await this.deps.conversations.session(sessionId);
         if (session && (session.tenant_id !== principal.tenantId || !canSeeOwner(principal, session.owner))) throw runNotFound(runId);
       }
     }
@@ -336,7 +334,7 @@ export class ChatService {
   private async visibleRun(principal: Principal, runId: string): Promise<{ row: RunRow; owner: string } | undefined> {
     const row = await this.deps.runs.get(runId);
     if (!row || row.tenant_id !== principal.tenantId) return undefined;
-    const session = await this.deps.db.selectFrom('sessions').select('owner').where('id', '=', row.session_id).executeTakeFirst();
+    const session = await this.deps.conversations.session(row.session_id);
     if (!session || !canSeeOwner(principal, session.owner)) throw runNotFound(runId);
     return { row, owner: session.owner };
   }

@@ -10,6 +10,7 @@ import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 import {
   MODEL_PORT_VERSION,
+  ModelCallAbortedError,
   type GenerateResult,
   type LanguageModel,
   type ModelFactory,
@@ -53,11 +54,7 @@ export function createOpenAIModelFactory(options: OpenAIModelOptions): ModelFact
   return (target, modelId) => new OpenAIChatModel(modelId, target, clientFor(target), options.timeoutMs);
 }
 
-/**
- * What a stream ends with, and `generate` throws, when `request.signal` fired: not a provider failure, so the engine
- * looks at the signal itself (cancel, client gone, shutdown) to decide what the turn became.
- */
-export const modelCallAborted = () => new AppError('internal', 'the model call was aborted', { code: 'aborted' });
+export const modelCallAborted = () => new ModelCallAbortedError();
 
 const upstreamTimeout = () => new AppError('upstream_timeout', UPSTREAM_TIMEOUT, { code: 'provider_timeout' });
 

@@ -2,7 +2,7 @@
 // discriminated union of parts ending in exactly one `finish` or `error`; it is consumed once and aborts the
 // upstream call when the consumer stops early or the signal fires. Adapters: openai.ts (OpenAI and every
 // OpenAI-compatible endpoint).
-import type { AppError } from '@agentplane/lib/errors';
+import { AppError } from '@agentplane/lib/errors';
 import type { Effort } from '@agentplane/lib/permissions';
 
 export const MODEL_PORT_VERSION = 'v1' as const;
@@ -56,6 +56,17 @@ export type StreamPart =
   | { type: 'finish'; finishReason: ModelFinishReason; usage: Usage }
   /** Terminal: the typed error the engine reports (upstream_failed 502, upstream_timeout 504, invalid_argument 400). */
   | { type: 'error'; error: AppError };
+
+/**
+ * What a stream ends with, and `generate` throws, when `request.signal` fired: not a provider failure, so the engine
+ * looks at the signal itself (cancel, client gone, shutdown) to decide what the turn became.
+ */
+export class ModelCallAbortedError extends AppError {
+  constructor() {
+    super('internal', 'the model call was aborted', { code: 'aborted' });
+    this.name = 'ModelCallAbortedError';
+  }
+}
 
 export interface GenerateResult {
   text: string;

@@ -154,6 +154,21 @@ export class Conversations {
     await this.pubsub.publish(sessionMessagesChannel(tenantId, sessionId), { seq: last.seq }).catch(() => undefined);
   }
 
+  /** A session by id, whatever its tenant (callers check the tenant and visibility); undefined when none. */
+  async session(sessionId: string): Promise<SessionRow | undefined> {
+    return this.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+  }
+
+  /** Every message of a session, oldest first (drafts included): what a turn's prompt is built from. */
+  async messagesOf(sessionId: string): Promise<MessageRow[]> {
+    return this.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
+  }
+
+  /** The rollup of a session whose run was lost (its process died): failed, so it takes a new turn. */
+  async markFailed(sessionId: string): Promise<void> {
+    await this.setRollup(this.db, sessionId, { status: 'failed' });
+  }
+
   /** Sets the title and returns the session; undefined when it no longer exists. */
   async setTitle(db: Db, sessionId: string, title: string): Promise<SessionRow | undefined> {
     return db.updateTable('sessions').set({ title, updated_at: new Date() }).where('id', '=', sessionId).returningAll().executeTakeFirst();

@@ -5,6 +5,7 @@ import { createHash, createHmac, hkdfSync } from 'node:crypto';
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { conflict, notFound } from '@agentplane/lib/errors';
+import type { FeatureHost } from '../features.js';
 import type { RuntimeSchema, TenantConfigurationsTable } from '../store/schema.js';
 import {
   TenantConfiguration,
@@ -59,6 +60,11 @@ export interface ConfigurationStamp {
 export interface StoredConfiguration extends ConfigurationStamp {
   tenantId: string;
   document: TenantConfigurationDocument;
+}
+
+/** The configuration's part of the tenant erase: its row. */
+export function registerConfigurations(host: FeatureHost, configurations: TenantConfigurationService): void {
+  host.eraseRows({ table: 'tenant_configurations', purge: (trx, tenantId) => configurations.purge(trx, tenantId) });
 }
 
 export class TenantConfigurationService {

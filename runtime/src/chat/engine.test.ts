@@ -1,0 +1,294 @@
+// The turn engine against the embedded store and in-process events, driven by a scripted model that records its
+// calls: no HTTP, no provider. What a client sees is read from the run's log, what stays from the store.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type Database } from '@agentplane/lib/db/database';
+import { migrate } from '@agentplane/lib/db/migrate';
+import { createMemoryEventBus, type EventBus } from '@agentplane/lib/events';
+import { Lifecycle } from '@agentplane/lib/http/lifecycle';
+import { createLogger } from '@agentplane/lib/logging';
+import { effectivePermission, type Capability } from '@agentplane/lib/permissions';
+import { AppError } from '@agentplane/lib/errors';
+import { ModelCallAbortedError } from '../models/port.js';
+import { script, ScriptedModels, type ScriptedPart } from '../models/scripted.js';
+import { Conversations } from '../sessions/conversations.js';
+import { runtimeMigrations } from '../store/migrations.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import { TurnEngine, type Turn } from './engine.js';
+import { UsageLimiter } from './limits.js';
+import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
+import type { Frame } from './schemas.js';
+import { ToolSet } from './tools.js';
+import { UsageRecorder } from './usage.js';
+import { UNANSWERED_CALL } from './history.js';
+
+let database: Database<RuntimeSchema>;
+let events: EventBus;
+let conversations: Conversations;
+let runs: RunStore;
+let engine: TurnEngine;
+let models: ScriptedModels;
+const tenantId = randomUUID();
+
+beforeAll(async () => {
+  database = await openDatabase<RuntimeSchema>({ driver: 'pglite' });
+  await migrate(database.db, runtimeMigrations);
+  await database.db.insertInto('tenants').values({ tenant_id: tenantId, name: 'engine test', settings_json: '{}', webhook_secret: 'whs_test' }).execute();
+  events = createMemoryEventBus();
+  conversations = new Conversations(database.db, events.pubsub);
+  runs = new RunStore(database.db, 'engine-test', 30);
+  const limiter = new UsageLimiter(events.counters);
+  engine = new TurnEngine({
+    events,
+    conversations,
+    runs,
+    limiter,
+    usage: new UsageRecorder(database.db, limiter),
+    models: (target, modelId) => models.factory(target, modelId),
+    lifecycle: new Lifecycle(),
+    logger: createLogger({ level: 'silent' }),
+    leaseSeconds: 30,
+  });
+});
+
+afterAll(async () => {
+  await events?.close();
+  await database?.close();
+});
+
+beforeEach(() => {
+  models = new ScriptedModels();
+});
+
+const caps = (...names: string[]) => names as Capability[];
+const permission = effectivePermission({
+  ceiling: { capabilities: caps('chat', 'ask_user', 'approvals') },
+  token: { capabilities: caps('chat', 'ask_user', 'approvals') },
+});
+const clientTools = [
+  { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+];
+
+/** Stores what ChatService.start would (session, user message, running run, `start` frame) and launches the run. */
+async function startTurn(message: string, overrides: Partial<Turn> & { sessionId?: string } = {}): Promise<Turn> {
+  const sessionId = overrides.sessionId ?? randomUUID();
+  const runId = newRunId();
+  await database.db.transaction().execute(async (trx) => {
+    if (!overrides.sessionId) await conversations.createSession(trx, { id: sessionId, tenantId, owner: 'alice' });
+    await conversations.append(tenantId, sessionId, [{ role: 'user', content: message, subject: 'alice' }], trx);
+    await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
+  });
+  await engine.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
+  const turn: Turn = {
+    runId,
+    sessionId,
+    tenantId,
+    subject: 'alice',
+    model: 'gpt-test',
+    target: { baseUrl: 'http://scripted.invalid/v1', apiKey: 'sk-test' },
+    price: { input_per_million_usd: 1, output_per_million_usd: 2 },
+    tools: ToolSet.forTurn(permission, { tools: clientTools }),
+    systemPrompt: 'You are terse.',
+    effort: undefined,
+    limits: undefined,
+    maxToolIterations: undefined,
+    maxContextTokens: undefined,
+    autoTitle: false,
+    ...overrides,
+  };
+  engine.launch(turn);
+  return turn;
+}
+
+/** Every frame of a run's log up to its terminal one. */
+async function framesOf(turn: Turn): Promise<Frame[]> {
+  const frames: Frame[] = [];
+  for await (const event of events.logs.tail<Frame>(runLogKey(tenantId, turn.runId), 0, AbortSignal.timeout(20_000))) frames.push(event.data);
+  return frames;
+}
+
+/** The first frame of a type, waiting for it while the run goes on. */
+async function waitForFrame(turn: Turn, type: Frame['type']): Promise<Frame> {
+  for await (const event of events.logs.tail<Frame>(runLogKey(tenantId, turn.runId), 0, AbortSignal.timeout(20_000))) {
+    if (event.data.type === type) return event.data;
+  }
+  throw new Error(`no ${type} frame`);
+}
+
+const terminal = (frames: Frame[]) => frames.at(-1)!;
+const messagesOf = (sessionId: string) => conversations.messagesOf(sessionId);
+const runRow = (runId: string) => runs.get(runId);
+
+describe('TurnEngine', () => {
+  it('a plain turn relays tokens, stores the answer, records usage and ends with done', async () => {
+    models.push([{ type: 'text-delta', text: 'Hel' }, { type: 'text-delta', text: 'lo' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: 12, outputTokens: 3 } }]);
+    const turn = await startTurn('Say hello');
+    const frames = await framesOf(turn);
+
+    expect(frames.map((frame) => frame.type)).toEqual(['start', 'token', 'token', 'done']);
+    expect(terminal(frames)).toMatchObject({
+      type: 'done',
+      content: 'Hello',
+      finish_reason: null,
+      requires_action: false,
+      usage: { input_tokens: 12, output_tokens: 3, total_tokens: 15, cost_usd: (12 * 1 + 3 * 2) / 1_000_000 },
+    });
+    expect(models.calls).toHaveLength(1);
+    const [call] = models.calls;
+    expect(call).toMatchObject({ method: 'stream', modelId: 'gpt-test', target: { apiKey: 'sk-test' } });
+    expect(call!.request.messages).toEqual([
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Say hello' },
+    ]);
+    expect(call!.request.tools?.map((tool) => tool.name).sort()).toEqual(['ask_user', 'get_weather', 'request_approval']);
+    const stored = await messagesOf(turn.sessionId);
+    expect(stored.map((row) => [row.role, row.content])).toEqual([['user', 'Say hello'], ['assistant', 'Hello']]);
+    expect(terminal(frames)).toMatchObject({ message_id: stored[1]!.id });
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'completed', finish_reason: null });
+    const usage = await database.db.selectFrom('usage_records').selectAll().where('run_id', '=', turn.runId).execute();
+    expect(usage).toMatchObject([{ purpose: 'turn', input_tokens: 12, output_tokens: 3 }]);
+  });
+
+  it('a client tool call pauses the turn; its answer is placed after the call on the next turn', async () => {
+    const call = { id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' };
+    models.push(script.toolCalls([call]));
+    const first = await startTurn('Weather in Oslo?');
+    const paused = terminal(await framesOf(first));
+    expect(paused).toMatchObject({
+      type: 'done',
+      finish_reason: null,
+      requires_action: true,
+      tool_calls: [{ id: 'call_1', name: 'get_weather', arguments: { city: 'Oslo' } }],
+    });
+    expect(await runRow(first.runId)).toMatchObject({ status: 'requires_action' });
+    const session = await database.db.selectFrom('sessions').selectAll().where('id', '=', first.sessionId).executeTakeFirstOrThrow();
+    expect(session.status).toBe('requires_action');
+    expect(session.pending).toMatchObject({ run_id: first.runId, tool_calls: [{ id: 'call_1', name: 'get_weather' }] });
+
+    // The client answers (as ChatService stores it), and the next turn sends the result right after its call.
+    await conversations.append(tenantId, first.sessionId, [{ role: 'tool', content: '{"temp":3}', toolCallId: 'call_1', name: 'get_weather', subject: 'alice' }]);
+    models.push(script.text('3 degrees.'));
+    const second = await startTurn('', { sessionId: first.sessionId });
+    expect(terminal(await framesOf(second))).toMatchObject({ type: 'done', content: '3 degrees.', requires_action: false });
+    const messages = models.calls[1]!.request.messages;
+    const callAt = messages.findIndex((message) => message.role === 'assistant' && message.toolCalls?.[0]?.id === 'call_1');
+    expect(messages[callAt + 1]).toEqual({ role: 'tool', toolCallId: 'call_1', content: '{"temp":3}' });
+  });
+
+  it('a call outside the tool set is refused with tool frames and the loop goes on', async () => {
+    models.push(script.toolCalls([{ id: 'call_x', name: 'delete_everything', arguments: '{}' }]), script.text('I cannot do that.'));
+    const turn = await startTurn('Delete it all');
+    const frames = await framesOf(turn);
+    expect(frames.filter((frame) => frame.type === 'tool_start' || frame.type === 'tool_end')).toMatchObject([
+      { type: 'tool_start', tool_call_id: 'call_x', name: 'delete_everything' },
+      { type: 'tool_end', tool_call_id: 'call_x', ok: false, result: expect.stringContaining('not available') },
+    ]);
+    expect(terminal(frames)).toMatchObject({ type: 'done', content: 'I cannot do that.' });
+    expect(models.calls[1]!.request.messages.at(-1)).toMatchObject({ role: 'tool', toolCallId: 'call_x', content: expect.stringContaining('not available') });
+  });
+
+  it('max_tool_iterations ends the turn after that many tool rounds', async () => {
+    const refused = (id: string) => script.toolCalls([{ id, name: 'missing_tool', arguments: '{}' }]);
+    models.push(refused('a'), refused('b'), refused('c'));
+    const turn = await startTurn('Loop', { maxToolIterations: 1 });
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', finish_reason: 'max_tool_iterations' });
+    expect(models.calls).toHaveLength(2);
+    expect(models.remaining).toBe(1);
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'completed', finish_reason: 'max_tool_iterations' });
+  });
+
+  it('cancel mid-stream aborts the model call, keeps the text and ends the run cancelled', async () => {
+    models.push([{ type: 'text-delta', text: 'Partial' }, { type: 'hang' }]);
+    const turn = await startTurn('Write a long essay');
+    await waitForFrame(turn, 'token');
+    // As another replica would: the row flag and a notice on the run's control channel.
+    await runs.requestCancel(turn.runId);
+    await events.pubsub.publish(runControlChannel(tenantId, turn.runId), { type: 'cancel' });
+    const frames = await framesOf(turn);
+
+    expect(terminal(frames)).toMatchObject({ type: 'done', finish_reason: 'cancelled', content: 'Partial' });
+    const signal = models.calls[0]!.request.signal!;
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBeInstanceOf(RunCancelledError);
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'cancelled', finish_reason: 'cancelled' });
+    const [, kept] = await messagesOf(turn.sessionId);
+    expect(kept).toMatchObject({ role: 'assistant', content: 'Partial', metadata: { incomplete: true } });
+  });
+
+  it('a steer sent during a step is taken at the next step boundary, before the next model call', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const waitThenCall: ScriptedPart[] = [{ type: 'wait', until: released }, ...script.toolCalls([{ id: 'call_s', name: 'missing_tool', arguments: '{}' }])];
+    models.push(waitThenCall, script.text('Steered.'));
+    const turn = await startTurn('Start something');
+    await expect.poll(() => models.calls.length).toBe(1);
+    expect(await runs.queueSteer(tenantId, turn.runId, 'Do it in French')).toBe(true);
+    release();
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Steered.' });
+    expect(models.calls[0]!.request.messages.some((message) => message.content === 'Do it in French')).toBe(false);
+    expect(models.calls[1]!.request.messages.at(-1)).toEqual({ role: 'user', content: 'Do it in French' });
+    const steer = (await messagesOf(turn.sessionId)).find((row) => row.content === 'Do it in French');
+    expect(steer).toMatchObject({ role: 'user', run_id: turn.runId, metadata: { steer: true } });
+  });
+
+  it('a steer that arrives as the agent finishes reopens the loop instead of being lost', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    models.push([{ type: 'wait', until: released }, ...script.text('First answer.')], script.text('Second answer.'));
+    const turn = await startTurn('Answer');
+    await expect.poll(() => models.calls.length).toBe(1);
+    await runs.queueSteer(tenantId, turn.runId, 'One more thing');
+    release();
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Second answer.' });
+    expect(models.calls).toHaveLength(2);
+  });
+
+  it('a model error ends the run with its status in the error frame and keeps the partial text', async () => {
+    models.push([{ type: 'text-delta', text: 'Half' }, { type: 'error', error: new AppError('upstream_failed', 'the provider answered 500', { code: 'provider_error' }) }]);
+    const turn = await startTurn('Hi');
+    const frames = await framesOf(turn);
+    expect(terminal(frames)).toMatchObject({ type: 'error', status: 502, code: 'provider_error', retryable: true, run_id: turn.runId, session_id: turn.sessionId });
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'failed', error: { status: 502, code: 'provider_error' } });
+    const session = await database.db.selectFrom('sessions').select('status').where('id', '=', turn.sessionId).executeTakeFirstOrThrow();
+    expect(session.status).toBe('failed');
+    expect((await messagesOf(turn.sessionId)).at(-1)).toMatchObject({ role: 'assistant', content: 'Half', metadata: { incomplete: true } });
+  });
+
+  it('a cancel held by this process stops the loop before the next model call', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    models.push([{ type: 'wait', until: released }, ...script.toolCalls([{ id: 'call_c', name: 'missing_tool', arguments: '{}' }])], script.text('never'));
+    const turn = await startTurn('Work');
+    await expect.poll(() => models.calls.length).toBe(1);
+    expect(engine.cancelHeld(turn.runId)).toBe(true);
+    release();
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', finish_reason: 'cancelled' });
+    // The first call saw the abort; no second call was made.
+    expect(models.calls).toHaveLength(1);
+  });
+
+  it('a history call with no stored result is answered for the provider', async () => {
+    models.push(script.toolCalls([{ id: 'call_u', name: 'get_weather', arguments: '{}' }]));
+    const first = await startTurn('Weather?');
+    await framesOf(first);
+    // The client never answers and sends a new message (ChatService would refuse; a fork or crash leaves the same).
+    await database.db.updateTable('sessions').set({ pending: null }).where('id', '=', first.sessionId).execute();
+    models.push(script.text('ok'));
+    const second = await startTurn('Never mind', { sessionId: first.sessionId });
+    await framesOf(second);
+    expect(models.calls[1]!.request.messages).toContainEqual({ role: 'tool', toolCallId: 'call_u', content: UNANSWERED_CALL });
+  });
+
+  it('the scripted model ends an aborted stream as a real adapter does', async () => {
+    const controller = new AbortController();
+    const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });
+    models.push([{ type: 'hang' }]);
+    const parts: unknown[] = [];
+    const reading = (async () => {
+      for await (const part of stream) parts.push(part);
+    })();
+    setTimeout(() => controller.abort(), 10);
+    await reading;
+    expect(parts).toEqual([{ type: 'error', error: expect.any(ModelCallAbortedError) }]);
+  });
+});

@@ -1,0 +1,42 @@
+// What chat brings to the composition root: failing an earlier life's runs at start (embedded store only), the
+// sweep of runs whose process died, and its part of the tenant erase (running turns cancelled first, run logs
+// after the rows, and the conversation tables).
+import type { EventBus } from '@agentplane/lib/events/port';
+import type { Logger } from '@agentplane/lib/logging';
+import type { FeatureHost } from '../features.js';
+import { tenantEventPrefix } from '../tenants/keys.js';
+import type { TurnEngine } from './engine.js';
+
+/** A tenant's conversation rows, children before parents (the foreign keys say so); usage rows are the tenant's too. */
+const conversationTables = ['message_feedback', 'run_steers', 'usage_records', 'messages', 'runs', 'sessions'] as const;
+
+export async function registerChat(
+  host: FeatureHost,
+  deps: {
+    engine: TurnEngine;
+    events: EventBus;
+    logger: Logger;
+    leaseSeconds: number;
+    /** The store is this process's alone (the embedded database behind its data-dir lock). */
+    storeIsExclusive: boolean;
+  },
+): Promise<void> {
+  const { engine, events, logger } = deps;
+  // On the embedded database a run still marked running was left by an earlier life, and is failed now rather than
+  // when its lease lapses. Replicas sharing PostgreSQL leave it to the lease sweep, since the owner may be alive.
+  if (deps.storeIsExclusive) {
+    const recovered = await engine.recoverAbandoned();
+    if (recovered > 0) logger.warn({ runs: recovered }, 'failed the runs an earlier start left running; their text is kept in their sessions');
+  }
+  // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
+  host.every('lost-run sweep', Math.max(500, (deps.leaseSeconds * 1000) / 2), () => engine.sweepLost());
+
+  host.eraseStep({ name: 'run_logs', phase: 'outside_database', run: async (tenantId) => ({ items: await events.deleteByPrefix(tenantEventPrefix(tenantId)) }) });
+  host.eraseStep({ name: 'runs', phase: 'stop_work', run: async (tenantId) => ({ items: await engine.cancelTenantRuns(tenantId) }) });
+  for (const table of conversationTables) {
+    host.eraseRows({
+      table,
+      purge: async (trx, tenantId) => Number((await trx.deleteFrom(table).where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
+    });
+  }
+}

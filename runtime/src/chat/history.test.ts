@@ -1,0 +1,106 @@
+// The prompt a turn sends: stored messages in provider order (every call answered) and the context clamp, which
+// keeps whole groups from the newest back.
+import { describe, expect, it } from 'vitest';
+import type { ModelMessage } from '../models/port.js';
+import type { MessageRow } from '../sessions/conversations.js';
+import { clampHistory, tokensOf, toModelMessages, UNANSWERED_CALL } from './history.js';
+
+let seq = 0;
+function row(role: 'user' | 'assistant' | 'tool', content: string, extra: Partial<MessageRow> = {}): MessageRow {
+  seq += 1;
+  return {
+    seq: String(seq),
+    id: `m${seq}`,
+    tenant_id: 't',
+    session_id: 's',
+    run_id: null,
+    subject: 'alice',
+    role,
+    content,
+    tool_calls: null,
+    tool_call_id: null,
+    name: null,
+    model: null,
+    metadata: null,
+    created_at: new Date(),
+    ...extra,
+  };
+}
+
+const call = (id: string, name = 'lookup') => ({ id, name, arguments: '{}' });
+const tokensOfGroup = (group: ModelMessage[]) => group.reduce((sum, message) => sum + tokensOf(message), 0);
+
+describe('toModelMessages', () => {
+  it('places a tool result right after its call, wherever it was stored', () => {
+    const groups = toModelMessages([
+      row('user', 'weather?'),
+      row('assistant', '', { tool_calls: [call('c1')] }),
+      row('user', 'and hurry'),
+      row('tool', 'sunny', { tool_call_id: 'c1' }),
+    ]);
+    expect(groups).toEqual([
+      [{ role: 'user', content: 'weather?' }],
+      [
+        { role: 'assistant', content: '', toolCalls: [call('c1')] },
+        { role: 'tool', toolCallId: 'c1', content: 'sunny' },
+      ],
+      [{ role: 'user', content: 'and hurry' }],
+    ]);
+  });
+
+  it('answers a call with no stored result, and drops a result whose call is not stored', () => {
+    const groups = toModelMessages([
+      row('assistant', 'checking', { tool_calls: [call('c1'), call('c2')] }),
+      row('tool', 'one', { tool_call_id: 'c1' }),
+      row('tool', 'orphan', { tool_call_id: 'nobody' }),
+    ]);
+    expect(groups).toEqual([
+      [
+        { role: 'assistant', content: 'checking', toolCalls: [call('c1'), call('c2')] },
+        { role: 'tool', toolCallId: 'c1', content: 'one' },
+        { role: 'tool', toolCallId: 'c2', content: UNANSWERED_CALL },
+      ],
+    ]);
+  });
+
+  it('an assistant message without calls carries no toolCalls', () => {
+    expect(toModelMessages([row('assistant', 'hi', { tool_calls: [] })])).toEqual([[{ role: 'assistant', content: 'hi' }]]);
+  });
+});
+
+describe('clampHistory', () => {
+  const system: ModelMessage = { role: 'system', content: 'Be brief.' };
+  const old: ModelMessage[] = [{ role: 'user', content: 'an old question '.repeat(40) }];
+  const toolGroup: ModelMessage[] = [
+    { role: 'assistant', content: 'let me look', toolCalls: [call('c1')] },
+    { role: 'tool', toolCallId: 'c1', content: 'a long result '.repeat(30) },
+  ];
+  const newest: ModelMessage[] = [{ role: 'user', content: 'and now?' }];
+
+  it('keeps everything, system first, when no ceiling is set', () => {
+    expect(clampHistory(system, [old, toolGroup, newest], undefined)).toEqual([system, ...old, ...toolGroup, ...newest]);
+    expect(clampHistory(null, [old], undefined)).toEqual(old);
+  });
+
+  it('drops the oldest groups first and never splits a call from its result', () => {
+    const budget = tokensOf(system) + tokensOfGroup(toolGroup) + tokensOfGroup(newest);
+    expect(clampHistory(system, [old, toolGroup, newest], budget)).toEqual([system, ...toolGroup, ...newest]);
+    // One token short of the tool group: the whole group goes, not just its result.
+    expect(clampHistory(system, [old, toolGroup, newest], budget - 1)).toEqual([system, ...newest]);
+  });
+
+  it('stops at the first group that does not fit, even if an older one would', () => {
+    const tiny: ModelMessage[] = [{ role: 'user', content: 'hi' }];
+    const budget = tokensOf(system) + tokensOfGroup(newest) + tokensOfGroup(tiny);
+    expect(clampHistory(system, [tiny, toolGroup, newest], budget)).toEqual([system, ...newest]);
+  });
+
+  it('always keeps the newest group, even over the ceiling', () => {
+    expect(clampHistory(system, [old, toolGroup], 1)).toEqual([system, ...toolGroup]);
+  });
+
+  it('counts tool call names and arguments', () => {
+    const bare: ModelMessage = { role: 'assistant', content: 'x' };
+    expect(tokensOf({ ...bare, toolCalls: [{ id: 'c', name: 'lookup', arguments: '{"query":"a long query"}' }] })).toBeGreaterThan(tokensOf(bare));
+  });
+});
