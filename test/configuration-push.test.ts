@@ -7,21 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerFor } from '@agentplane/runtime/tenants/configuration';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
+import { eventually } from './harness/eventually.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { createKeyRing, trustedKeysOf } from '@agentplane/lib/tokens/keys';
 
 const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('configuration push: providers, default model, prices and limits', () => {
   const gatewayKey = 'sk-fake-gateway-0123456789abcdefWXYZ';
@@ -40,10 +32,10 @@ describe('configuration push: providers, default model, prices and limits', () =
   /** The runtime's configuration once the control plane's current version has reached it. */
   const delivered = async () => {
     const version = (await api.control.projects.configurationDocument(projectId))!.version;
-    return until(`version ${version} at the runtime`, async () => {
+    return eventually(async () => {
       const loaded = await rt.runtime.configurations.load(tenantId);
-      return loaded && loaded.version === version ? loaded : undefined;
-    });
+      return loaded && loaded.version === version ? loaded : false;
+    }, { what: `version ${version} at the runtime` });
   };
 
   beforeAll(async () => {
@@ -166,7 +158,7 @@ describe('configuration push: providers, default model, prices and limits', () =
   });
 
   it('delivered every push (nothing stuck on a refusal) and never logged a key', async () => {
-    await until('the outbox to be empty', async () => ((await api.control.relay!.pending(projectId)) === 0 ? true : undefined));
+    await eventually(async () => (await api.control.relay!.pending(projectId)) === 0, { what: 'the outbox to be empty' });
     expect(logText).not.toMatch(/delivery to the runtime failed/);
     for (const key of [gatewayKey, openaiKey]) expect(logText).not.toContain(key);
   });
@@ -193,11 +185,11 @@ describe('configuration push: the control plane is the source of truth (docs/dec
   const converged = async () => {
     const document = (await api.control.projects.configurationDocument(projectId))!;
     const kids = document.trusted_keys.keys.map((key) => (key as { kid: string }).kid);
-    return until(`the runtime to hold version ${document.version}`, async () => {
+    return eventually(async () => {
       const held = await runtimeHolds();
       const pending = await api.control.relay!.pending(projectId);
-      return held.version === document.version && JSON.stringify(held.kids) === JSON.stringify(kids) && pending === 0 ? held : undefined;
-    });
+      return held.version === document.version && JSON.stringify(held.kids) === JSON.stringify(kids) && pending === 0 ? held : false;
+    }, { what: `the runtime to hold version ${document.version}` });
   };
   /** A token minted now, and the data plane's answer to it. */
   const mintAndUse = async () => {
@@ -292,10 +284,10 @@ describe('configuration push: a push that keeps failing', () => {
     const project = await api.control.projects.create(orgId, account.id, 'stuck');
     const adminKey = (await api.control.keys.create({ kind: 'account', accountId: account.id }, project.id, { scope: 'admin', name: 'admin' })).key;
     type Shown = { provisioning: { ready: boolean; reason: string; message: string; pending_changes: number; last_error: string | null } };
-    const shown = await until('the failing push to show', async () => {
+    const shown = await eventually(async () => {
       const body = (await (await api.call(`/api/projects/${project.id}`, { key: adminKey })).json()) as Shown;
-      return body.provisioning.reason === 'ConfigurationNotDelivered' ? body.provisioning : undefined;
-    });
+      return body.provisioning.reason === 'ConfigurationNotDelivered' ? body.provisioning : false;
+    }, { what: 'the failing push to show' });
     expect(shown).toMatchObject({ ready: false, pending_changes: 1, last_error: expect.stringMatching(/422 refused for the test/) });
     expect(shown.message).toMatch(/have not reached the runtime after \d+ attempts/);
 

@@ -7,17 +7,9 @@ import type { ControlApi } from '@agentplane/control-api/app';
 import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
+import { eventually } from './harness/eventually.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('identity end to end: control plane to data plane', () => {
   let rt: TestRuntime;
@@ -28,7 +20,7 @@ describe('identity end to end: control plane to data plane', () => {
   const control_ = (path: string, { session, ...init }: RequestInit & { key?: string; session?: string } = {}) =>
     api.call(path, { ...init, ...(session ? { token: session } : {}) });
   const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
-  const delivered = (projectId: string) => until('the outbox to deliver', async () => ((await control.relay!.pending(projectId)) === 0 ? true : undefined));
+  const delivered = (projectId: string) => eventually(async () => (await control.relay!.pending(projectId)) === 0, { what: 'the outbox to deliver' });
 
   beforeAll(async () => {
     rt = await startTestRuntime();
@@ -164,7 +156,7 @@ describe('identity end to end: control plane to data plane', () => {
     await new Promise((resolve) => rt.server.close(resolve));
     try {
       const project = await control.projects.create(orgId, account.id, 'while down');
-      const failing = await until('a failed attempt', async () => {
+      const failing = await eventually(async () => {
         const row = await control.database.db
           .withSchema('control')
           .selectFrom('outbox')
@@ -172,12 +164,12 @@ describe('identity end to end: control plane to data plane', () => {
           .where('project_id', '=', project.id)
           .where('kind', '=', 'register_tenant')
           .executeTakeFirst();
-        return row && row.attempts > 0 ? row : undefined;
-      });
+        return row && row.attempts > 0 ? row : false;
+      }, { what: 'a failed attempt' });
       expect(failing.last_error).toMatch(/did not answer/);
       expect(await control.relay!.pending(project.id)).toBe(2);
       await new Promise<void>((resolve) => rt.server.listen(port, '127.0.0.1', resolve));
-      await until('the outbox to deliver after the outage', async () => ((await control.relay!.pending(project.id)) === 0 ? true : undefined), 30_000);
+      await eventually(async () => (await control.relay!.pending(project.id)) === 0, { what: 'the outbox to deliver after the outage', timeoutMs: 30_000 });
       expect((await rt.admin(`/tenants/${project.tenant_id}/configuration`)).status).toBe(200);
     } finally {
       if (!rt.server.listening) await new Promise<void>((resolve) => rt.server.listen(port, '127.0.0.1', resolve));
