@@ -7,8 +7,9 @@ import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi
 import type { Logger } from '../logging.js';
 import { authorizeOrigin, corsLayer, type CorsOptions } from './cors.js';
 import { docsRoute, mountDocAssets } from './docs.js';
-import { errorHandler, methodsBeforeRoutes, refuseProtoKeys, unknownRoute } from './errors.js';
+import { errorHandler, refuseProtoKeys } from './errors.js';
 import { answeredWhileDraining, type Lifecycle } from './lifecycle.js';
+import { methodsBeforeRoutes, unknownRoute } from './methods.js';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
 import { BODY_ERROR, mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
