@@ -27,6 +27,7 @@ import { RunStore } from './chat/runs.js';
 import { ChatService } from './chat/service.js';
 import { SideGenerations } from './chat/side.js';
 import { UsageRecorder } from './chat/usage.js';
+import { TurnRecords } from './chat/turn-records.js';
 import { createOpenAIModelFactory } from './models/openai.js';
 import type { ModelFactory } from './models/port.js';
 import { Conversations } from './sessions/conversations.js';
@@ -125,7 +126,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     registerConfigurations(features, configurations);
     registerNarrowingKeys(features, narrowingKeys);
-    const authenticator = new EndUserAuthenticator(configurations, narrowingKeys);
+    const authenticator = new EndUserAuthenticator(configurations, narrowingKeys, (tenantId) => tenants.routing(tenantId));
     const narrowing = new TokenNarrowingService(narrowingKeys);
 
     const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
@@ -136,10 +137,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs });
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
     const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });
+    const records = new TurnRecords(database.db);
     const engine = new TurnEngine({
       events,
       conversations,
       runs,
+      records,
       limiter,
       usage,
       models: modelFactory,
@@ -151,7 +154,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
-    const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, engine, limiter, tenants, logger });
+    const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, records, engine, limiter, logger });
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',

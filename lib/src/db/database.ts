@@ -1,6 +1,6 @@
 // The relational store: one Kysely query layer over two drivers, PGlite (embedded default, in the data dir,
 // with its bundled pgvector) and a real PostgreSQL server with pgvector (`pg`). Both run the same SQL.
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient } from 'kysely';
 import pg from 'pg';
 import { mkdirSync } from 'node:fs';
 import { unavailable } from '../errors.js';
@@ -14,6 +14,11 @@ export type DatabaseConfig =
 export interface Database<Schema> {
   readonly driver: DatabaseConfig['driver'];
   readonly db: Kysely<Schema>;
+  /**
+   * Statements sent to the database since it was opened, `begin` and `commit` included: each is one round trip.
+   * Tests read it to hold the turn to its budget of round trips (docs/decisions/0035).
+   */
+  readonly statements: () => number;
   /** Resolves when the database answers a query (used by GET /ready). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -31,10 +36,12 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     });
     // An idle client whose server went away emits 'error' on the pool; without a listener that kills the process.
     pool.on('error', () => {});
-    const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+    const counted = countingPool(pool);
+    const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: counted.pool }) });
     return {
       driver: 'postgres',
       db,
+      statements: counted.statements,
       ping: async () => {
         try {
           await sql`select 1`.execute(db);
@@ -62,10 +69,12 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     release();
     throw error;
   }
-  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: pgliteSerialPool(pglite) }) });
+  const counted = countingPool(pgliteSerialPool(pglite));
+  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: counted.pool }) });
   return {
     driver: 'pglite',
     db,
+    statements: counted.statements,
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -73,6 +82,42 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
       await db.destroy();
       await pglite.close();
       release();
+    },
+  };
+}
+
+/** A pool whose clients count the statements they send: one counter, cheap enough to keep on in production. */
+function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () => number } {
+  let statements = 0;
+  // One wrapper per pooled client, so Kysely (which keys its connections by client) keeps reusing its own.
+  const wrappers = new WeakMap<PostgresPoolClient, PostgresPoolClient>();
+  const wrap = (client: PostgresPoolClient): PostgresPoolClient => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    return {
+      get processID() {
+        return client.processID;
+      },
+      query: ((...args: unknown[]) => {
+        statements += 1;
+        return query(...args);
+      }) as PostgresPoolClient['query'],
+      release: (destroy?: boolean) => client.release(destroy),
+    };
+  };
+  return {
+    statements: () => statements,
+    pool: {
+      options: pool.options,
+      async connect(): Promise<PostgresPoolClient> {
+        const client = await pool.connect();
+        let wrapper = wrappers.get(client);
+        if (!wrapper) {
+          wrapper = wrap(client);
+          wrappers.set(client, wrapper);
+        }
+        return wrapper;
+      },
+      end: () => pool.end(),
     },
   };
 }

@@ -16,7 +16,8 @@ import {
   looksLikeProjectKey,
   type AccessTokenVerifier,
 } from '@agentplane/lib/tokens/verify';
-import type { StoredConfiguration, TenantConfigurationService } from '../tenants/configuration.js';
+import type { StoredConfiguration, TenantConfigurationService, TenantStamp } from '../tenants/configuration.js';
+import type { TenantRouting } from '../tenants/service.js';
 import type { NarrowingKeyRings } from './narrowing-keys.js';
 
 /** The credential headers of a data-plane request, as sent. */
@@ -33,11 +34,15 @@ export interface Principal {
   permission: EffectivePermission;
   /** The configuration the token was checked against: a request's own flags apply to its ceiling. */
   configuration: StoredConfiguration;
+  /** The tenant's model routing settings as of this request (cached with its configuration). */
+  routing: TenantRouting;
 }
 
-/** A tenant's key set and issuer, made into a verifier once per configuration. */
+/** A tenant's key set and issuer, made into a verifier once per configuration, and its routing settings. */
 interface TenantIdentity {
+  stamp: TenantStamp;
   configuration: StoredConfiguration;
+  routing: TenantRouting;
   verify: AccessTokenVerifier;
 }
 
@@ -61,6 +66,7 @@ export class EndUserAuthenticator {
   constructor(
     private readonly configurations: TenantConfigurationService,
     private readonly narrowingKeys: NarrowingKeyRings,
+    private readonly routingOf: (tenantId: string) => Promise<TenantRouting>,
   ) {}
 
   /** Resolves to the caller's principal, or throws `unauthenticated` (401) saying briefly why. */
@@ -84,6 +90,7 @@ export class EndUserAuthenticator {
       claims,
       permission: effectivePermission({ ceiling: configuration.document.ceiling, token: claimsFromToken(claims) }),
       configuration,
+      routing: identity.routing,
     };
   }
 
@@ -100,11 +107,13 @@ export class EndUserAuthenticator {
       // Unknown, erased and not yet configured tenants answer alike: a token does not learn which tenants exist.
       throw invalidToken();
     }
-    if (cached && cached.configuration.version === stamp.version && cached.configuration.digest === stamp.digest) return cached;
+    if (cached && sameStamp(cached.stamp, stamp)) return cached;
     const configuration = await this.configurations.load(tenantId);
     if (!configuration) throw invalidToken();
     const identity: TenantIdentity = {
+      stamp,
       configuration,
+      routing: await this.routingOf(tenantId),
       verify: accessTokenVerifier({
         trustedKeys: configuration.document.trusted_keys,
         issuer: configuration.document.issuer,
@@ -129,6 +138,8 @@ export class EndUserAuthenticator {
     return verify;
   }
 }
+
+const sameStamp = (a: TenantStamp, b: TenantStamp) => a.version === b.version && a.digest === b.digest && a.settingsUpdatedAt === b.settingsUpdatedAt;
 
 /**
  * The bearer token of a request. A project key is refused wherever it appears, in either header and even beside

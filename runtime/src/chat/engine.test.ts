@@ -19,6 +19,7 @@ import { UsageLimiter } from './limits.js';
 import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
 import type { Frame } from './schemas.js';
 import { ToolSet } from './tools.js';
+import { TurnRecords } from './turn-records.js';
 import { UsageRecorder } from './usage.js';
 import { UNANSWERED_CALL } from './history.js';
 
@@ -42,6 +43,7 @@ beforeAll(async () => {
     events,
     conversations,
     runs,
+    records: new TurnRecords(database.db),
     limiter,
     usage: new UsageRecorder(database.db, limiter),
     models: (target, modelId) => models.factory(target, modelId),
@@ -78,7 +80,7 @@ async function startTurn(message: string, overrides: Partial<Turn> & { sessionId
     await conversations.append(tenantId, sessionId, [{ role: 'user', content: message, subject: 'alice' }], trx);
     await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
   });
-  await engine.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
+  const history = await conversations.messagesOf(sessionId);
   const turn: Turn = {
     runId,
     sessionId,
@@ -94,9 +96,10 @@ async function startTurn(message: string, overrides: Partial<Turn> & { sessionId
     maxToolIterations: undefined,
     maxContextTokens: undefined,
     autoTitle: false,
+    history,
     ...overrides,
   };
-  engine.launch(turn);
+  await engine.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
   return turn;
 }
 
@@ -116,6 +119,12 @@ async function waitForFrame(turn: Turn, type: Frame['type']): Promise<Frame> {
 }
 
 const terminal = (frames: Frame[]) => frames.at(-1)!;
+/** What ChatService.steer does: queue the message on the run, then tell whoever holds the run. */
+async function steerRun(turn: Turn, message: string): Promise<boolean> {
+  const queued = await runs.queueSteer(tenantId, turn.runId, message);
+  await events.pubsub.publish(runControlChannel(tenantId, turn.runId), { type: 'steer' });
+  return queued;
+}
 const messagesOf = (sessionId: string) => conversations.messagesOf(sessionId);
 const runRow = (runId: string) => runs.get(runId);
 
@@ -222,7 +231,7 @@ describe('TurnEngine', () => {
     models.push(waitThenCall, script.text('Steered.'));
     const turn = await startTurn('Start something');
     await expect.poll(() => models.calls.length).toBe(1);
-    expect(await runs.queueSteer(tenantId, turn.runId, 'Do it in French')).toBe(true);
+    expect(await steerRun(turn, 'Do it in French')).toBe(true);
     release();
     expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Steered.' });
     expect(models.calls[0]!.request.messages.some((message) => message.content === 'Do it in French')).toBe(false);
@@ -237,7 +246,7 @@ describe('TurnEngine', () => {
     models.push([{ type: 'wait', until: released }, ...script.text('First answer.')], script.text('Second answer.'));
     const turn = await startTurn('Answer');
     await expect.poll(() => models.calls.length).toBe(1);
-    await runs.queueSteer(tenantId, turn.runId, 'One more thing');
+    await steerRun(turn, 'One more thing');
     release();
     expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Second answer.' });
     expect(models.calls).toHaveLength(2);

@@ -9,11 +9,12 @@ import type { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Effort } from '@agentplane/lib/permissions';
 import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
-import type { Conversations, NewMessage } from '../sessions/conversations.js';
+import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
+import type { TurnRecords, UsageRow } from './turn-records.js';
 import type { UsageRecorder } from './usage.js';
 import {
   RunCancelledError,
@@ -49,6 +50,11 @@ export interface Turn {
   maxContextTokens: number | undefined;
   /** Title the conversation after this turn when it has none. */
   autoTitle: boolean;
+  /**
+   * The conversation as the turn's start left it, its new messages last: the first step's prompt. The run keeps it
+   * up to date with what it writes itself (it alone writes to the session while it runs), so no step re-reads it.
+   */
+  history: MessageRow[];
 }
 
 export interface TurnTotals {
@@ -76,6 +82,7 @@ export interface EngineDeps {
   events: EventBus;
   conversations: Conversations;
   runs: RunStore;
+  records: TurnRecords;
   limiter: UsageLimiter;
   usage: UsageRecorder;
   models: ModelFactory;
@@ -94,18 +101,26 @@ interface Outcome {
   content: string;
   messageId: string | null;
   pending: SessionPending | null;
+  /** The last step's message and usage, not yet written: the statement that ends the run writes them. */
+  last?: { draftId: string | null; message: NewMessage; usage: UsageRow | undefined };
+}
+
+/** A run this process holds: how to stop it, and whether a steer was announced since its last boundary. */
+interface HeldRun {
+  controller: AbortController;
+  steerNoticed: boolean;
 }
 
 export class TurnEngine {
   /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
-  private readonly held = new Map<string, AbortController>();
+  private readonly held = new Map<string, HeldRun>();
 
   constructor(private readonly deps: EngineDeps) {
     // The grace period of a drain ran out: runs stop now, keeping what they wrote, and end with a retryable error.
     deps.lifecycle.cutOffSignal.addEventListener(
       'abort',
       () => {
-        for (const controller of this.held.values()) controller.abort(new RunInterruptedError());
+        for (const run of this.held.values()) run.controller.abort(new RunInterruptedError());
       },
       { once: true },
     );
@@ -143,19 +158,31 @@ export class TurnEngine {
     };
   }
 
-  /** Starts the run in the background; the caller has already written its `start` frame and its running row. */
-  launch(turn: Turn): void {
+  /**
+   * Starts the run: listens for its cancel and steer notices, writes its `start` frame, then runs it in the
+   * background. Listening comes first, so a notice sent by anyone who learnt the run id from that frame is heard.
+   * The caller has stored the running row.
+   */
+  async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
-    void this.execute(turn)
-      .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
-      .finally(finished);
+    try {
+      const run = this.hold(turn);
+      const unsubscribe = await this.listen(turn, run);
+      void this.execute(turn, run, unsubscribe)
+        .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
+        .finally(finished);
+      await this.frame(turn.tenantId, turn.runId, start);
+    } catch (error) {
+      finished();
+      throw error;
+    }
   }
 
   /** Cancels a run this process holds; false when it holds none by that id. */
   cancelHeld(runId: string): boolean {
-    const controller = this.held.get(runId);
-    if (!controller) return false;
-    controller.abort(new RunCancelledError());
+    const run = this.held.get(runId);
+    if (!run) return false;
+    run.controller.abort(new RunCancelledError());
     return true;
   }
 
@@ -206,31 +233,44 @@ export class TurnEngine {
     return running.length;
   }
 
-  private async execute(turn: Turn): Promise<void> {
+  private hold(turn: Turn): HeldRun {
+    const run: HeldRun = { controller: new AbortController(), steerNoticed: false };
+    this.held.set(turn.runId, run);
+    if (this.deps.lifecycle.cutOffSignal.aborted) run.controller.abort(new RunInterruptedError());
+    return run;
+  }
+
+  /** Cancel and steer notices for the run, from any replica; the lease renewal reads both from the row as well. */
+  private async listen(turn: Turn, run: HeldRun): Promise<() => Promise<void>> {
     const { deps } = this;
-    const controller = new AbortController();
-    this.held.set(turn.runId, controller);
-    if (deps.lifecycle.cutOffSignal.aborted) controller.abort(new RunInterruptedError());
-    let lost = false;
-    const unsubscribe = await deps.events.pubsub
+    return deps.events.pubsub
       .subscribe(runControlChannel(turn.tenantId, turn.runId), (message) => {
-        if ((message as RunControl | null)?.type === 'cancel') controller.abort(new RunCancelledError());
+        const type = (message as RunControl | null)?.type;
+        if (type === 'cancel') run.controller.abort(new RunCancelledError());
+        else if (type === 'steer') run.steerNoticed = true;
       })
       .catch((error: unknown) => {
-        deps.logger.warn({ err: error, run_id: turn.runId }, 'run control subscription failed; cancel is read from the database');
+        deps.logger.warn({ err: error, run_id: turn.runId }, 'run control subscription failed; cancel and steer are read from the database');
         return async () => undefined;
       });
+  }
+
+  private async execute(turn: Turn, run: HeldRun, unsubscribe: () => Promise<void>): Promise<void> {
+    const { deps } = this;
+    const { controller } = run;
+    let lost = false;
     const lease = setInterval(
       () =>
         void deps.runs.renew(turn.runId).then(
-          async (held) => {
-            if (!held) {
+          (state) => {
+            if (!state) {
               lost = true;
               controller.abort(new RunLeaseLostError());
               return;
             }
-            // A cancel whose notice was missed (another replica published before this one subscribed) is in the row.
-            if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(new RunCancelledError());
+            // A notice missed (another replica published before this one listened) is in the row.
+            if (state.cancelRequested) controller.abort(new RunCancelledError());
+            if (state.steerWaiting) run.steerNoticed = true;
           },
           (error: unknown) => deps.logger.warn({ err: error, run_id: turn.runId }, 'lease renewal failed'),
         ),
@@ -238,15 +278,20 @@ export class TurnEngine {
     );
     lease.unref();
     const totals = emptyTotals();
+    const history = [...turn.history];
     try {
-      if ((await deps.runs.get(turn.runId))?.cancel_requested) controller.abort(new RunCancelledError());
-      const outcome = await this.loop(turn, controller.signal, totals);
-      if (lost) return;
-      await this.complete(turn, outcome, totals);
+      let outcome = await this.loop(turn, run, history, totals);
+      while (!lost) {
+        const ended = await this.complete(turn, outcome, totals, history);
+        // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
+        if (ended !== 'steered') break;
+        run.steerNoticed = true;
+        outcome = await this.loop(turn, run, history, totals);
+      }
     } catch (error) {
       if (lost) return;
       if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
-        await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals);
+        await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
         return;
       }
       await this.fail(turn, error);
@@ -257,15 +302,18 @@ export class TurnEngine {
     }
   }
 
-  private async loop(turn: Turn, signal: AbortSignal, totals: TurnTotals): Promise<Outcome> {
+  private async loop(turn: Turn, run: HeldRun, history: MessageRow[], totals: TurnTotals): Promise<Outcome> {
     const { deps } = this;
+    const signal = run.controller.signal;
     const model = deps.models(turn.target, turn.model);
     let toolRounds = 0;
     let lastMessageId: string | null = null;
     for (;;) {
-      await this.takeSteers(turn);
+      if (run.steerNoticed) {
+        run.steerNoticed = false;
+        history.push(...(await this.takeSteers(turn)));
+      }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
-      const history = await this.deps.conversations.messagesOf(turn.sessionId);
       const messages = clampHistory(
         turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
         toModelMessages(history),
@@ -276,25 +324,40 @@ export class TurnEngine {
       if (step.failure !== undefined) {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
+        if (step.usage) await this.recordUsage(turn, step.usage);
         if (step.text !== '') {
-          lastMessageId = await this.keep(turn, step.draftId, {
+          const kept = await this.keep(turn, step.draftId, {
             role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true },
           });
+          history.push(kept);
+          lastMessageId = kept.id;
         }
         if (signal.aborted) return this.stopped(signal, lastMessageId, step.text);
         throw step.failure;
       }
-      lastMessageId = await this.keep(turn, step.draftId, {
+      const message: NewMessage = {
         role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model,
-      });
-      if (step.calls.length === 0) {
-        return { status: 'completed', finishReason: reportedFinish[step.finishReason] ?? null, content: step.text, messageId: lastMessageId, pending: null };
+      };
+      const finishedOwnWay = step.calls.length === 0;
+      const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
+      if (finishedOwnWay || outOfRounds) {
+        // The last step: its message and usage are written by the statement that ends the run.
+        return {
+          status: 'completed',
+          finishReason: outOfRounds ? 'max_tool_iterations' : (reportedFinish[step.finishReason] ?? null),
+          content: step.text,
+          messageId: null,
+          pending: null,
+          last: { draftId: step.draftId, message, usage: step.usage },
+        };
       }
-      if (turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations) {
-        return { status: 'completed', finishReason: 'max_tool_iterations', content: step.text, messageId: lastMessageId, pending: null };
-      }
+      if (step.usage) await this.recordUsage(turn, step.usage);
+      const kept = await this.keep(turn, step.draftId, message);
+      history.push(kept);
+      lastMessageId = kept.id;
       toolRounds += 1;
-      const pending = await this.handleCalls(turn, step.calls);
+      const { pending, answers } = await this.handleCalls(turn, step.calls);
+      history.push(...answers);
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
     }
   }
@@ -333,15 +396,16 @@ export class TurnEngine {
       throw error;
     }
     const draftId = await draft.settled();
-    if (usage) await this.recordUsage(turn, usage, totals, 'turn');
-    return { text, calls, finishReason, failure, draftId };
+    // Counted now (the caps and the answer's totals); the row is written with the step's message.
+    const row = usage ? await this.countUsage(turn, usage, totals) : undefined;
+    return { text, calls, finishReason, failure, draftId, usage: row };
   }
 
   /**
    * Tool calls of one step. Calls outside the turn's set, or with arguments that are not a JSON object, are answered
    * with a refusal the model can read (and the turn goes on); client calls, approvals and questions pause the turn.
    */
-  private async handleCalls(turn: Turn, calls: ModelToolCall[]): Promise<SessionPending | null> {
+  private async handleCalls(turn: Turn, calls: ModelToolCall[]): Promise<{ pending: SessionPending | null; answers: MessageRow[] }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
     const answers: NewMessage[] = [];
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
@@ -385,15 +449,15 @@ export class TurnEngine {
         pending.tool_calls.push({ id: call.id, name: call.name, arguments: args });
       }
     }
-    await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
+    const rows = await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
-    return paused ? pending : null;
+    return { pending: paused ? pending : null, answers: rows };
   }
 
   /** Steer messages waiting for this boundary become ordinary user messages. */
-  private async takeSteers(turn: Turn): Promise<void> {
+  private async takeSteers(turn: Turn): Promise<MessageRow[]> {
     const steers = await this.deps.runs.takeSteers(turn.runId);
-    await this.deps.conversations.append(
+    return this.deps.conversations.append(
       turn.tenantId,
       turn.sessionId,
       // Only the owner may steer (docs/decisions/0026), so a steer message is the turn's subject's.
@@ -401,11 +465,11 @@ export class TurnEngine {
     );
   }
 
-  /** The final message of a step: its draft settled, or appended when no draft was written. Returns its id. */
-  private async keep(turn: Turn, draftId: string | null, message: NewMessage): Promise<string> {
-    if (draftId !== null) return (await this.deps.conversations.settleDraft(turn.tenantId, turn.sessionId, draftId, message)).id;
+  /** The final message of a step: its draft settled, or appended when no draft was written. */
+  private async keep(turn: Turn, draftId: string | null, message: NewMessage): Promise<MessageRow> {
+    if (draftId !== null) return this.deps.conversations.settleDraft(turn.tenantId, turn.sessionId, draftId, message);
     const [row] = await this.deps.conversations.append(turn.tenantId, turn.sessionId, [message]);
-    return row!.id;
+    return row!;
   }
 
   /** A stopped run: cancelled by the person, or else (cut off by a drain) thrown, so it fails with that reason. */
@@ -414,48 +478,48 @@ export class TurnEngine {
     return { status: 'cancelled', finishReason: 'cancelled', content, messageId, pending: null };
   }
 
-  private async recordUsage(turn: Turn, usage: Usage, totals: TurnTotals, purpose: string): Promise<void> {
-    const cost = await this.deps.usage.record({
-      tenantId: turn.tenantId,
-      sessionId: turn.sessionId,
-      runId: turn.runId,
-      model: turn.model,
-      price: turn.price,
-      limits: turn.limits,
-      usage,
-      purpose,
-    });
+  /** Adds a call's usage to the answer's totals and the project's caps; returns the row to write for it. */
+  private async countUsage(turn: Turn, usage: Usage, totals: TurnTotals): Promise<UsageRow> {
+    const cost = await this.deps.usage.count({ tenantId: turn.tenantId, price: turn.price, limits: turn.limits, usage });
     totals.inputTokens += usage.inputTokens;
     totals.outputTokens += usage.outputTokens;
     if (cost !== null) totals.costUsd = (totals.costUsd ?? 0) + cost;
+    return { model: turn.model, purpose: 'turn', inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, costUsd: cost };
   }
 
+  /** Writes the usage row of a step that is not the run's last (the last one goes with the run's end). */
+  private async recordUsage(turn: Turn, row: UsageRow): Promise<void> {
+    await this.deps.usage.write({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId }, row);
+  }
 
   /**
-   * Ends the run: its row, the session's rollup and pause, then the `done` frame. A steer that arrived after the
-   * last boundary reopens the loop instead (the run row is locked, so a steer either lands before this check or is
-   * refused as too late).
+   * Ends the run in one statement: the last step's message and usage, its row, the session's rollup and pause; then
+   * the `done` frame. A steer that arrived after the last boundary leaves the run running (`steered`): the caller
+   * loops again. A run no longer ours (swept as lost) ends quietly: whoever swept it ended its log.
    */
-  private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals): Promise<void> {
+  private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals, history: MessageRow[]): Promise<'ended' | 'steered' | 'gone'> {
     const { deps } = this;
-    const ended = await deps.runs.end(
-      turn.runId,
-      { status: outcome.status, finishReason: outcome.finishReason },
-      {
-        // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
-        unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
-        alongside: (trx) => deps.conversations.setRollup(trx, turn.sessionId, { status: outcome.status, model: turn.model, pending: outcome.pending }),
-      },
-    );
-    if (ended === 'steered') {
-      // The loop runs again under the same run: its own lease and subscription are still live.
-      const controller = this.held.get(turn.runId) ?? new AbortController();
-      const next = await this.loop(turn, controller.signal, totals);
-      await this.complete(turn, next, totals);
-      return;
+    const last = outcome.last;
+    const ended = await deps.records.end({
+      tenantId: turn.tenantId,
+      sessionId: turn.sessionId,
+      runId: turn.runId,
+      ending: { status: outcome.status, finishReason: outcome.finishReason },
+      rollup: { status: outcome.status, model: turn.model, pending: outcome.pending },
+      ...(last ? { message: { draftId: last.draftId, value: last.message } } : {}),
+      ...(last?.usage ? { usage: last.usage } : {}),
+      // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
+      unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
+    });
+    if (ended.message) {
+      history.push(ended.message);
+      await deps.conversations.notify(turn.tenantId, turn.sessionId, [ended.message]);
     }
-    await this.end(turn.tenantId, turn.runId, this.doneFrame(turn, outcome, totals));
+    if (ended.outcome !== 'ended') return ended.outcome;
+    const messageId = ended.message?.id ?? outcome.messageId;
+    await this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals));
     if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
+    return 'ended';
   }
 
   doneFrame(

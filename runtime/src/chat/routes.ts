@@ -1,12 +1,13 @@
 // HTTP adapters of the chat routes: parse, call ChatService, answer. The stream routes are one SSE writer over the
 // run log (STYLE.md 9); the blocking route waits for the same log's terminal frame.
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { AppError, ValidationError } from '@agentplane/lib/errors';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
 import { defineRoute, type ResponseSpec, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { lastEventIdOf, openSse, sseEventSchema } from '@agentplane/lib/http/sse';
 import type { RunLogEvent } from '@agentplane/lib/events/port';
 import { principalOf } from '../auth/guard.js';
+import type { SessionRow } from '../sessions/conversations.js';
 import type { ChatService } from './service.js';
 import type { SideGenerations } from './side.js';
 import {
@@ -69,6 +70,11 @@ function sideGenerationResponses(capability: string, ok: ResponseSpec): Record<n
  * run cut off by the end of the grace period ends with a retryable `error` frame (docs/decisions/0028).
  */
 export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefinition[] {
+  // The conversation a turn names, found (and its ownership checked) by the authorize step, is handed to the start
+  // so it is not looked up twice.
+  const authorizeTurn = async ({ req, res }: { req: Request; res: Response }) => {
+    res.locals[TURN_SESSION] = await chat.authorizeTurn(principalOf(res), namedSession(req.body));
+  };
   return [
     defineRoute({
       method: 'post',
@@ -83,10 +89,10 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       security: ['bearer'],
       body: ChatRequest,
       responses: { 200: { description: 'The turn\'s answer, or its pause', schema: ChatResponse }, ...turnErrors },
-      authorize: ({ req, res }) => chat.authorizeTurn(principalOf(res), namedSession(req.body)),
+      authorize: authorizeTurn,
       async handle({ res, body }) {
         const principal = principalOf(res);
-        const started = await chat.start(principal, body);
+        const started = await chat.start(principal, body, turnSessionOf(res));
         if (started.kind === 'refused') throw withSession(started.error, started.sessionId);
         res.setHeader('X-Run-Id', started.runId);
         return { body: await chat.result(principal.tenantId, started.runId, closedSignal(res)) };
@@ -113,7 +119,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
         404: { description: 'The session does not exist or is not visible to this token; with `Last-Event-ID`, no such run in it, or it has none' },
         422: { description: 'Invalid body, a `Last-Event-ID` that is not a non-negative integer, or an `X-Run-Id` that is not a run id' },
       },
-      authorize: ({ req, res }) => chat.authorizeTurn(principalOf(res), namedSession(req.body)),
+      authorize: authorizeTurn,
       async handle({ req, res, body }) {
         const principal = principalOf(res);
         const after = lastEventIdOf(req, undefined);
@@ -127,7 +133,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
           await relay(writer, frames);
           return 'handled';
         }
-        const started = await chat.start(principal, body);
+        const started = await chat.start(principal, body, turnSessionOf(res));
         if (started.kind === 'refused') {
           const writer = openSse(req, res);
           await writer.write({ id: 1, event: 'error', data: refusalFrame(started.error, started.sessionId) });
@@ -135,7 +141,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
           return 'handled';
         }
         const writer = openSse(req, res, { headers: { 'X-Run-Id': started.runId } });
-        await relay(writer, await chat.resume(principal, started.runId, 0, writer.signal));
+        await relay(writer, chat.follow(principal.tenantId, started.runId, writer.signal));
         return 'handled';
       },
     }),
@@ -247,6 +253,12 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
 }
 
 /** The conversation a turn's raw body names, read before the body is validated (a malformed id is left to validation). */
+const TURN_SESSION = 'agentplane.turnSession';
+
+function turnSessionOf(res: Response): SessionRow | undefined {
+  return res.locals[TURN_SESSION] as SessionRow | undefined;
+}
+
 function namedSession(body: unknown): string | undefined {
   const id = (body as { session_id?: unknown } | null | undefined)?.session_id;
   return typeof id === 'string' && SessionIdParams.shape.session_id.safeParse(id).success ? id : undefined;

@@ -2,7 +2,7 @@
 // says so on every replica), a lease the running process renews, and the sweep that fails runs whose process
 // died. The frames a client sees live in the run log on the event port; this is what outlives them.
 import { randomBytes } from 'node:crypto';
-import { type Kysely, type Selectable, type Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import { AppError, conflict } from '@agentplane/lib/errors';
 import type { RuntimeSchema } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
@@ -106,16 +106,25 @@ export class RunStore {
     return this.db.selectFrom('runs').selectAll().where('id', '=', runId).executeTakeFirst();
   }
 
-  /** Extends the lease; false when the run is no longer this process's to run (finished, or swept as lost). */
-  async renew(runId: string): Promise<boolean> {
-    const result = await this.db
+  /**
+   * Extends the lease, and reads what others asked of the run meanwhile (a cancel or steer whose notice was missed).
+   * Undefined when the run is no longer this process's to run (finished, or swept as lost).
+   */
+  async renew(runId: string): Promise<{ cancelRequested: boolean; steerWaiting: boolean } | undefined> {
+    const row = await this.db
       .updateTable('runs')
       .set({ lease_expires_at: this.leaseEnd() })
       .where('id', '=', runId)
       .where('status', '=', 'running')
       .where('lease_owner', '=', this.owner)
+      .returning(['cancel_requested', 'steer_waiting'])
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return row && { cancelRequested: row.cancel_requested, steerWaiting: row.steer_waiting };
+  }
+
+  /** The lease a run started by this process takes: its owner and when it lapses unless renewed. */
+  newLease(): { leaseOwner: string; leaseExpiresAt: Date } {
+    return { leaseOwner: this.owner, leaseExpiresAt: this.leaseEnd() };
   }
 
   /** Records how the run ended; only a running run moves (a swept run stays failed). */
@@ -147,8 +156,8 @@ export class RunStore {
     options: { unlessSteered?: boolean; alongside?: (trx: Transaction<RuntimeSchema>, moved: boolean) => Promise<void> } = {},
   ): Promise<'ended' | 'steered'> {
     return this.db.transaction().execute(async (trx) => {
-      await this.lock(trx, runId);
-      if (options.unlessSteered && (await this.steerWaiting(trx, runId))) return 'steered';
+      const run = await trx.selectFrom('runs').select('steer_waiting').where('id', '=', runId).forUpdate().executeTakeFirst();
+      if (options.unlessSteered && run?.steer_waiting) return 'steered';
       const moved = await this.finish(trx, runId, ending);
       await options.alongside?.(trx, moved);
       return 'ended';
@@ -204,37 +213,34 @@ export class RunStore {
       .execute();
   }
 
-  /** Queues a steer message if the run is still running; false otherwise. Locks the run so a finishing run sees it. */
+  /**
+   * Queues a steer message if the run is still running; false otherwise. Marking the run's row (`steer_waiting`) is
+   * what a finishing run checks in the statement that ends it, so the two cannot pass each other.
+   */
   async queueSteer(tenantId: string, runId: string, message: string): Promise<boolean> {
+    const { rows } = await sql<{ seq: string }>`
+      with run as (update runs set steer_waiting = true where id = ${runId} and status = 'running' returning id)
+      insert into run_steers (tenant_id, run_id, message) select ${tenantId}::uuid, id, ${message} from run
+      returning seq`.execute(this.db);
+    return rows.length > 0;
+  }
+
+  /**
+   * Takes the steer messages not yet picked up, oldest first, marking them consumed. The run's row is cleared first
+   * and stays locked, so a steer queued meanwhile waits, then marks it again and is taken at the next boundary.
+   */
+  async takeSteers(runId: string): Promise<string[]> {
     return this.db.transaction().execute(async (trx) => {
-      const run = await trx.selectFrom('runs').select('status').where('id', '=', runId).forUpdate().executeTakeFirst();
-      if (run?.status !== 'running') return false;
-      await trx.insertInto('run_steers').values({ tenant_id: tenantId, run_id: runId, message }).execute();
-      return true;
+      await trx.updateTable('runs').set({ steer_waiting: false }).where('id', '=', runId).execute();
+      const rows = await trx
+        .updateTable('run_steers')
+        .set({ consumed_at: new Date() })
+        .where('run_id', '=', runId)
+        .where('consumed_at', 'is', null)
+        .returning(['seq', 'message'])
+        .execute();
+      return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.message);
     });
-  }
-
-  /** Takes the steer messages not yet picked up, oldest first, marking them consumed. */
-  async takeSteers(runId: string, db: Db = this.db): Promise<string[]> {
-    const rows = await db
-      .updateTable('run_steers')
-      .set({ consumed_at: new Date() })
-      .where('run_id', '=', runId)
-      .where('consumed_at', 'is', null)
-      .returning(['seq', 'message'])
-      .execute();
-    return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.message);
-  }
-
-  /** Whether a steer message waits to be taken. */
-  async steerWaiting(db: Db, runId: string): Promise<boolean> {
-    const row = await db.selectFrom('run_steers').select('seq').where('run_id', '=', runId).where('consumed_at', 'is', null).executeTakeFirst();
-    return row !== undefined;
-  }
-
-  /** Locks the run row for the rest of the transaction (a finishing run against a concurrent steer). */
-  async lock(trx: Transaction<RuntimeSchema>, runId: string): Promise<void> {
-    await trx.selectFrom('runs').select('id').where('id', '=', runId).forUpdate().execute();
   }
 
   private leaseEnd(): Date {

@@ -11,16 +11,16 @@ import { effectivePermission, tighterEffort, type EffectivePermission, type Effo
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner, ownsConversation } from '../sessions/access.js';
-import type { Conversations, NewMessage, SessionRow } from '../sessions/conversations.js';
+import type { Conversations, MessageRow, NewMessage, SessionRow } from '../sessions/conversations.js';
 import { sessionNotFound, type SessionService } from '../sessions/service.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
-import type { TenantService } from '../tenants/service.js';
 import { emptyTotals, type TurnEngine } from './engine.js';
 import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runControlChannel, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
 import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
+import type { TurnRecords } from './turn-records.js';
 
 /**
  * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
@@ -34,11 +34,17 @@ export interface ChatServiceDeps {
   conversations: Conversations;
   sessions: SessionService;
   runs: RunStore;
+  records: TurnRecords;
   engine: TurnEngine;
   limiter: UsageLimiter;
-  tenants: TenantService;
   logger: Logger;
 }
+
+/** What a turn's start stored: a run to launch (with the prompt's history), the same pause again, or no model to call. */
+type Stored =
+  | { kind: 'run'; rows: MessageRow[]; history: MessageRow[] }
+  | { kind: 'paused'; rows: MessageRow[]; pending: SessionPending }
+  | { kind: 'no_model'; rows: MessageRow[] };
 
 /** What answering a pause produced: tool messages to store, and what is still unanswered (null: nothing). */
 interface PauseResolution {
@@ -60,7 +66,7 @@ export class ChatService {
    * session the caller named: no run exists, so no run id is given (docs/decisions/0026). Once the run and its
    * messages are stored, everything is reported in the run's log, so the blocking and the streaming path agree.
    */
-  async start(principal: Principal, request: ChatRequestInput): Promise<StartOutcome> {
+  async start(principal: Principal, request: ChatRequestInput, authorized?: SessionRow): Promise<StartOutcome> {
     const { deps } = this;
     requireCapability(principal.permission, 'chat', 'chat');
     const permission = effectivePermission({
@@ -72,8 +78,14 @@ export class ChatService {
     const tools = ToolSet.forTurn(permission, request);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
-    // Posting into a conversation changes it: only its owner may (a privileged reader gets 403).
-    const existing = request.session_id === undefined ? undefined : await deps.sessions.ownedSession(principal, request.session_id);
+    // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's
+    // authorize step has usually found it already, for this same caller.
+    const existing =
+      request.session_id === undefined
+        ? undefined
+        : authorized?.id === request.session_id
+          ? authorized
+          : await deps.sessions.ownedSession(principal, request.session_id);
     if (!existing && answering) throw invalidArgument('nothing is waiting for an answer: answers go to the conversation that paused, named by session_id');
 
     const tenantId = principal.tenantId;
@@ -82,21 +94,48 @@ export class ChatService {
       return { kind: 'refused', error, sessionId: existing?.id ?? null };
     };
     let choice: ModelChoice;
-    let stored: Awaited<ReturnType<typeof this.store>>;
+    let stored: Stored;
     const sessionId = existing?.id ?? randomUUID();
     const runId = newRunId();
     try {
-      choice = chooseModel(principal.configuration, permission, await deps.tenants.routing(tenantId), request.model);
+      choice = chooseModel(principal.configuration, permission, principal.routing, request.model);
       // Before anything is stored: a refused turn leaves the conversation as it was.
       if (choice.kind === 'model') await deps.limiter.check(tenantId, limitsOf(principal.configuration));
-      stored = await this.store(principal, request, { existing, sessionId, runId, choice });
+      stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering });
     } catch (error) {
       return refused(error);
     }
     const model = choice.kind === 'model' ? choice.model : null;
+    const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
 
     try {
-      await this.frame(tenantId, runId, { type: 'start', run_id: runId, session_id: sessionId, model });
+      if (stored.kind === 'run' && choice.kind === 'model') {
+        const configuration = principal.configuration.document;
+        await deps.engine.launch(
+          {
+            runId,
+            sessionId,
+            tenantId,
+            subject: principal.claims.sub,
+            model: choice.model,
+            target: choice.target,
+            price: choice.price,
+            tools,
+            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
+            systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
+            effort: effortOf(request.effort, permission.maxEffort),
+            limits: limitsOf(principal.configuration),
+            maxToolIterations: permission.maxToolIterations,
+            maxContextTokens: permission.maxContextTokens,
+            autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
+            history: stored.history,
+          },
+          start,
+        );
+        await deps.conversations.notify(tenantId, sessionId, stored.rows);
+        return { kind: 'started', runId, sessionId };
+      }
+      await this.frame(tenantId, runId, start);
       await deps.conversations.notify(tenantId, sessionId, stored.rows);
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
@@ -105,32 +144,13 @@ export class ChatService {
           runId,
           deps.engine.doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
         );
-      } else if (stored.kind === 'no_model' || choice.kind === 'none') {
+      } else {
         // SPEC.md item 8: no shared fallback model; the turn ends at once and costs nothing.
         await deps.engine.end(
           tenantId,
           runId,
           deps.engine.doneFrame({ runId, sessionId, model: null }, { finishReason: 'no_model', content: '', messageId: null, pending: null }, emptyTotals()),
         );
-      } else {
-        const configuration = principal.configuration.document;
-        deps.engine.launch({
-          runId,
-          sessionId,
-          tenantId,
-          subject: principal.claims.sub,
-          model: choice.model,
-          target: choice.target,
-          price: choice.price,
-          tools,
-          // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
-          systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
-          effort: effortOf(request.effort, permission.maxEffort),
-          limits: limitsOf(principal.configuration),
-          maxToolIterations: permission.maxToolIterations,
-          maxContextTokens: permission.maxContextTokens,
-          autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
-        });
       }
     } catch (error) {
       await deps.engine.end(tenantId, runId, deps.engine.errorFrame(error, runId, sessionId));
@@ -139,20 +159,31 @@ export class ChatService {
   }
 
   /**
-   * The rows a turn starts with, in one transaction: the session (new, or the caller's own locked), the running run,
-   * the answers to its pause and the person's message, and the rollup. Any failure stores nothing.
+   * The rows a turn starts with. A plain message that runs the model takes one statement (TurnRecords); anything
+   * else (answers to a pause, a conversation holding one, a lapsed run to clear, no model) takes one transaction: the
+   * session (new, or the caller's own locked), the run, the answers and the person's message, and the rollup. Any
+   * failure stores nothing.
    */
   private async store(
     principal: Principal,
     request: ChatRequestInput,
-    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice },
-  ) {
+    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice; answering: boolean },
+  ): Promise<Stored> {
     const { deps } = this;
     const { existing, sessionId, runId, choice } = turn;
     const tenantId = principal.tenantId;
     const subject = principal.claims.sub;
+    if (choice.kind === 'model' && !turn.answering && request.message !== undefined) {
+      const start = { tenantId, sessionId, runId, subject, model: choice.model, message: request.message, ...deps.runs.newLease() };
+      if (!existing) {
+        const row = await deps.records.startNewSession(start);
+        return { kind: 'run', rows: [row], history: [row] };
+      }
+      const history = await deps.records.startInSession(start);
+      if (history) return { kind: 'run', rows: history.slice(-1), history };
+    }
     const model = choice.kind === 'model' ? choice.model : null;
-    return deps.db.transaction().execute(async (trx) => {
+    return deps.db.transaction().execute(async (trx): Promise<Stored> => {
       const session = existing
         ? await trx.selectFrom('sessions').selectAll().where('id', '=', existing.id).forUpdate().executeTakeFirst()
         : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: subject, model });
@@ -167,15 +198,15 @@ export class ChatService {
         const pending: SessionPending = { run_id: runId, ...resolution.remaining };
         await deps.runs.finish(trx, runId, { status: 'requires_action' });
         await deps.conversations.setRollup(trx, sessionId, { status: 'requires_action', pending });
-        return { kind: 'paused' as const, pending, rows };
+        return { kind: 'paused', pending, rows };
       }
       if (choice.kind === 'none') {
         await deps.runs.finish(trx, runId, { status: 'completed', finishReason: 'no_model' });
         await deps.conversations.setRollup(trx, sessionId, { status: 'completed', pending: null });
-        return { kind: 'no_model' as const, rows };
+        return { kind: 'no_model', rows };
       }
       await deps.conversations.setRollup(trx, sessionId, { status: 'running', model, pending: null });
-      return { kind: 'run' as const, rows };
+      return { kind: 'run', rows, history: await deps.conversations.messagesOf(sessionId, trx) };
     });
   }
 
@@ -183,9 +214,14 @@ export class ChatService {
    * What a route checks before it validates a turn's body: capability `chat`, then the conversation it names, which
    * the caller must see (404 otherwise, worded as for an unknown id) and own (403 otherwise).
    */
-  async authorizeTurn(principal: Principal, sessionId: string | undefined): Promise<void> {
+  async authorizeTurn(principal: Principal, sessionId: string | undefined): Promise<SessionRow | undefined> {
     requireCapability(principal.permission, 'chat', 'chat');
-    if (sessionId !== undefined) await this.deps.sessions.ownedSession(principal, sessionId);
+    return sessionId === undefined ? undefined : this.deps.sessions.ownedSession(principal, sessionId);
+  }
+
+  /** The frames of a run this request has just started, from its first: its caller is the one who started it. */
+  follow(tenantId: string, runId: string, signal: AbortSignal): AsyncIterable<RunLogEvent<Frame>> {
+    return this.deps.events.logs.tail<Frame>(runLogKey(tenantId, runId), 0, signal);
   }
 
   /** Reading a run's frames needs capability `chat`, as starting one does (403 before the run is looked up). */

@@ -6,6 +6,7 @@ import type { RuntimeSchema } from '../store/schema.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import { costOf } from './model-choice.js';
+import type { UsageRow } from './turn-records.js';
 
 export interface UsageEntry {
   tenantId: string;
@@ -27,21 +28,38 @@ export class UsageRecorder {
 
   /** Records one call and returns its cost (null when the project set no price for the model). */
   async record(entry: UsageEntry): Promise<number | null> {
+    const cost = await this.count(entry);
+    await this.write(entry, {
+      model: entry.model,
+      purpose: entry.purpose,
+      inputTokens: entry.usage.inputTokens,
+      outputTokens: entry.usage.outputTokens,
+      costUsd: cost,
+    });
+    return cost;
+  }
+
+  /** Adds a call to the project's rate and spend counters and returns its cost; the row is written separately. */
+  async count(entry: Pick<UsageEntry, 'tenantId' | 'price' | 'limits' | 'usage'>): Promise<number | null> {
     const cost = costOf(entry.price, entry.usage);
+    await this.limiter.record(entry.tenantId, entry.limits, { tokens: entry.usage.inputTokens + entry.usage.outputTokens, costUsd: cost });
+    return cost;
+  }
+
+  /** Writes a call's usage row (a turn's last step writes it with the statement that ends the run instead). */
+  async write(where: Pick<UsageEntry, 'tenantId' | 'sessionId' | 'runId'>, row: UsageRow): Promise<void> {
     await this.db
       .insertInto('usage_records')
       .values({
-        tenant_id: entry.tenantId,
-        session_id: entry.sessionId,
-        run_id: entry.runId,
-        model: entry.model,
-        purpose: entry.purpose,
-        input_tokens: entry.usage.inputTokens,
-        output_tokens: entry.usage.outputTokens,
-        cost_usd: cost,
+        tenant_id: where.tenantId,
+        session_id: where.sessionId,
+        run_id: where.runId,
+        model: row.model,
+        purpose: row.purpose,
+        input_tokens: row.inputTokens,
+        output_tokens: row.outputTokens,
+        cost_usd: row.costUsd,
       })
       .execute();
-    await this.limiter.record(entry.tenantId, entry.limits, { tokens: entry.usage.inputTokens + entry.usage.outputTokens, costUsd: cost });
-    return cost;
   }
 }

@@ -160,8 +160,8 @@ export class Conversations {
   }
 
   /** Every message of a session, oldest first (drafts included): what a turn's prompt is built from. */
-  async messagesOf(sessionId: string): Promise<MessageRow[]> {
-    return this.db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
+  async messagesOf(sessionId: string, db: Db = this.db): Promise<MessageRow[]> {
+    return db.selectFrom('messages').selectAll().where('session_id', '=', sessionId).orderBy('seq').execute();
   }
 
   /** The rollup of a session whose run was lost (its process died): failed, so it takes a new turn. */

@@ -164,4 +164,17 @@ export const runtimeMigrations: Migration[] = [
       'alter table messages alter column subject set not null',
     ],
   },
+  {
+    version: 6,
+    name: 'run_steer_waiting',
+    statements: [
+      // A steer queued for a run marks the run's own row, so ending the run can tell "a steer is waiting" from the
+      // row it updates, in the same statement, and a steer racing the end either lands first or finds it finished
+      // (docs/decisions/0035).
+      'alter table runs add column steer_waiting boolean not null default false',
+      `update runs set steer_waiting = true where exists (
+        select 1 from run_steers where run_steers.run_id = runs.id and run_steers.consumed_at is null
+      )`,
+    ],
+  },
 ];

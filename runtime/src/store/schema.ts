@@ -112,6 +112,8 @@ export interface RunsTable {
   finish_reason: string | null;
   error: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
   cancel_requested: Generated<boolean>;
+  /** A steer message waits in run_steers: set by queueing one, cleared by taking them. */
+  steer_waiting: Generated<boolean>;
   lease_owner: string | null;
   lease_expires_at: Timestamp | null;
   created_at: Timestamp;

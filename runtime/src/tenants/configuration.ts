@@ -57,6 +57,11 @@ export interface ConfigurationStamp {
   digest: string;
 }
 
+/** A configuration's stamp and the time the tenant's settings last changed (their routing keys live there). */
+export interface TenantStamp extends ConfigurationStamp {
+  settingsUpdatedAt: number;
+}
+
 export interface StoredConfiguration extends ConfigurationStamp {
   tenantId: string;
   document: TenantConfigurationDocument;
@@ -134,13 +139,21 @@ export class TenantConfigurationService {
     throw notFound(`tenant ${tenantId} has no configuration yet`, { code: 'not_configured' });
   }
 
-  /** The version and digest alone: one small read per request tells whether a cached configuration is current. */
-  async stamp(tenantId: string): Promise<ConfigurationStamp | undefined> {
-    return this.db
+  /**
+   * The version and digest, and when the tenant's settings last changed: one small read per request tells whether
+   * what a replica cached for the tenant (its configuration, verifier and model routing) is current.
+   */
+  async stamp(tenantId: string): Promise<TenantStamp | undefined> {
+    const row = await this.db
       .selectFrom('tenant_configurations')
-      .select(['version', 'digest'])
+      .select((eb) => [
+        'version',
+        'digest',
+        eb.selectFrom('tenants').select('updated_at').whereRef('tenants.tenant_id', '=', 'tenant_configurations.tenant_id').as('settings_updated_at'),
+      ])
       .where('tenant_id', '=', canonicalTenantId(tenantId))
       .executeTakeFirst();
+    return row && { version: row.version, digest: row.digest, settingsUpdatedAt: row.settings_updated_at?.getTime() ?? 0 };
   }
 
   /** The stored configuration with provider keys in clear: what a turn calls models with, never an HTTP answer. */

@@ -1,0 +1,168 @@
+// The statements a turn pays on every call (docs/decisions/0035): its start and its end, each one round trip that
+// writes across sessions, runs, messages and usage_records at once. Data-modifying CTEs make each one statement,
+// so it is atomic without `begin`/`commit` and costs one trip to PostgreSQL (and one query to PGlite, which runs
+// one at a time). What is rare (answers to a pause, a session holding a pause, a lapsed run to clear) keeps the
+// transactional path in ChatService; these are the common cases, and decline (undefined) where they do not apply.
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { MessageRow, NewMessage, SessionStatus } from '../sessions/conversations.js';
+import type { RuntimeSchema, SessionPending } from '../store/schema.js';
+import type { RunEnding } from './runs.js';
+
+/** A model call's usage row, written with the step's message. */
+export interface UsageRow {
+  model: string;
+  purpose: string;
+  inputTokens: number;
+  outputTokens: number;
+  costUsd: number | null;
+}
+
+export interface TurnStart {
+  tenantId: string;
+  sessionId: string;
+  runId: string;
+  subject: string;
+  model: string;
+  message: string;
+  /** The lease the starting process takes on the run. */
+  leaseOwner: string;
+  leaseExpiresAt: Date;
+}
+
+/** How a run's end went: ended, or left running because a steer waits (the loop goes on), or no longer ours. */
+export type EndResult = { outcome: 'ended' | 'steered' | 'gone'; message: MessageRow | undefined };
+
+export interface TurnEnd {
+  tenantId: string;
+  sessionId: string;
+  runId: string;
+  ending: RunEnding;
+  /** The session's rollup when the run ends. */
+  rollup: { status: SessionStatus; model: string | null; pending: SessionPending | null };
+  /** The step's final message, written whatever the outcome: new, or the draft `draftId` settled into it. */
+  message?: { draftId: string | null; value: NewMessage };
+  usage?: UsageRow;
+  /** Leave the run running when a steer waits (only an agent that finished on its own answers one). */
+  unlessSteered: boolean;
+}
+
+const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23505';
+
+export class TurnRecords {
+  constructor(private readonly db: Kysely<RuntimeSchema>) {}
+
+  /** A turn that opens its conversation: the session (running), the run with its lease and the person's message. */
+  async startNewSession(start: TurnStart): Promise<MessageRow> {
+    const { rows } = await sql<MessageRow>`
+      with session as (
+        insert into sessions (id, tenant_id, owner, model, status) values (${start.sessionId}, ${start.tenantId}, ${start.subject}, ${start.model}, 'running')
+      ), run as (
+        insert into runs (id, tenant_id, session_id, subject, model, status, lease_owner, lease_expires_at)
+        values (${start.runId}, ${start.tenantId}, ${start.sessionId}, ${start.subject}, ${start.model}, 'running', ${start.leaseOwner}, ${start.leaseExpiresAt})
+      )
+      insert into messages (id, tenant_id, session_id, run_id, subject, role, content)
+      values (${randomUUID()}, ${start.tenantId}, ${start.sessionId}, ${start.runId}, ${start.subject}, 'user', ${start.message})
+      returning *`.execute(this.db);
+    return rows[0]!;
+  }
+
+  /**
+   * A plain message into a conversation that holds no pause: the session marked running, the run, the message, and
+   * the whole history back (the message last). Undefined when it does not apply (a pause waits, the session is gone,
+   * a run holds it): nothing was written, and the caller takes the transactional path that says which.
+   */
+  async startInSession(start: TurnStart): Promise<MessageRow[] | undefined> {
+    const messageId = randomUUID();
+    let rows: MessageRow[];
+    try {
+      ({ rows } = await sql<MessageRow>`
+        with session as (
+          update sessions set status = 'running', model = ${start.model}, updated_at = now()
+          where id = ${start.sessionId} and tenant_id = ${start.tenantId} and pending is null
+          returning id
+        ), run as (
+          insert into runs (id, tenant_id, session_id, subject, model, status, lease_owner, lease_expires_at)
+          select ${start.runId}, ${start.tenantId}::uuid, id, ${start.subject}, ${start.model}, 'running', ${start.leaseOwner}, ${start.leaseExpiresAt}::timestamptz
+          from session
+        ), message as (
+          insert into messages (id, tenant_id, session_id, run_id, subject, role, content)
+          select ${messageId}::uuid, ${start.tenantId}::uuid, id, ${start.runId}, ${start.subject}, 'user', ${start.message}
+          from session
+          returning *
+        )
+        select * from (select * from messages where session_id = ${start.sessionId} union all select * from message) history order by seq`.execute(this.db));
+    } catch (error) {
+      // A run still holds the session (live, or lapsed and waiting to be cleared): the slow path decides which.
+      if (isUniqueViolation(error)) return undefined;
+      throw error;
+    }
+    return rows.at(-1)?.id === messageId ? rows : undefined;
+  }
+
+  /**
+   * Ends a run with its last step: the step's message and usage, the run's row, and the session's rollup. The
+   * message and usage are written whatever happens to the run; the row and rollup move only if the run is still
+   * running (and, with `unlessSteered`, no steer waits on it: a steer marks the same row, so one racing this
+   * statement either lands first and keeps the run going, or finds it finished).
+   */
+  async end(end: TurnEnd): Promise<EndResult> {
+    const { rollup, ending } = end;
+    const pending = rollup.pending === null ? null : JSON.stringify(rollup.pending);
+    const error = ending.error ? JSON.stringify(ending.error) : null;
+    const parts: RawBuilder<unknown>[] = [
+      sql`run as (
+        update runs set status = ${ending.status}, finish_reason = ${ending.finishReason ?? null}, error = ${error}::jsonb,
+          finished_at = now(), lease_expires_at = null
+        where id = ${end.runId} and status = 'running'${end.unlessSteered ? sql` and not steer_waiting` : sql``}
+        returning id
+      )`,
+      sql`session as (
+        update sessions set updated_at = now(),
+          status = case when exists (select 1 from run) then ${rollup.status} else status end,
+          model = case when exists (select 1 from run) then ${rollup.model}::text else model end,
+          pending = case when exists (select 1 from run) then ${pending}::jsonb else pending end
+        where id = ${end.sessionId}
+      )`,
+    ];
+    if (end.usage) parts.push(sql`usage as (${usageInsert(end, end.usage)})`);
+    const message = end.message;
+    if (message) parts.push(sql`message as (${message.draftId === null ? messageInsert(end, message.value) : draftSettle(message.draftId, message.value)})`);
+    const { rows } = await sql<{ ended: boolean; message: MessageRow | null }>`
+      with ${sql.join(parts, sql`, `)}
+      select exists (select 1 from run) as ended, ${message ? sql`(select row_to_json(message) from message)` : sql`null`} as message`.execute(this.db);
+    const row = rows[0]!;
+    const written = row.message === null ? undefined : revive(row.message);
+    if (row.ended) return { outcome: 'ended', message: written };
+    // Not moved: a steer waits (the loop goes on), or the run is no longer running (swept as lost). Rare; read it.
+    const run = await this.db.selectFrom('runs').select(['status', 'steer_waiting']).where('id', '=', end.runId).executeTakeFirst();
+    return { outcome: run?.status === 'running' && run.steer_waiting ? 'steered' : 'gone', message: written };
+  }
+}
+
+function messageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId'>, message: NewMessage) {
+  return sql`insert into messages (id, tenant_id, session_id, run_id, subject, role, content, tool_calls, tool_call_id, name, model, metadata)
+    values (${randomUUID()}, ${end.tenantId}, ${end.sessionId}, ${message.runId ?? null}, ${message.subject ?? null}, ${message.role}, ${message.content},
+      ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}, ${message.toolCallId ?? null}, ${message.name ?? null}, ${message.model ?? null},
+      ${message.metadata ? JSON.stringify(message.metadata) : null})
+    returning *`;
+}
+
+/** The draft becomes the final message with a new `seq`, so a follower of the session's events gets it now, once. */
+function draftSettle(draftId: string, message: NewMessage) {
+  return sql`update messages set seq = default, content = ${message.content},
+      tool_calls = ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}::jsonb,
+      metadata = ${message.metadata ? JSON.stringify(message.metadata) : null}::jsonb
+    where id = ${draftId}
+    returning *`;
+}
+
+function usageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId' | 'runId'>, usage: UsageRow) {
+  return sql`insert into usage_records (tenant_id, session_id, run_id, model, purpose, input_tokens, output_tokens, cost_usd)
+    values (${end.tenantId}, ${end.sessionId}, ${end.runId}, ${usage.model}, ${usage.purpose}, ${usage.inputTokens}, ${usage.outputTokens}, ${usage.costUsd})`;
+}
+
+/** `row_to_json` gives timestamps as text; the rest of the service reads them as dates. */
+function revive(json: MessageRow): MessageRow {
+  return { ...json, created_at: new Date(json.created_at as unknown as string) };
+}

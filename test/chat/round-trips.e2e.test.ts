@@ -1,0 +1,66 @@
+// The turn's budget of database round trips (docs/decisions/0035). Every feature still to come runs through the turn,
+// so a statement added to it is paid on every turn of every tenant: these counts are exact, and a change that adds
+// one fails here and has to say why. Counted at the driver (`Database.statements`), `begin` and `commit` included,
+// on both setups; background work (lease renewal, the lost-run sweep) is pushed out of the way by a long lease.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { availableSetups, ScaleServices } from '../harness/runtime.js';
+import { chatWorld, type ChatWorld } from './fixture.js';
+
+/** Statements of a blocking turn that opens a new conversation: start, end, and the configuration check. */
+const NEW_SESSION_TURN = 3;
+/** A plain message into an existing conversation: the same, plus finding it (its history comes back with the start). */
+const FOLLOW_UP_TURN = 4;
+
+describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
+  let world: ChatWorld;
+  let services: ScaleServices | undefined;
+  let token: string;
+
+  beforeAll(async () => {
+    services = setup === 'scale' ? await ScaleServices.start() : undefined;
+    world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600' });
+    token = await world.token();
+    // Warm: the tenant's configuration and verifier are cached after the first request, as in steady state.
+    expect((await world.chat(token, { message: 'warm up' })).status).toBe(200);
+  }, 120_000);
+  afterAll(async () => {
+    await world?.stop();
+    await services?.stop();
+  });
+
+  /** Statements the runtime sent while `act` ran and its turn finished (the blocking answer comes after the end is stored). */
+  async function counted<T>(act: () => Promise<T>): Promise<{ statements: number; value: T }> {
+    const before = world.rt.runtime.database.statements();
+    const value = await act();
+    return { statements: world.rt.runtime.database.statements() - before, value };
+  }
+
+  it(`a new-session blocking turn takes ${NEW_SESSION_TURN} round trips`, async () => {
+    const { statements, value } = await counted(async () => {
+      const response = await world.chat(token, { message: 'hello there' });
+      return { status: response.status, body: (await response.json()) as { session_id: string; content: string } };
+    });
+    expect(value.status).toBe(200);
+    expect(value.body.content).not.toBe('');
+    expect(statements).toBe(NEW_SESSION_TURN);
+  });
+
+  it(`a follow-up turn in the same conversation takes ${FOLLOW_UP_TURN} round trips`, async () => {
+    const first = (await (await world.chat(token, { message: 'first' })).json()) as { session_id: string };
+    const { statements, value } = await counted(async () => {
+      const response = await world.chat(token, { message: 'second', session_id: first.session_id });
+      return response.status;
+    });
+    expect(value).toBe(200);
+    expect(statements).toBe(FOLLOW_UP_TURN);
+    // And what it stored is all there: both turns, in order.
+    const messages = (await (await world.rt.endUser(`/chat/sessions/${first.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+    expect(messages.map((m) => [m.role, m.content === '' ? '' : 'text'])).toEqual([
+      ['user', 'text'],
+      ['assistant', 'text'],
+      ['user', 'text'],
+      ['assistant', 'text'],
+    ]);
+    expect(messages[2]!.content).toBe('second');
+  });
+});
