@@ -57,7 +57,23 @@ interface NarrowingIdentity {
   verify: AccessTokenVerifier;
 }
 
+/** Verified project tokens held, across tenants; the oldest goes first when full. */
+const VERIFIED_TOKENS_HELD = 8_192;
+
+/** A project token already verified: the principal it made, under the identity (configuration) that checked it. */
+interface VerifiedToken {
+  identity: TenantIdentity;
+  principal: Principal;
+}
+
 export class EndUserAuthenticator {
+  /**
+   * Project tokens verified under the current identity of their tenant, by token text: a client sends the same
+   * token on every request of a conversation, and verifying its signature again (and working out its permission)
+   * is most of what authenticating costs. A hit still needs the tenant's stamp to be current (identityOf) and the
+   * token to be unexpired by this clock; anything else verifies in full.
+   */
+  private readonly verified = new Map<string, VerifiedToken>();
   /** By tenant: the verifier of the configuration last seen, replaced when the stored version or digest moves. */
   private readonly identities = new Map<string, TenantIdentity>();
   /** By tenant: the verifier of the narrowing ring last seen, replaced when its key ids move. */
@@ -76,22 +92,35 @@ export class EndUserAuthenticator {
     // The tenant must be configured whichever key signed: its ceiling bounds narrowed tokens too, and an erased
     // tenant's narrowed tokens die with it.
     const identity = await this.identityOf(claimed.tenantId);
+    const narrowed = claimed.issuer === narrowingIssuerFor(claimed.tenantId);
+    if (!narrowed) {
+      const held = this.verified.get(token);
+      if (held && held.identity === identity && Date.now() / 1000 < held.principal.claims.exp) return held.principal;
+      if (held) this.verified.delete(token);
+    }
     // The claimed issuer only picks the key set; each verifier then accepts exactly one issuer and its own keys, so
     // a token naming the project but signed by the narrowing key (or the reverse) fails its signature check.
-    const verify = claimed.issuer === narrowingIssuerFor(claimed.tenantId) ? await this.narrowingVerifierOf(claimed.tenantId) : identity.verify;
+    const verify = narrowed ? await this.narrowingVerifierOf(claimed.tenantId) : identity.verify;
     const claims = await verify(token);
     const { configuration } = identity;
     // No legitimate token lives longer than the project allows (mint and narrowing both clamp to it), so one that
     // does was signed by someone holding a key, not by us: refuse it, however far off its `exp`.
     const maxLifetime = configuration.document.ceiling.maxTokenLifetimeSeconds ?? DEFAULT_MAX_TOKEN_LIFETIME_SECONDS;
     if (claims.exp - claims.iat > maxLifetime) throw invalidToken();
-    return {
+    const principal: Principal = {
       tenantId: configuration.tenantId,
       claims,
       permission: effectivePermission({ ceiling: configuration.document.ceiling, token: claimsFromToken(claims) }),
       configuration,
       routing: identity.routing,
     };
+    if (!narrowed) this.holdVerified(token, { identity, principal });
+    return principal;
+  }
+
+  private holdVerified(token: string, verified: VerifiedToken): void {
+    if (this.verified.size >= VERIFIED_TOKENS_HELD) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(token, verified);
   }
 
   /**
