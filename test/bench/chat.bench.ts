@@ -296,7 +296,7 @@ function settled(): NodeJS.MemoryUsage {
  * memory again. Clients, fake and runtime are all in the process, as in the other cases.
  */
 async function openStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
-  const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL] });
+  const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL], record: false });
   // 90 words at one a second: every stream is still open when the last one has opened.
   const slow: ScriptedAnswer = { text: words(90), dripMs: OPEN_STREAM_DRIP_MS };
   let world: ChatWorld | undefined;
@@ -402,7 +402,7 @@ async function openStreamsTable(): Promise<Table> {
 async function measureSetup(report: BenchReport, setup: string, env: Record<string, string>, full: boolean): Promise<void> {
   const teardown = new Teardown();
   try {
-    const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL] });
+    const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL], record: false });
     teardown.add(() => fake.stop());
     const world = await chatWorld({ ...env, PROVIDER_TIMEOUT_MS: '60000' }, { fake });
     teardown.add(() => world.stop());

@@ -88,6 +88,11 @@ export interface FakeOpenAIOptions {
   chatModels?: string[];
   /** Embedding models the catalog lists, each with the dimension of the vectors it returns (default none). */
   embeddingModels?: Record<string, number>;
+  /**
+   * Keep every request for assertions (default true). Benchmarks turn it off, so what a long run retains is the
+   * runtime's, not the fake's own log of bodies.
+   */
+  record?: boolean;
 }
 
 /** What a route answers. */
@@ -113,6 +118,7 @@ const ARGUMENT_PIECE = 6;
 
 export class FakeOpenAIServer {
   readonly requests: RecordedRequest[] = [];
+  private readonly record: boolean;
   apiKey: string;
   chatModels: string[];
   embeddingModels: Record<string, number>;
@@ -128,6 +134,7 @@ export class FakeOpenAIServer {
 
   private constructor(options: FakeOpenAIOptions) {
     this.apiKey = options.apiKey;
+    this.record = options.record ?? true;
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
     this.server = createServer((req, res) => {
@@ -242,18 +249,20 @@ export class FakeOpenAIServer {
       return send(res, 400, errorBody('We could not parse the JSON body of your request.', 'invalid_request_error'));
     }
     const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: { ...req.headers }, body, outcome: 'pending', chunksSent: 0 };
-    this.requests.push(request);
-    this.endings.set(
-      request,
-      new Promise((resolve) => {
-        const settle = () => {
-          if (request.outcome === 'pending') request.outcome = res.writableFinished ? 'answered' : this.closing.signal.aborted ? 'dropped' : 'client_closed';
-          resolve(request.outcome);
-        };
-        if (res.destroyed) settle();
-        else res.once('close', settle);
-      }),
-    );
+    if (this.record) {
+      this.requests.push(request);
+      this.endings.set(
+        request,
+        new Promise((resolve) => {
+          const settle = () => {
+            if (request.outcome === 'pending') request.outcome = res.writableFinished ? 'answered' : this.closing.signal.aborted ? 'dropped' : 'client_closed';
+            resolve(request.outcome);
+          };
+          if (res.destroyed) settle();
+          else res.once('close', settle);
+        }),
+      );
+    }
 
     const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (presented !== this.apiKey) {

@@ -475,6 +475,27 @@ describe('event bus: in-process retention on an injected clock', () => {
     await clocked.close();
   });
 
+  it('packs a closed log at the sweep and reads it back frame for frame, until it expires', async () => {
+    let now = 1_000_000;
+    const clocked = createMemoryEventBus({ logRetentionSeconds: 60, markerRetentionSeconds: 600, now: () => now });
+    const frames = [{ type: 'start' }, { type: 'token', text: 'line one\nline two' }, { type: 'token', text: 'ünïcødé 🚀 \u2028' }, { type: 'done' }];
+    for (const frame of frames) await clocked.logs.append('run', frame);
+    await clocked.logs.close('run');
+    await clocked.logs.append('live', { type: 'start' });
+    const before = await clocked.logs.read('run', 0);
+    (clocked.logs as unknown as { sweep(): void }).sweep();
+    expect(await clocked.logs.read('run', 0)).toEqual(before);
+    expect(await clocked.logs.read('run', 2, 1)).toEqual({ state: 'closed', events: [{ id: 3, data: frames[2] }], lastId: 4 });
+    const tailed: unknown[] = [];
+    for await (const event of clocked.logs.tail('run', 1, AbortSignal.timeout(2_000))) tailed.push(event.data);
+    expect(tailed).toEqual(frames.slice(1));
+    // A log still open is left as it is, and takes more frames.
+    expect(await clocked.logs.append('live', { type: 'token' })).toBe(2);
+    now += 60_000;
+    expect(await clocked.logs.read('run', 0)).toEqual({ state: 'expired' });
+    await clocked.close();
+  });
+
   it('refuses a marker that would not outlive the frames', () => {
     expect(() => createEventBus({ kind: 'memory', logRetentionSeconds: 60, markerRetentionSeconds: 30 })).toThrow(
       expect.objectContaining({ kind: 'invalid_argument' }),

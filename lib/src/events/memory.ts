@@ -1,6 +1,7 @@
 // In-process adapter of the event port: the embedded default (`npm start`, one process). It keeps the Redis
 // adapter's semantics, retention included: expiry is checked lazily against an injectable clock, and a sweep
 // frees expired state and wakes tails that follow it.
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { unavailable } from '../errors.js';
 import { silentLogger, type Logger } from '../logging.js';
 import {
@@ -33,8 +34,14 @@ export function createMemoryEventBus(options: MemoryEventBusOptions = {}): Event
 }
 
 interface StoredLog {
-  /** Contiguous frames ending at `lastId`; null once retention passed while the marker still stands. */
+  /**
+   * Contiguous frames ending at `lastId`; null once retention passed while the marker still stands. A closed log's
+   * frames are packed by the sweep (`packed`, and this is emptied): a finished run is kept for resume for an hour,
+   * and kept as thirty small objects it would cost several KiB of heap per turn (docs/decisions/0035).
+   */
   frames: { id: number; json: string }[] | null;
+  /** A closed log's frames, deflated as newline-separated JSON, from `firstId`. */
+  packed?: { firstId: number; data: Buffer };
   lastId: number;
   closed: boolean;
   framesUntil: number;
@@ -79,9 +86,10 @@ class MemoryLogs implements EventLogs {
     const log = this.current(key);
     if (!log) return { state: 'missing' };
     if (!log.frames) return { state: 'expired' };
-    const first = log.frames[0]?.id ?? log.lastId + 1;
+    const frames = log.packed ? unpack(log.packed) : log.frames;
+    const first = frames[0]?.id ?? log.lastId + 1;
     const start = Math.max(0, afterId + 1 - first);
-    const page = log.frames.slice(start, limit === undefined ? undefined : start + limit);
+    const page = frames.slice(start, limit === undefined ? undefined : start + limit);
     const events = page.map((frame): RunLogEvent<T> => ({ id: frame.id, data: JSON.parse(frame.json) as T }));
     return { state: log.closed ? 'closed' : 'live', events, lastId: log.lastId };
   }
@@ -90,12 +98,16 @@ class MemoryLogs implements EventLogs {
     return followLog<T>(this.read.bind(this), this.watch, key, afterId, AbortSignal.any([signal, this.closing]));
   }
 
-  /** Drops state whose retention passed and wakes tails of logs that just expired or vanished. */
+  /** Drops state whose retention passed, wakes tails of logs that just expired or vanished, and packs closed logs. */
   sweep(): void {
     for (const [key, log] of this.stored) {
       const hadFrames = log.frames !== null;
       const after = this.current(key);
       if (hadFrames && !after?.frames) this.notify(key);
+      else if (after?.closed && after.frames && after.frames.length > 0 && !after.packed) {
+        after.packed = pack(after.frames);
+        after.frames = [];
+      }
     }
   }
 
@@ -129,7 +141,10 @@ class MemoryLogs implements EventLogs {
       this.stored.delete(key);
       return undefined;
     }
-    if (now >= log.framesUntil) log.frames = null;
+    if (now >= log.framesUntil) {
+      log.frames = null;
+      delete log.packed;
+    }
     return log;
   }
 
@@ -149,6 +164,18 @@ class MemoryLogs implements EventLogs {
   private notify(key: string): void {
     for (const onChange of this.watchers.get(key) ?? []) onChange();
   }
+}
+
+/** Newline-separated JSON never holds a raw newline, so the frames split back exactly. */
+function pack(frames: { id: number; json: string }[]): { firstId: number; data: Buffer } {
+  return { firstId: frames[0]!.id, data: deflateRawSync(frames.map((frame) => frame.json).join('\n'), { level: 1 }) };
+}
+
+function unpack(packed: { firstId: number; data: Buffer }): { id: number; json: string }[] {
+  return inflateRawSync(packed.data)
+    .toString('utf8')
+    .split('\n')
+    .map((json, i) => ({ id: packed.firstId + i, json }));
 }
 
 class MemoryPubSub implements PubSub {
