@@ -74,8 +74,8 @@ export async function guardedFetch(
 }
 
 // A timed-out or aborted request destroys its socket (req.destroy, or the signal doing the same), and a response
-// dropped unread keeps its socket until the idle limit destroys it: only a request whose answer was read to its end
-// hands its socket back to the pool, where Node's agent also destroys an idle socket that receives anything.
+// dropped unread keeps its socket until `timeoutMs` of silence destroys it: only a request whose answer was read to
+// its end hands its socket back to the pool, where Node's agent also destroys an idle socket that receives anything.
 function send(
   target: CheckedUrl,
   method: string,
