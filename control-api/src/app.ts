@@ -13,6 +13,8 @@ import { createHttpApp, type OpenApiDocument } from '@agentplane/lib/http/app';
 import { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { ReadinessCheck } from '@agentplane/lib/http/operational';
 import type { Logger } from '@agentplane/lib/logging';
+import { ConnectionPool } from '@agentplane/lib/net/connection-pool';
+import { cachedResolver } from '@agentplane/lib/net/resolver-cache';
 import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
@@ -92,8 +94,12 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const mint = new TokenMintService(projects, keys);
     // Provider URLs are the customer's: vetted when registered, and every connection to them pinned by the guard.
     // Plain http only where private addresses are allowed (a developer's own model server).
-    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
-    const providers = new ProviderService(db, secretBox, projects, new OpenAIUpstream({ policy: urlPolicy, timeoutMs: config.providerTimeoutMs }), urlPolicy);
+    // The same name is looked up when a provider is registered and again by its first call: one cached answer.
+    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls, resolve: cachedResolver() };
+    const providerConnections = new ConnectionPool();
+    closers.unshift(async () => providerConnections.close());
+    const upstream = new OpenAIUpstream({ policy: urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
+    const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy);
     const generatedOwner = await ensureOwner(accounts, config);
 
     const { app, openapi } = createHttpApp({

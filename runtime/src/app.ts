@@ -13,6 +13,8 @@ import { createHttpApp, type OpenApiDocument } from '@agentplane/lib/http/app';
 import { originAllowed } from '@agentplane/lib/http/cors';
 import { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
+import { ConnectionPool } from '@agentplane/lib/net/connection-pool';
+import { cachedResolver } from '@agentplane/lib/net/resolver-cache';
 import { adminKeyGuard } from './admin-auth.js';
 import { EndUserAuthenticator } from './auth/authenticate.js';
 import { bearerGuard, principalOf } from './auth/guard.js';
@@ -117,6 +119,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
 
     closers.unshift(() => blobs.close());
 
+    // Provider connections kept alive across calls and turns; closed after the features' shutdown ended the runs.
+    const providerConnections = new ConnectionPool();
+    closers.unshift(async () => providerConnections.close());
+
     // Features bring their erase steps, shutdown hooks and timers; the hooks run before the stores close.
     const eraser = new TenantEraser(database.db, logger);
     const features = new Features(eraser, logger);
@@ -129,12 +135,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const authenticator = new EndUserAuthenticator(configurations, narrowingKeys, (tenantId) => tenants.routing(tenantId));
     const narrowing = new TokenNarrowingService(narrowingKeys);
 
-    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls };
+    const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls, resolve: cachedResolver() };
     const conversations = new Conversations(database.db, events.pubsub);
     const runs = new RunStore(database.db, `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, config.runLeaseSeconds);
     const limiter = new UsageLimiter(events.counters);
     const usage = new UsageRecorder(database.db, limiter);
-    const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs });
+    const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
     const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });
     const records = new TurnRecords(database.db);

@@ -11,9 +11,10 @@ import { run as events } from './events.bench.js';
 import { formatTable, type BenchReport } from './measure.js';
 import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
+import { run as provider } from './provider.bench.js';
 import { run as relational } from './relational.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider };
 
 async function main(): Promise<number> {
   const wanted = process.argv.slice(2);

@@ -1,9 +1,11 @@
-// A fake OpenAI-compatible provider at the protocol level: a real HTTP server on 127.0.0.1 that speaks the wire
-// format the `openai` SDK (and any OpenAI-compatible client) expects, streamed (SSE chunks, tool-call deltas, the
-// usage chunk) or not, checks the bearer key, answers scripted chat replies in order, can be told to fail, hang,
-// drip or cut a stream, and records every request and how its connection ended for the test to read.
+// A fake OpenAI-compatible provider at the protocol level: a real HTTP (or HTTPS) server on 127.0.0.1 that speaks
+// the wire format the `openai` SDK (and any OpenAI-compatible client) expects, streamed (SSE chunks, tool-call
+// deltas, the usage chunk) or not, checks the bearer key, answers scripted chat replies in order, can be told to
+// fail, hang, drip or cut a stream, and records every request, how its connection ended and how many connections
+// it accepted, for the test to read.
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -93,6 +95,8 @@ export interface FakeOpenAIOptions {
    * runtime's, not the fake's own log of bodies.
    */
   record?: boolean;
+  /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP; the certificate must name 127.0.0.1. */
+  tls?: { key: string; cert: string };
 }
 
 /** What a route answers. */
@@ -122,7 +126,12 @@ export class FakeOpenAIServer {
   apiKey: string;
   chatModels: string[];
   embeddingModels: Record<string, number>;
+  /** TCP connections accepted so far: how a test or benchmark sees whether its client keeps connections alive. */
+  connectionsAccepted = 0;
+  /** TLS handshakes completed so far (HTTPS only). */
+  handshakes = 0;
   private readonly server: Server;
+  private readonly tls: boolean;
   private readonly sockets = new Set<Socket>();
   private readonly routes = new Map<string, FakeRoute>();
   private readonly endings = new WeakMap<RecordedRequest, Promise<RequestOutcome>>();
@@ -137,14 +146,16 @@ export class FakeOpenAIServer {
     this.record = options.record ?? true;
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
-    this.server = createServer((req, res) => {
-      // A client that leaves while its body is read rejects the read: nothing to answer then.
-      this.serve(req, res).catch(() => res.destroy());
-    });
-    this.server.on('connection', (socket) => {
+    // A client that leaves while its body is read rejects the read: nothing to answer then.
+    const listener: RequestListener = (req, res) => void this.serve(req, res).catch(() => res.destroy());
+    this.tls = options.tls !== undefined;
+    this.server = options.tls ? createTlsServer({ key: options.tls.key, cert: options.tls.cert }, listener) : createServer(listener);
+    this.server.on('connection', (socket: Socket) => {
+      this.connectionsAccepted += 1;
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
+    this.server.on('secureConnection', () => (this.handshakes += 1));
     this.route('GET', '/models', () => ({ status: 200, body: this.catalog() }));
     this.route('POST', '/embeddings', (request) => this.embeddings(request.body as Record<string, unknown>));
     this.route('POST', '/chat/completions', (request) => this.chatCompletion((request.body ?? {}) as ChatRequest));
@@ -158,9 +169,9 @@ export class FakeOpenAIServer {
     return fake;
   }
 
-  /** The base URL clients are given, `http://127.0.0.1:<port>/v1`. */
+  /** The base URL clients are given, `http://127.0.0.1:<port>/v1` (`https:` when serving TLS). */
   get url(): string {
-    return `http://127.0.0.1:${this.port}/v1`;
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}/v1`;
   }
 
   /** Adds or replaces a route (path without `/v1`); how later tests teach the fake new endpoints. */

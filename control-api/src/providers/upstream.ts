@@ -4,6 +4,7 @@
 import OpenAI from 'openai';
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
 import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
+import type { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 
 export interface ProviderTarget {
@@ -25,7 +26,7 @@ const MAX_CATALOG = 10_000;
 const PROBE_TEXT = 'agentplane embedding dimension probe';
 
 export class OpenAIUpstream implements ProviderUpstream {
-  constructor(private readonly options: { policy: UrlPolicy; timeoutMs: number }) {}
+  constructor(private readonly options: { policy: UrlPolicy; timeoutMs: number; connections?: ConnectionPool }) {}
 
   async listModels(target: ProviderTarget): Promise<string[]> {
     try {
@@ -56,9 +57,9 @@ export class OpenAIUpstream implements ProviderUpstream {
   }
 
   private client(target: ProviderTarget): OpenAI {
-    return openAIClient(target, { policy: this.options.policy, timeoutMs: this.options.timeoutMs });
+    const { policy, timeoutMs, connections } = this.options;
+    return openAIClient(target, { policy, timeoutMs, ...(connections ? { connections } : {}) });
   }
-
 }
 
 /** A provider's failure as the error family: 400 for what the customer must fix, 502 and 504 for the provider. */

@@ -2,6 +2,7 @@
 // connection made by the URL guard, nothing of the operator's OPENAI_* environment, provider text without the key.
 // Shared by the control plane (catalog, embedding probe) and the runtime's model adapter.
 import OpenAI from 'openai';
+import type { ConnectionPool } from '../net/connection-pool.js';
 import { guardedFetcher, type GuardedFetch } from '../net/guarded-fetch.js';
 import type { UrlPolicy } from '../net/url-guard.js';
 
@@ -15,6 +16,8 @@ export interface OpenAIClientOptions {
   policy: UrlPolicy;
   /** Waiting for the response headers (the SDK), and the longest silence of a connection (the guarded fetch). */
   timeoutMs: number;
+  /** The program's pool of provider connections; without one, every call opens and closes its own. */
+  connections?: ConnectionPool;
   /** Replaces `guardedFetcher(policy)`; for tests only, since it bypasses the URL guard. */
   fetch?: GuardedFetch;
 }
@@ -24,7 +27,7 @@ export function openAIClient(target: { baseUrl: string; apiKey: string }, option
   return new OpenAI({
     baseURL: target.baseUrl,
     apiKey: target.apiKey,
-    fetch: options.fetch ?? guardedFetcher({ ...options.policy, timeoutMs: options.timeoutMs }),
+    fetch: options.fetch ?? guardedFetcher({ ...options.policy, timeoutMs: options.timeoutMs }, options.connections),
     timeout: options.timeoutMs,
     // A person or a script is waiting on the answer; 502 and 504 tell it to retry with backoff.
     maxRetries: 0,

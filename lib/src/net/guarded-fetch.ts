@@ -1,10 +1,12 @@
 // fetch for user-supplied URLs: every hop, redirects included, is vetted by the SSRF guard and its socket is
-// pinned to the addresses that were vetted, so DNS rebinding between the check and the connection is moot.
+// pinned to the addresses that were vetted, so DNS rebinding between the check and the connection is moot. Given a
+// ConnectionPool, connections are kept alive and reused only by requests whose own check vetted the same addresses.
 
 import http from 'node:http';
 import https from 'node:https';
 import { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
+import type { ConnectionPool } from './connection-pool.js';
 import { bareHost, checkUrl, pinnedLookup, type CheckedUrl, type UrlPolicy } from './url-guard.js';
 
 export type GuardedFetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -17,20 +19,22 @@ const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 const ORIGIN_BOUND_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
 const BODY_HEADERS = ['content-type', 'content-length', 'content-encoding', 'content-language', 'content-location'];
 
-/** The policy bound into a `fetch`-compatible function, for clients (such as the OpenAI SDK) that take one. */
-export function guardedFetcher(policy: UrlPolicy): GuardedFetch {
-  return (input, init) => guardedFetch(input, init, policy);
+/** The policy (and the pool, if any) bound into a `fetch`-compatible function, for clients such as the OpenAI SDK. */
+export function guardedFetcher(policy: UrlPolicy, connections?: ConnectionPool): GuardedFetch {
+  return (input, init) => guardedFetch(input, init, policy, connections);
 }
 
 /**
  * `fetch` that connects only to vetted addresses and follows at most 5 redirects itself, vetting each.
  * Refusals are `invalid_argument`; an unreachable upstream is `upstream_failed`, a silent one `upstream_timeout`.
  * The request body is buffered (so a 307/308 can resend it) and responses are asked for uncompressed.
+ * Without `connections`, every request opens a connection of its own and closes it after.
  */
 export async function guardedFetch(
   input: string | URL | Request,
   init: RequestInit | undefined,
   policy: UrlPolicy,
+  connections?: ConnectionPool,
 ): Promise<Response> {
   let target = await checkUrl(input instanceof Request ? input.url : input, policy);
   const request = new Request(input, init);
@@ -43,7 +47,7 @@ export async function guardedFetch(
   let body = method === 'GET' || method === 'HEAD' ? undefined : Buffer.from(await request.arrayBuffer());
 
   for (let hop = 0; ; hop++) {
-    const res = await send(target, method, headers, body, request.signal, timeoutMs);
+    const res = await send(target, method, headers, body, request.signal, timeoutMs, connections);
     const location = res.headers.location;
     if (!REDIRECT_STATUSES.has(res.statusCode ?? 0) || !location || request.redirect === 'manual') {
       return toResponse(res, target.url, method, hop > 0);
@@ -69,14 +73,19 @@ export async function guardedFetch(
   }
 }
 
+// A timed-out or aborted request destroys its socket (req.destroy, or the signal doing the same), and a response
+// dropped unread keeps its socket until `timeoutMs` of silence destroys it: only a request whose answer was read to
+// its end hands its socket back to the pool, where Node's agent also destroys an idle socket that receives anything.
 function send(
-  { url, addresses }: CheckedUrl,
+  target: CheckedUrl,
   method: string,
   headers: Headers,
   body: Buffer | undefined,
   signal: AbortSignal,
   timeoutMs: number,
+  connections: ConnectionPool | undefined,
 ): Promise<http.IncomingMessage> {
+  const { url, addresses } = target;
   return new Promise((resolve, reject) => {
     let response: http.IncomingMessage | undefined;
     const req = (url.protocol === 'https:' ? https : http).request({
@@ -86,7 +95,8 @@ function send(
       path: `${url.pathname}${url.search}`,
       method,
       headers: Object.fromEntries(headers),
-      agent: false,
+      // A pooled agent pins its connections to this same address set itself (its lookup wins over this one).
+      agent: connections ? connections.agentFor(target) : false,
       lookup: pinnedLookup(addresses),
       signal,
       // Socket idle limit: covers a server that accepts and then goes silent, before or during the body.

@@ -26,7 +26,10 @@ export interface UrlPolicy {
   allowPrivate: boolean;
   /** Allow plain `http:` besides `https:`. */
   allowHttp: boolean;
-  /** Replaces the system resolver; how tests simulate DNS answers, including DNS rebinding. */
+  /**
+   * Replaces the system resolver: how a program keeps answers briefly (cachedResolver), and how tests simulate DNS
+   * answers, including DNS rebinding.
+   */
   resolve?: Resolver;
   /** guardedFetch: per hop, the limit to connect and receive headers, then the longest silence while the body streams. */
   timeoutMs?: number;
@@ -150,10 +153,13 @@ async function vetHost(host: string, policy: UrlPolicy, what = 'url'): Promise<R
   return addresses;
 }
 
+/** The operating system's answer (getaddrinfo: hosts file, then DNS), every address in the order it gave them. */
+export const systemResolver: Resolver = (host) => systemLookup(host, { all: true, verbatim: true });
+
 async function resolve(host: string, policy: UrlPolicy, what: string): Promise<ResolvedAddress[]> {
   let addresses: ResolvedAddress[];
   try {
-    addresses = await (policy.resolve ?? ((h) => systemLookup(h, { all: true, verbatim: true })))(host);
+    addresses = await (policy.resolve ?? systemResolver)(host);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOTFOUND' || code === 'ENODATA') throw refused(`${what} host ${host} could not be resolved`);

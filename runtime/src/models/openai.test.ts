@@ -4,6 +4,7 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '@agentplane/lib/errors';
+import { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import { FakeOpenAIServer, type ChatReply } from '@agentplane/test/fakes/openai-server';
 import { createOpenAIModelFactory } from './openai.js';
 import type { LanguageModel, ModelRequest, StreamPart } from './port.js';
@@ -15,13 +16,16 @@ describe('OpenAI model adapter', () => {
   let fake: FakeOpenAIServer;
   let model: LanguageModel;
   let impatient: LanguageModel;
+  // Pooled, as the runtime wires it: leaving a stream must still close its connection rather than hand it back.
+  const connections = new ConnectionPool();
 
   beforeAll(async () => {
     fake = await FakeOpenAIServer.start({ apiKey, chatModels: ['gpt-test'] });
-    model = createOpenAIModelFactory({ urlPolicy: policy, timeoutMs: 5_000 })({ baseUrl: fake.url, apiKey }, 'gpt-test');
-    impatient = createOpenAIModelFactory({ urlPolicy: policy, timeoutMs: 300 })({ baseUrl: fake.url, apiKey }, 'gpt-test');
+    model = createOpenAIModelFactory({ urlPolicy: policy, timeoutMs: 5_000, connections })({ baseUrl: fake.url, apiKey }, 'gpt-test');
+    impatient = createOpenAIModelFactory({ urlPolicy: policy, timeoutMs: 300, connections })({ baseUrl: fake.url, apiKey }, 'gpt-test');
   });
   afterAll(async () => {
+    connections.close();
     await fake?.close();
   });
 
@@ -104,6 +108,16 @@ describe('OpenAI model adapter', () => {
   it('maps the finish reason of a cut answer, and counts usage when the provider reports it', async () => {
     const parts = await streamOf({ text: 'a long answer', finishReason: 'length' });
     expect(parts.at(-1)).toEqual({ type: 'finish', finishReason: 'length', usage: { inputTokens: 1, outputTokens: 3 } });
+  });
+
+  it('keeps its connection to the provider from one call to the next, streamed or not', async () => {
+    await model.generate(ask());
+    const accepted = fake.connectionsAccepted;
+    for (let i = 0; i < 3; i++) {
+      await model.generate(ask());
+      await collect(model.stream(ask()));
+    }
+    expect(fake.connectionsAccepted).toBe(accepted);
   });
 
   it('generates a whole answer, with tool calls and usage', async () => {

@@ -6,6 +6,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
 import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
+import type { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 import {
@@ -31,6 +32,8 @@ export interface OpenAIModelOptions {
    * longest silence between two chunks; either ends the call with 504.
    */
   timeoutMs: number;
+  /** Keep-alive connections shared by every client; without it each call opens and closes its own connection. */
+  connections?: ConnectionPool;
   /** Replaces the guarded fetch; tests only, since it bypasses the URL guard. */
   fetch?: GuardedFetch;
 }
@@ -44,7 +47,13 @@ export function createOpenAIModelFactory(options: OpenAIModelOptions): ModelFact
   const clientFor = (target: ProviderTarget): OpenAI => {
     const key = `${target.baseUrl}\n${target.apiKey}`;
     const client =
-      clients.get(key) ?? openAIClient(target, { policy: options.urlPolicy, timeoutMs: options.timeoutMs, ...(options.fetch ? { fetch: options.fetch } : {}) });
+      clients.get(key) ??
+      openAIClient(target, {
+        policy: options.urlPolicy,
+        timeoutMs: options.timeoutMs,
+        ...(options.connections ? { connections: options.connections } : {}),
+        ...(options.fetch ? { fetch: options.fetch } : {}),
+      });
     // Re-inserted so the map's order stays least recently used first.
     clients.delete(key);
     clients.set(key, client);
