@@ -160,11 +160,12 @@ async function latencyTable(setup: string, fake: FakeOpenAIServer, targets: Chat
   });
   return withAdded({
     title: `chat: turn latency over the fake provider (${setup})`,
-    columns: [...latencyColumns, ...addedColumns],
+    columns: [...latencyColumns, ...addedColumns, { key: 'cpuMsPerOp', label: 'cpu ms/op', ratio: true }],
     rows: await runCases(cases, targets),
     note:
       'blocking: POST /chat vs one non-streamed SDK call (the runtime streams from the provider either way); each turn a new session. ' +
-      'first token: the first `token` frame of POST /chat/stream vs the first chunk with text from the SDK.',
+      'first token: the first `token` frame of POST /chat/stream vs the first chunk with text from the SDK. ' +
+      'cpu ms/op: CPU of the whole bench process per turn (client, runtime and fake for ours; client and fake for the SDK).',
   });
 }
 

@@ -10,6 +10,11 @@ export interface Timing {
   opsPerSec: number;
   p50Ms: number;
   p99Ms: number;
+  /**
+   * CPU time of this whole process per call (user + system), when the loop measured it. Less swayed than wall time by
+   * other work on the machine, and the figure that bounds throughput once a process is busy.
+   */
+  cpuMsPerOp?: number;
 }
 
 export interface LoopOptions {
@@ -50,6 +55,7 @@ export async function timeConcurrent(
   }));
   const latencies: number[] = [];
   const start = performance.now();
+  const cpuAtStart = process.cpuUsage();
   await Promise.all(callers.map(async (caller) => {
     for (let i = 0; i < perCaller; i++) {
       const t0 = performance.now();
@@ -57,7 +63,8 @@ export async function timeConcurrent(
       latencies.push(performance.now() - t0);
     }
   }));
-  return summarise(latencies, performance.now() - start);
+  const cpu = process.cpuUsage(cpuAtStart);
+  return { ...summarise(latencies, performance.now() - start), cpuMsPerOp: (cpu.user + cpu.system) / 1000 / latencies.length };
 }
 
 export function summarise(latencies: number[], wallMs: number): Timing {
@@ -74,7 +81,9 @@ export function summarise(latencies: number[], wallMs: number): Timing {
 
 /** Two runs of the same loop as one: samples pooled, wall times added. */
 export function merge(a: Timing, b: Timing): Timing {
-  return summarise([...a.latencies, ...b.latencies], a.wallMs + b.wallMs);
+  const merged = summarise([...a.latencies, ...b.latencies], a.wallMs + b.wallMs);
+  if (a.cpuMsPerOp === undefined || b.cpuMsPerOp === undefined) return merged;
+  return { ...merged, cpuMsPerOp: (a.cpuMsPerOp * a.ops + b.cpuMsPerOp * b.ops) / (a.ops + b.ops) };
 }
 
 /** Nearest-rank percentile of ascending samples. */
@@ -145,7 +154,14 @@ export function timingRow(caseName: string, subject: Subject, timing: Timing, ex
     case: caseName,
     impl: subject.impl,
     baseline: subject.baseline ?? false,
-    figures: { ops: timing.ops, opsPerSec: timing.opsPerSec, p50Ms: timing.p50Ms, p99Ms: timing.p99Ms, ...extra },
+    figures: {
+      ops: timing.ops,
+      opsPerSec: timing.opsPerSec,
+      p50Ms: timing.p50Ms,
+      p99Ms: timing.p99Ms,
+      ...(timing.cpuMsPerOp === undefined ? {} : { cpuMsPerOp: timing.cpuMsPerOp }),
+      ...extra,
+    },
   };
 }
 
