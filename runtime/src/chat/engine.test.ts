@@ -51,6 +51,7 @@ beforeAll(async () => {
     logger: createLogger({ level: 'silent' }),
     leaseSeconds: 30,
   });
+  await engine.listen();
 });
 
 afterAll(async () => {
@@ -122,7 +123,7 @@ const terminal = (frames: Frame[]) => frames.at(-1)!;
 /** What ChatService.steer does: queue the message on the run, then tell whoever holds the run. */
 async function steerRun(turn: Turn, message: string): Promise<boolean> {
   const queued = await runs.queueSteer(tenantId, turn.runId, message);
-  await events.pubsub.publish(runControlChannel(tenantId, turn.runId), { type: 'steer' });
+  await engine.notify(runs.owner, { type: 'steer', run_id: turn.runId });
   return queued;
 }
 const messagesOf = (sessionId: string) => conversations.messagesOf(sessionId);
@@ -210,9 +211,9 @@ describe('TurnEngine', () => {
     models.push([{ type: 'text-delta', text: 'Partial' }, { type: 'hang' }]);
     const turn = await startTurn('Write a long essay');
     await waitForFrame(turn, 'token');
-    // As another replica would: the row flag and a notice on the run's control channel.
+    // As another replica would: the row flag and a notice on the holding process's control channel.
     await runs.requestCancel(turn.runId);
-    await events.pubsub.publish(runControlChannel(tenantId, turn.runId), { type: 'cancel' });
+    await events.pubsub.publish(runControlChannel(runs.owner), { type: 'cancel', run_id: turn.runId });
     const frames = await framesOf(turn);
 
     expect(terminal(frames)).toMatchObject({ type: 'done', finish_reason: 'cancelled', content: 'Partial' });

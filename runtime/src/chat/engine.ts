@@ -159,16 +159,15 @@ export class TurnEngine {
   }
 
   /**
-   * Starts the run: listens for its cancel and steer notices, writes its `start` frame, then runs it in the
-   * background. Listening comes first, so a notice sent by anyone who learnt the run id from that frame is heard.
-   * The caller has stored the running row.
+   * Starts the run: holds it (so cancel and steer notices for it are heard on this process's channel), writes its
+   * `start` frame, then runs it in the background. Holding comes first, so a notice sent by anyone who learnt the
+   * run id from that frame finds it. The caller has stored the running row.
    */
   async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
     try {
       const run = this.hold(turn);
-      const unsubscribe = await this.listen(turn, run);
-      void this.execute(turn, run, unsubscribe)
+      void this.execute(turn, run)
         .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
         .finally(finished);
       await this.frame(turn.tenantId, turn.runId, start);
@@ -226,11 +225,41 @@ export class TurnEngine {
   /** Cancels every running run of a tenant, wherever it runs (the first step of a tenant erase). */
   async cancelTenantRuns(tenantId: string): Promise<number> {
     const running = await this.deps.runs.runningOf(tenantId);
-    for (const id of running) {
-      await this.deps.runs.requestCancel(id);
-      if (!this.cancelHeld(id)) await this.deps.events.pubsub.publish(runControlChannel(tenantId, id), { type: 'cancel' });
+    for (const run of running) {
+      await this.deps.runs.requestCancel(run.id);
+      if (!this.cancelHeld(run.id)) await this.notify(run.lease_owner, { type: 'cancel', run_id: run.id });
     }
     return running.length;
+  }
+
+  /**
+   * Tells the process holding a run (its lease owner) to cancel it or take a steer. Best effort: the holder also
+   * reads both from the run's row at each lease renewal.
+   */
+  async notify(leaseOwner: string | null, control: RunControl): Promise<void> {
+    if (leaseOwner === null) return;
+    if (leaseOwner === this.deps.runs.owner) {
+      this.control(control);
+      return;
+    }
+    await this.deps.events.pubsub.publish(runControlChannel(leaseOwner), control).catch((error: unknown) =>
+      this.deps.logger.warn({ err: error, run_id: control.run_id }, 'could not notify the process holding a run; it reads the row at its next lease renewal'),
+    );
+  }
+
+  /**
+   * Listens on this process's control channel for the runs it holds, once for the life of the process. Resolves
+   * to the way to stop listening.
+   */
+  async listen(): Promise<() => Promise<void>> {
+    return this.deps.events.pubsub.subscribe(runControlChannel(this.deps.runs.owner), (message) => this.control(message as RunControl));
+  }
+
+  private control(message: RunControl | null): void {
+    const run = typeof message?.run_id === 'string' ? this.held.get(message.run_id) : undefined;
+    if (!run) return;
+    if (message!.type === 'cancel') run.controller.abort(new RunCancelledError());
+    else if (message!.type === 'steer') run.steerNoticed = true;
   }
 
   private hold(turn: Turn): HeldRun {
@@ -240,22 +269,7 @@ export class TurnEngine {
     return run;
   }
 
-  /** Cancel and steer notices for the run, from any replica; the lease renewal reads both from the row as well. */
-  private async listen(turn: Turn, run: HeldRun): Promise<() => Promise<void>> {
-    const { deps } = this;
-    return deps.events.pubsub
-      .subscribe(runControlChannel(turn.tenantId, turn.runId), (message) => {
-        const type = (message as RunControl | null)?.type;
-        if (type === 'cancel') run.controller.abort(new RunCancelledError());
-        else if (type === 'steer') run.steerNoticed = true;
-      })
-      .catch((error: unknown) => {
-        deps.logger.warn({ err: error, run_id: turn.runId }, 'run control subscription failed; cancel and steer are read from the database');
-        return async () => undefined;
-      });
-  }
-
-  private async execute(turn: Turn, run: HeldRun, unsubscribe: () => Promise<void>): Promise<void> {
+  private async execute(turn: Turn, run: HeldRun): Promise<void> {
     const { deps } = this;
     const { controller } = run;
     let lost = false;
@@ -298,7 +312,6 @@ export class TurnEngine {
     } finally {
       clearInterval(lease);
       this.held.delete(turn.runId);
-      await unsubscribe().catch(() => undefined);
     }
   }
 
@@ -370,6 +383,7 @@ export class TurnEngine {
     let usage: Usage | undefined;
     let failure: unknown;
     const draft = new AssistantDraft(this.deps, turn, this.deps.draftIntervalMs ?? defaultDraftIntervalMs);
+    const tokens = new TokenRelay((frame) => this.frame(turn.tenantId, turn.runId, frame));
     const tools = turn.tools.definitions();
     try {
       for await (const part of model.stream({
@@ -382,7 +396,7 @@ export class TurnEngine {
         if (part.type === 'text-delta') {
           if (part.text === '') continue;
           text += part.text;
-          await this.frame(turn.tenantId, turn.runId, { type: 'token', text: part.text });
+          await tokens.send({ type: 'token', text: part.text });
           draft.grow(text);
         } else if (part.type === 'tool-call') calls.push(part.call);
         else if (part.type === 'finish') {
@@ -390,8 +404,10 @@ export class TurnEngine {
           usage = part.usage;
         } else failure = part.error;
       }
+      await tokens.flushed();
     } catch (error) {
       // A save in flight lands before whoever handles this settles the run's drafts.
+      await tokens.flushed().catch(() => undefined);
       await draft.settled();
       throw error;
     }
@@ -566,6 +582,40 @@ export class TurnEngine {
 }
 
 const defaultDraftIntervalMs = 1_000;
+
+/** Token frames in flight at most before the relay waits for the log: a slow event port slows the step, not memory. */
+const TOKENS_IN_FLIGHT = 64;
+
+/**
+ * Token frames of one step, appended without waiting for each: the event port keeps their order (one connection to
+ * Redis, a synchronous in-process append), so they go out pipelined instead of one round trip after another. The
+ * step waits for them all before it ends, and a failed append fails the step there.
+ */
+class TokenRelay {
+  private readonly inFlight = new Set<Promise<void>>();
+  private failure: { error: unknown } | undefined;
+
+  constructor(private readonly append: (frame: Frame) => Promise<void>) {}
+
+  async send(frame: Frame): Promise<void> {
+    if (this.failure) throw this.failure.error;
+    const sent: Promise<void> = this.append(frame).then(
+      () => void this.inFlight.delete(sent),
+      (error: unknown) => {
+        this.inFlight.delete(sent);
+        this.failure ??= { error };
+      },
+    );
+    this.inFlight.add(sent);
+    if (this.inFlight.size >= TOKENS_IN_FLIGHT) await Promise.all(this.inFlight);
+  }
+
+  /** Resolves when every frame sent is in the log; rejects with the first append that failed. */
+  async flushed(): Promise<void> {
+    await Promise.all(this.inFlight);
+    if (this.failure) throw this.failure.error;
+  }
+}
 
 /**
  * The assistant message of a step being streamed, saved to the session as it grows: at most one write every

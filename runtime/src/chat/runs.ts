@@ -15,10 +15,13 @@ export const newRunId = () => `run_${randomBytes(12).toString('hex')}`;
 
 /** The run log of a run, on the event port, under its tenant's prefix (so a tenant erase finds it). */
 export const runLogKey = (tenantId: string, runId: string) => `${tenantEventPrefix(tenantId)}run:${runId}`;
-/** Cancel and steer notices for a run reach whichever process holds it. */
-export const runControlChannel = (tenantId: string, runId: string) => `${tenantEventPrefix(tenantId)}run:${runId}:control`;
+/**
+ * Cancel and steer notices reach the process holding the run (its lease owner) on that process's one channel: a
+ * run costs no subscription of its own (docs/decisions/0035).
+ */
+export const runControlChannel = (leaseOwner: string) => `runtime:${leaseOwner}:run-control`;
 
-export type RunControl = { type: 'cancel' } | { type: 'steer' };
+export type RunControl = { type: 'cancel' | 'steer'; run_id: string };
 
 export const turnRunning = () =>
   conflict('a turn is already running in this session; wait for it to finish or cancel it', { code: 'turn_running' });
@@ -178,10 +181,9 @@ export class RunStore {
     return row?.id;
   }
 
-  /** The ids of a tenant's running runs (a tenant erase cancels them first). */
-  async runningOf(tenantId: string): Promise<string[]> {
-    const rows = await this.db.selectFrom('runs').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
-    return rows.map((row) => row.id);
+  /** A tenant's running runs and the processes holding them (a tenant erase cancels them first). */
+  async runningOf(tenantId: string): Promise<{ id: string; lease_owner: string | null }[]> {
+    return this.db.selectFrom('runs').select(['id', 'lease_owner']).where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
   }
 
   async requestCancel(runId: string): Promise<void> {

@@ -17,7 +17,7 @@ import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import { emptyTotals, type TurnEngine } from './engine.js';
 import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
-import { newRunId, runControlChannel, runLogKey, type RunRow, type RunStore } from './runs.js';
+import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
 import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
 import type { TurnRecords } from './turn-records.js';
@@ -325,7 +325,7 @@ export class ChatService {
         extra: { run_id: runId, session_id: row.session_id },
       });
     }
-    await this.deps.events.pubsub.publish(runControlChannel(principal.tenantId, runId), { type: 'steer' }).catch(() => undefined);
+    await this.deps.engine.notify(row.lease_owner, { type: 'steer', run_id: runId });
     return { run_id: runId, accepted: true, status: 'running' };
   }
 
@@ -344,9 +344,7 @@ export class ChatService {
     if (!row) return { run_id: runId, accepted: true, status: null };
     if (row.status === 'running') {
       await this.deps.runs.requestCancel(runId);
-      if (!this.deps.engine.cancelHeld(runId)) {
-        await this.deps.events.pubsub.publish(runControlChannel(principal.tenantId, runId), { type: 'cancel' });
-      }
+      await this.deps.engine.notify(row.lease_owner, { type: 'cancel', run_id: runId });
     }
     return { run_id: runId, accepted: true, status: row.status === 'running' ? 'cancelling' : row.status };
   }
