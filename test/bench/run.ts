@@ -12,8 +12,9 @@ import { formatTable, type BenchReport } from './measure.js';
 import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
 import { run as relational } from './relational.bench.js';
+import { run as startup } from './startup.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, startup };
 
 async function main(): Promise<number> {
   const wanted = process.argv.slice(2);

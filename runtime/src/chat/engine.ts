@@ -266,7 +266,7 @@ export class TurnEngine {
       await this.takeSteers(turn);
       if (signal.aborted) return this.stopped(signal, lastMessageId);
       const history = await this.deps.conversations.messagesOf(turn.sessionId);
-      const messages = clampHistory(
+      const messages = await clampHistory(
         turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
         toModelMessages(history),
         turn.maxContextTokens,
