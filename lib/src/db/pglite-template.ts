@@ -26,8 +26,7 @@ export function pgliteTemplateDir(): string {
  * anything already. The copy is made beside the dir and renamed into place, so a crash never leaves half a database
  * where a later start would take it for a whole one. The caller holds the data dir's lock.
  */
-export function seedFromTemplate(dataDir: string): boolean {
-  const template = pgliteTemplateDir();
+export function seedFromTemplate(dataDir: string, template = pgliteTemplateDir()): boolean {
   if (!existsSync(join(template, 'PG_VERSION'))) return false;
   if (existsSync(dataDir) && readdirSync(dataDir).length > 0) return false;
   const staging = `${dataDir}.seeding`;
@@ -45,12 +44,17 @@ export async function ensurePgliteTemplate(): Promise<{ dir: string; created: bo
     if (join(templatesDir, name) !== dir) rmSync(join(templatesDir, name), { recursive: true, force: true });
   }
   if (existsSync(join(dir, 'PG_VERSION'))) return { dir, created: false };
+  await makePgliteTemplate(dir);
+  return { dir, created: true };
+}
+
+/** Runs initdb into `dir` (replaced whole, never left half made). */
+export async function makePgliteTemplate(dir: string): Promise<void> {
   const { PGlite } = await import('@electric-sql/pglite');
   const staging = `${dir}.${process.pid}.partial`;
   rmSync(staging, { recursive: true, force: true });
-  // Closing shuts the server down cleanly: the copy starts as a restart of this database would.
+  // Closing shuts the server down cleanly: a copy starts as a restart of this database would.
   await (await PGlite.create({ dataDir: staging })).close();
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
-  return { dir, created: true };
 }
