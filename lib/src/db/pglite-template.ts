@@ -2,7 +2,7 @@
 // runs in a second WASM instance of its own and costs seconds and hundreds of MiB of peak memory on each first
 // start, a copy tens of milliseconds (docs/decisions/0033). The template is initdb's output and nothing else, kept
 // per PGlite version; a process that finds none for its version runs initdb as before.
-import { constants, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, constants, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,6 +55,11 @@ export async function makePgliteTemplate(dir: string): Promise<void> {
   rmSync(staging, { recursive: true, force: true });
   // Closing shuts the server down cleanly: a copy starts as a restart of this database would.
   await (await PGlite.create({ dataDir: staging })).close();
+  // PGlite writes its files world-writable (0666); the template is read by whoever starts and written by no one.
+  // Copies take these modes: still the starting user's own to write.
+  for (const entry of readdirSync(staging, { recursive: true, withFileTypes: true })) {
+    chmodSync(join(entry.parentPath, entry.name), entry.isDirectory() ? 0o755 : 0o644);
+  }
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
 }
