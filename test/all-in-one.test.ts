@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import * as nodeModule from 'node:module';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { walkThrough } from '../hack/identity-walkthrough.js';
@@ -19,9 +20,9 @@ interface Started {
 
 const running = new Set<ChildProcess>();
 
-async function startAllInOne(env: Record<string, string>): Promise<Started> {
+async function startAllInOne(env: Record<string, string>, nodeArgs: string[] = []): Promise<Started> {
   // One node process (tsx as a loader, not its launcher, which would fork a child a kill could miss).
-  const child = spawn(process.execPath, [...typeScriptNodeArgs, join(root, 'all-in-one', 'src', 'main.ts')], {
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, ...nodeArgs, join(root, 'all-in-one', 'src', 'main.ts')], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_FORMAT: 'json', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -202,6 +203,35 @@ describe('npm start (all-in-one)', () => {
     } finally {
       started.child.kill('SIGTERM');
       await started.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // The adapters of other configurations and what only a turn needs are imported when used (docs/decisions/0033).
+  it.skipIf(!('registerHooks' in nodeModule))('loads none of the modules its configuration leaves unused', async () => {
+    const dir = makeTempDir('modules');
+    const record = join(dir, 'modules.txt');
+    const [controlPort, dataPort] = [await freePort(), await freePort()];
+    const started = await startAllInOne(
+      { AGENTPLANE_DATA_DIR: join(dir, 'data'), CONTROL_PORT: String(controlPort), DATA_PORT: String(dataPort), MODULE_RECORD: record },
+      ['--import', join(root, 'test', 'harness', 'module-recorder.ts')],
+    );
+    try {
+      await waitForLine(started, /agentplane is up/);
+      expect((await fetch(`http://127.0.0.1:${dataPort}/ready`)).status).toBe(200);
+      started.child.kill('SIGTERM');
+      expect(await started.exited).toBe(0);
+      const packages = new Set(
+        readFileSync(record, 'utf8')
+          .split('\n')
+          .map((url) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])
+          .filter((name) => name !== undefined),
+      );
+      expect(packages).toContain('@electric-sql/pglite'); // the record saw the packages it did load
+      for (const unused of ['redis', '@redis/client', '@aws-sdk/client-s3', '@kubernetes/client-node', 'pg', 'gpt-tokenizer']) {
+        expect(packages, `${unused} was loaded`).not.toContain(unused);
+      }
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

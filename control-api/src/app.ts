@@ -20,7 +20,6 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
-import { KubernetesProvisioner, loadKubeConfig } from './provisioning/kubernetes.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
 import type { Provisioner } from './provisioning/provisioner.js';
@@ -37,7 +36,8 @@ import type { ControlSchema } from './store/schema.js';
 
 export interface ControlApi {
   app: Express;
-  openapi: OpenApiDocument;
+  /** The OpenAPI document, made on first use. */
+  openapi: () => OpenApiDocument;
   lifecycle: Lifecycle;
   accounts: AccountService;
   projects: ProjectService;
@@ -74,12 +74,12 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     if (migrated.applied.length > 0) logger.info({ applied: migrated.applied }, 'control database migrated');
     const db = store.db.withSchema(controlSchema) as unknown as Kysely<ControlSchema>;
 
-    const events: EventBus = createEventBus(config.events, { logger });
+    const events: EventBus = await createEventBus(config.events, { logger });
     closers.unshift(() => events.close());
 
     const accounts = new AccountService(db, events.counters, config.signIn, { ttlSeconds: config.sessionTtlSeconds });
     const secretBox = new SecretBox(loadMasterKey(config.masterKey, join(config.dataDir, 'secrets')));
-    const reach = provisioner ?? configuredProvisioner(config);
+    const reach = provisioner ?? (await configuredProvisioner(config));
     let relay: OutboxRelay | undefined;
     const projects = new ProjectService(db, secretBox, () => relay?.kick());
     if (reach) {
@@ -146,9 +146,11 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
   }
 }
 
-function configuredProvisioner(config: ControlApiConfig): Provisioner | undefined {
+/** The Kubernetes client is imported only when chosen: it is the largest module graph a control-api could load. */
+async function configuredProvisioner(config: ControlApiConfig): Promise<Provisioner | undefined> {
   const chosen = config.provisioner;
   if (chosen.kind === 'kubernetes') {
+    const { KubernetesProvisioner, loadKubeConfig } = await import('./provisioning/kubernetes.js');
     return new KubernetesProvisioner({ kubeConfig: loadKubeConfig(chosen.kubeconfig), projectNamespacePrefix: chosen.projectNamespacePrefix });
   }
   return chosen.runtime ? new LocalProvisioner({ runtimeUrl: chosen.runtime.url, adminKey: chosen.runtime.adminKey }) : undefined;

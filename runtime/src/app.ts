@@ -47,7 +47,8 @@ import { TenantService } from './tenants/service.js';
 
 export interface Runtime {
   app: Express;
-  openapi: OpenApiDocument;
+  /** The OpenAPI document, made on first use. */
+  openapi: () => OpenApiDocument;
   lifecycle: Lifecycle;
   /** The key the tenant routes take in `X-Admin-Key`. */
   adminKey: string;
@@ -96,7 +97,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const migrated = await migrate(database.db, runtimeMigrations);
     if (migrated.applied.length > 0) logger.info({ applied: migrated.applied, version: migrated.version }, 'database migrated');
 
-    const events = createEventBus(
+    const events = await createEventBus(
       config.events.kind === 'redis'
         ? { kind: 'redis', url: config.events.url, keyPrefix: config.events.keyPrefix, logRetentionSeconds: config.eventLogRetentionSeconds }
         : { kind: 'memory', logRetentionSeconds: config.eventLogRetentionSeconds },
@@ -104,7 +105,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     );
     closers.unshift(() => events.close());
 
-    const blobs = createBlobStore(
+    const blobs = await createBlobStore(
       config.blobs.kind === 's3'
         ? { ...config.blobs }
         : {

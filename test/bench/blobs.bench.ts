@@ -127,7 +127,7 @@ export async function run(): Promise<BenchReport> {
   try {
     const dir = makeTempDir('bench-blobs');
     teardown.add(() => rmSync(dir, { recursive: true, force: true }));
-    const fsStore = createBlobStore({
+    const fsStore = await createBlobStore({
       kind: 'fs',
       root: join(dir, 'ours'),
       publicBaseUrl: 'http://127.0.0.1:8081',
@@ -151,7 +151,7 @@ export async function run(): Promise<BenchReport> {
     teardown.add(() => minio.stop());
     const client = minioClient(minio);
     teardown.add(() => client.destroy());
-    const s3Store = createBlobStore({
+    const s3Store = await createBlobStore({
       kind: 's3',
       endpoint: minio.endpoint,
       bucket: minio.bucket,

@@ -248,7 +248,7 @@ export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'events', tables: [], skipped: [] };
   const teardown = new Teardown();
   try {
-    const bus = createEventBus({ kind: 'memory' });
+    const bus = await createEventBus({ kind: 'memory' });
     teardown.add(() => bus.close());
     const inProcess = [plainMemoryLog(), ours(bus, 'ours (memory bus)')];
     report.tables.push(await measureTargets('events: in-process (embedded default)', inProcess, 10));
@@ -265,7 +265,7 @@ export async function run(): Promise<BenchReport> {
     client.on('error', () => {});
     await client.connect();
     teardown.add(() => client.close());
-    const redisBus = createEventBus({ kind: 'redis', url: server.url, keyPrefix: 'bench:ours:' });
+    const redisBus = await createEventBus({ kind: 'redis', url: server.url, keyPrefix: 'bench:ours:' });
     teardown.add(() => redisBus.close());
     await redisBus.ping();
     const overRedis = [rawRedis(client, 'bench:raw:'), ours(redisBus, 'ours (redis bus)')];

@@ -65,7 +65,7 @@ const openers = {
   },
   'memory-bus:ours': async (spec: ProbeSpec): Promise<Close> => {
     const { createEventBus } = await import('@agentplane/lib/events');
-    const bus = createEventBus({ kind: 'memory' });
+    const bus = await createEventBus({ kind: 'memory' });
     for (let seq = 1; seq <= (spec.frames ?? 1); seq++) await bus.logs.append('probe', frame(seq));
     await bus.logs.read('probe', 0);
     return () => bus.close();
@@ -80,7 +80,7 @@ const openers = {
   'redis-bus:ours': async (spec: ProbeSpec): Promise<Close> => {
     const { createEventBus } = await import('@agentplane/lib/events');
     const keyPrefix = `probe-${randomBytes(4).toString('hex')}:`;
-    const bus = createEventBus({ kind: 'redis', url: spec.redisUrl!, keyPrefix });
+    const bus = await createEventBus({ kind: 'redis', url: spec.redisUrl!, keyPrefix });
     for (let seq = 1; seq <= (spec.frames ?? 1); seq++) await bus.logs.append('probe', frame(seq));
     await bus.logs.read('probe', 0);
     return () => bus.close();
@@ -98,7 +98,7 @@ const openers = {
   },
   'fs-store:ours': async (spec: ProbeSpec): Promise<Close> => {
     const { createBlobStore } = await import('@agentplane/runtime/blob');
-    const store = createBlobStore({
+    const store = await createBlobStore({
       kind: 'fs',
       root: spec.dir,
       publicBaseUrl: 'http://127.0.0.1:8081',
@@ -116,7 +116,7 @@ const openers = {
   },
   's3-store:ours': async (spec: ProbeSpec): Promise<Close> => {
     const { createBlobStore } = await import('@agentplane/runtime/blob');
-    const store = createBlobStore({ kind: 's3', ...spec.s3!, forcePathStyle: true, prefix: 'probe-ours' });
+    const store = await createBlobStore({ kind: 's3', ...spec.s3!, forcePathStyle: true, prefix: 'probe-ours' });
     await store.put('probe/blob', randomBytes(4096));
     for await (const _chunk of (await store.get('probe/blob')).body);
     return async () => {};

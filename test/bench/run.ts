@@ -13,8 +13,9 @@ import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
 import { run as provider } from './provider.bench.js';
 import { run as relational } from './relational.bench.js';
+import { run as startup } from './startup.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup };
 
 async function main(): Promise<number> {
   const wanted = process.argv.slice(2);

@@ -1,11 +1,12 @@
 // The relational store: one Kysely query layer over two drivers, PGlite (embedded default, in the data dir,
-// with its bundled pgvector) and a real PostgreSQL server with pgvector (`pg`). Both run the same SQL.
+// with its bundled pgvector) and a real PostgreSQL server with pgvector (`pg`). Both run the same SQL. Each
+// driver's module is imported only when chosen.
 import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient } from 'kysely';
-import pg from 'pg';
 import { mkdirSync } from 'node:fs';
 import { unavailable } from '../errors.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteSerialPool } from './pglite-pool.js';
+import { seedFromTemplate } from './pglite-template.js';
 
 export type DatabaseConfig =
   | { driver: 'pglite'; /** Directory holding the database files; omit for an in-memory database. */ dataDir?: string }
@@ -24,11 +25,11 @@ export interface Database<Schema> {
   close(): Promise<void>;
 }
 
-// Postgres returns BIGINT (int8) as text by default; counts and sizes in this service fit in a double.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
-
 export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Database<Schema>> {
   if (config.driver === 'postgres') {
+    const { default: pg } = await import('pg');
+    // Postgres returns BIGINT (int8) as text by default; counts and sizes in this service fit in a double.
+    pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
     const pool = new pg.Pool({
       connectionString: config.url,
       max: config.poolSize ?? 10,
@@ -64,6 +65,8 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
   }
   let pglite: Awaited<ReturnType<typeof PGlite.create>>;
   try {
+    // A new data dir starts as a copy of the build's template, when there is one, rather than by initdb.
+    if (config.dataDir) seedFromTemplate(config.dataDir);
     pglite = await PGlite.create({ ...(config.dataDir ? { dataDir: config.dataDir } : {}), extensions: { vector } });
   } catch (error) {
     release();

@@ -1,9 +1,10 @@
 // Builds the event bus a program's config asks for: in-process by default, Redis when runtime processes share
-// run logs, pub/sub and rate counters.
+// run logs, pub/sub and rate counters. The Redis adapter is imported only when chosen: node-redis costs a process
+// that does not use it tens of MiB and a tenth of a second at start (docs/decisions/0033).
 import type { Logger } from '../logging.js';
 import { createMemoryEventBus } from './memory.js';
 import type { EventBus, RetentionOptions } from './port.js';
-import { createRedisEventBus, type RedisEventBusOptions } from './redis.js';
+import type { RedisEventBusOptions } from './redis.js';
 
 export type EventBusConfig = RetentionOptions &
   (
@@ -14,13 +15,16 @@ export type EventBusConfig = RetentionOptions &
       >)
   );
 
-/** Never waits for the backend: a Redis that is down shows in `ping()` (readiness), not as a failed start. */
-export function createEventBus(config: EventBusConfig, deps: { logger?: Logger } = {}): EventBus {
-  return config.kind === 'redis'
-    ? createRedisEventBus({ ...config, ...deps })
-    : createMemoryEventBus({ ...config, ...deps });
+/**
+ * Waits only for the adapter's module, never for the backend: a Redis that is down shows in `ping()` (readiness),
+ * not as a failed start.
+ */
+export async function createEventBus(config: EventBusConfig, deps: { logger?: Logger } = {}): Promise<EventBus> {
+  if (config.kind === 'memory') return createMemoryEventBus({ ...config, ...deps });
+  const { createRedisEventBus } = await import('./redis.js');
+  return createRedisEventBus({ ...config, ...deps });
 }
 
 export type * from './port.js';
+export type { RedisEventBusOptions } from './redis.js';
 export { createMemoryEventBus, type MemoryEventBusOptions } from './memory.js';
-export { createRedisEventBus, type RedisEventBusOptions } from './redis.js';

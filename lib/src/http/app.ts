@@ -38,7 +38,8 @@ export interface HttpAppOptions {
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
 
-export function createHttpApp(options: HttpAppOptions): { app: Express; openapi: OpenApiDocument } {
+/** `openapi` makes the document on its first call (GET /openapi.json), not at start. */
+export function createHttpApp(options: HttpAppOptions): { app: Express; openapi: () => OpenApiDocument } {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -80,23 +81,21 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     });
   });
 
+  // Converting every route's schemas costs a start about a tenth of a second (docs/decisions/0033); the routes are
+  // fixed from here on, so the document is made once, when first asked for.
   let document: OpenApiDocument | undefined;
+  const openapi = (): OpenApiDocument =>
+    (document ??= createDocument({
+      openapi: '3.1.0',
+      info: { title: options.title, version: apiVersion, description: options.description },
+      paths: openApiPaths(allRoutes),
+      components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
+    }));
   const allRoutes = [
-    ...operationalRoutes({
-      lifecycle: options.lifecycle,
-      registry: metrics.registry,
-      readiness: options.readiness,
-      openapi: () => document!,
-    }),
+    ...operationalRoutes({ lifecycle: options.lifecycle, registry: metrics.registry, readiness: options.readiness, openapi }),
     docsRoute(options.title),
     ...options.routes,
   ];
-  document = createDocument({
-    openapi: '3.1.0',
-    info: { title: options.title, version: apiVersion, description: options.description },
-    paths: openApiPaths(allRoutes),
-    components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
-  });
 
   mountDocAssets(app);
   const cors = options.cors;
@@ -111,5 +110,5 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   );
   app.use(unknownRoute(allRoutes));
   app.use(errorHandler(options.logger));
-  return { app, openapi: document };
+  return { app, openapi };
 }

@@ -310,7 +310,7 @@ interface ServedFsStore {
 async function serveFsStore(options: { maxUploadBytes?: number } = {}): Promise<ServedFsStore> {
   const root = makeTempDir('blobs');
   const port = await freePort();
-  const store = createBlobStore(fsConfig(root, port, options.maxUploadBytes));
+  const store = await createBlobStore(fsConfig(root, port, options.maxUploadBytes));
   if (!(store instanceof FsBlobStore)) throw new Error('expected the filesystem store');
   const app = express();
   app.use(BLOB_ROUTE_PATH, createSignedBlobRouter({ store }));
@@ -339,7 +339,7 @@ describe('fs blob store', () => {
   beforeAll(async () => {
     fsServed = await serveFsStore();
     const goneRoot = makeTempDir('blobs-gone');
-    const unreachable = createBlobStore(fsConfig(goneRoot, 1));
+    const unreachable = await createBlobStore(fsConfig(goneRoot, 1));
     rmSync(goneRoot, { recursive: true, force: true });
     fsTarget = { store: fsServed.store, unreachable, root: fsServed.root };
   });
@@ -526,8 +526,8 @@ describe.skipIf(minioBinary === null)('s3 blob store', () => {
   /** Every store made here, closed after. */
   const stores: BlobStore[] = [];
 
-  const s3Store = (prefix?: string, endpoint = minio.endpoint): BlobStore => {
-    const store = createBlobStore({
+  const s3Store = async (prefix?: string, endpoint = minio.endpoint): Promise<BlobStore> => {
+    const store = await createBlobStore({
       kind: 's3',
       endpoint,
       bucket: minio.bucket,
@@ -544,7 +544,7 @@ describe.skipIf(minioBinary === null)('s3 blob store', () => {
   beforeAll(async () => {
     minio = await startMinio(minioBinary ?? 'minio');
     const deadEndpoint = `http://127.0.0.1:${await freePort()}`;
-    s3Target = { store: s3Store('contract'), unreachable: s3Store('contract', deadEndpoint) };
+    s3Target = { store: await s3Store('contract'), unreachable: await s3Store('contract', deadEndpoint) };
   });
 
   afterAll(async () => {
@@ -558,9 +558,9 @@ describe.skipIf(minioBinary === null)('s3 blob store', () => {
   blobStoreContract('s3', () => s3Target);
 
   it('keeps stores with different key prefixes apart on one bucket', async () => {
-    const tenantA = s3Store('tenant-a');
-    const tenantB = s3Store('tenant-b/');
-    const whole = s3Store();
+    const tenantA = await s3Store('tenant-a');
+    const tenantB = await s3Store('tenant-b/');
+    const whole = await s3Store();
 
     await tenantA.put('shared/name.txt', 'from a');
     await tenantB.put('shared/name.txt', 'from b');
@@ -577,7 +577,7 @@ describe.skipIf(minioBinary === null)('s3 blob store', () => {
   });
 
   it('releases its connections on close', async () => {
-    const store = s3Store('closing');
+    const store = await s3Store('closing');
     const opened: Socket[] = [];
     const onSocket = (message: unknown) => opened.push((message as { socket: Socket }).socket);
     subscribe('net.client.socket', onSocket);

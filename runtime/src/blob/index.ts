@@ -1,9 +1,11 @@
-// Chooses the blob store adapter from configuration: the embedded filesystem store or an S3-compatible one.
+// Chooses the blob store adapter from configuration: the embedded filesystem store or an S3-compatible one. The
+// S3 adapter is imported only when chosen: the AWS SDK costs a process that does not use it tens of MiB at start
+// (docs/decisions/0033).
 import type { FeatureHost } from '../features.js';
 import { tenantBlobPrefix } from '../tenants/keys.js';
 import { FsBlobStore } from './fs.js';
 import type { BlobStore } from './port.js';
-import { S3BlobStore, type S3BlobStoreConfig } from './s3.js';
+import type { S3BlobStoreConfig } from './s3.js';
 import { BlobUrlSigner } from './signed-urls.js';
 
 export type BlobStoreConfig =
@@ -35,7 +37,7 @@ export function registerBlobs(host: FeatureHost, blobs: BlobStore): void {
   });
 }
 
-export function createBlobStore(config: BlobStoreConfig): BlobStore {
+export async function createBlobStore(config: BlobStoreConfig): Promise<BlobStore> {
   switch (config.kind) {
     case 'fs':
       return new FsBlobStore({
@@ -43,13 +45,15 @@ export function createBlobStore(config: BlobStoreConfig): BlobStore {
         signer: new BlobUrlSigner({ secret: config.signingSecret, publicBaseUrl: config.publicBaseUrl }),
         maxUploadBytes: config.maxUploadBytes,
       });
-    case 's3':
+    case 's3': {
+      const { S3BlobStore } = await import('./s3.js');
       return new S3BlobStore(config);
+    }
   }
 }
 
 export { FsBlobStore } from './fs.js';
-export { S3BlobStore, type S3BlobStoreConfig } from './s3.js';
+export type { S3BlobStore, S3BlobStoreConfig } from './s3.js';
 export { BLOB_ROUTE_PATH, BlobUrlSigner } from './signed-urls.js';
 export { createSignedBlobRouter } from './signed-url-routes.js';
 export * from './port.js';

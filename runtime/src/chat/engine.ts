@@ -327,7 +327,7 @@ export class TurnEngine {
         history.push(...(await this.takeSteers(turn)));
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
-      const messages = clampHistory(
+      const messages = await clampHistory(
         turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
         toModelMessages(history),
         turn.maxContextTokens,

@@ -28,13 +28,17 @@ export async function registerChat(
     const recovered = await engine.recoverAbandoned();
     if (recovered > 0) logger.warn({ runs: recovered }, 'failed the runs an earlier start left running; their text is kept in their sessions');
   }
-  // Cancel and steer notices for the runs this process holds arrive on its one channel; if it cannot listen (Redis
-  // down at start), each run still reads both from its row at every lease renewal.
-  try {
-    host.onShutdown(await engine.listen());
-  } catch (error) {
-    logger.warn({ err: error }, 'could not listen for run control notices; cancel and steer reach runs at their next lease renewal');
-  }
+  // Cancel and steer notices for the runs this process holds arrive on its one channel. Not awaited: with Redis
+  // away at start the service still starts (and says so on /ready), and until it listens each run reads both from
+  // its row at every lease renewal.
+  let stopListening: (() => Promise<void>) | undefined;
+  engine.listen().then(
+    (stop) => {
+      stopListening = stop;
+    },
+    (error: unknown) => logger.warn({ err: error }, 'could not listen for run control notices; cancel and steer reach runs at their next lease renewal'),
+  );
+  host.onShutdown(async () => stopListening?.());
   // Any replica fails the runs of a process that died (their lease lapsed), so no turn looks alive forever.
   host.every('lost-run sweep', Math.max(500, (deps.leaseSeconds * 1000) / 2), () => engine.sweepLost());
 

@@ -1,9 +1,9 @@
 // The prompt a turn sends: stored messages in provider order (every call answered) and the context clamp, which
 // keeps whole groups from the newest back.
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelMessage } from '../models/port.js';
 import type { MessageRow } from '../sessions/conversations.js';
-import { clampHistory, tokensOf, toModelMessages, UNANSWERED_CALL } from './history.js';
+import { clampHistory, loadTokensOf, toModelMessages, UNANSWERED_CALL } from './history.js';
 
 let seq = 0;
 function row(role: 'user' | 'assistant' | 'tool', content: string, extra: Partial<MessageRow> = {}): MessageRow {
@@ -28,7 +28,11 @@ function row(role: 'user' | 'assistant' | 'tool', content: string, extra: Partia
 }
 
 const call = (id: string, name = 'lookup') => ({ id, name, arguments: '{}' });
+let tokensOf: (message: ModelMessage) => number;
 const tokensOfGroup = (group: ModelMessage[]) => group.reduce((sum, message) => sum + tokensOf(message), 0);
+beforeAll(async () => {
+  tokensOf = await loadTokensOf();
+});
 
 describe('toModelMessages', () => {
   it('places a tool result right after its call, wherever it was stored', () => {
@@ -77,26 +81,26 @@ describe('clampHistory', () => {
   ];
   const newest: ModelMessage[] = [{ role: 'user', content: 'and now?' }];
 
-  it('keeps everything, system first, when no ceiling is set', () => {
-    expect(clampHistory(system, [old, toolGroup, newest], undefined)).toEqual([system, ...old, ...toolGroup, ...newest]);
-    expect(clampHistory(null, [old], undefined)).toEqual(old);
+  it('keeps everything, system first, when no ceiling is set', async () => {
+    expect(await clampHistory(system, [old, toolGroup, newest], undefined)).toEqual([system, ...old, ...toolGroup, ...newest]);
+    expect(await clampHistory(null, [old], undefined)).toEqual(old);
   });
 
-  it('drops the oldest groups first and never splits a call from its result', () => {
+  it('drops the oldest groups first and never splits a call from its result', async () => {
     const budget = tokensOf(system) + tokensOfGroup(toolGroup) + tokensOfGroup(newest);
-    expect(clampHistory(system, [old, toolGroup, newest], budget)).toEqual([system, ...toolGroup, ...newest]);
+    expect(await clampHistory(system, [old, toolGroup, newest], budget)).toEqual([system, ...toolGroup, ...newest]);
     // One token short of the tool group: the whole group goes, not just its result.
-    expect(clampHistory(system, [old, toolGroup, newest], budget - 1)).toEqual([system, ...newest]);
+    expect(await clampHistory(system, [old, toolGroup, newest], budget - 1)).toEqual([system, ...newest]);
   });
 
-  it('stops at the first group that does not fit, even if an older one would', () => {
+  it('stops at the first group that does not fit, even if an older one would', async () => {
     const tiny: ModelMessage[] = [{ role: 'user', content: 'hi' }];
     const budget = tokensOf(system) + tokensOfGroup(newest) + tokensOfGroup(tiny);
-    expect(clampHistory(system, [tiny, toolGroup, newest], budget)).toEqual([system, ...newest]);
+    expect(await clampHistory(system, [tiny, toolGroup, newest], budget)).toEqual([system, ...newest]);
   });
 
-  it('always keeps the newest group, even over the ceiling', () => {
-    expect(clampHistory(system, [old, toolGroup], 1)).toEqual([system, ...toolGroup]);
+  it('always keeps the newest group, even over the ceiling', async () => {
+    expect(await clampHistory(system, [old, toolGroup], 1)).toEqual([system, ...toolGroup]);
   });
 
   it('counts tool call names and arguments', () => {

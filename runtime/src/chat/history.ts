@@ -1,7 +1,7 @@
 // A conversation as the model sees it: the stored messages turned into model messages (every tool call answered,
 // in the order providers require), then clamped to the token's context ceiling with a real tokenizer (o200k, what
-// current OpenAI models use; for other vendors' models it is an estimate, not an exact count).
-import { countTokens } from 'gpt-tokenizer';
+// current OpenAI models use; for other vendors' models it is an estimate, not an exact count). The tokenizer's
+// tables cost ~70 MiB and a quarter second to load: the first turn that clamps its history loads them, not the start.
 import type { ModelMessage, ModelToolCall } from '../models/port.js';
 import type { MessageRow } from '../sessions/conversations.js';
 
@@ -36,10 +36,16 @@ export function toModelMessages(rows: readonly MessageRow[]): ModelMessage[][] {
   return groups;
 }
 
-export function tokensOf(message: ModelMessage): number {
-  let text = message.content;
-  if (message.role === 'assistant' && message.toolCalls) text += message.toolCalls.map((call) => call.name + call.arguments).join('');
-  return countTokens(text) + MESSAGE_OVERHEAD;
+let tokenizer: Promise<(text: string) => number> | undefined;
+
+/** What a message costs in the context window, tool calls' names and arguments included. */
+export async function loadTokensOf(): Promise<(message: ModelMessage) => number> {
+  const countTokens = await (tokenizer ??= import('gpt-tokenizer').then((module) => module.countTokens));
+  return (message) => {
+    let text = message.content;
+    if (message.role === 'assistant' && message.toolCalls) text += message.toolCalls.map((call) => call.name + call.arguments).join('');
+    return countTokens(text) + MESSAGE_OVERHEAD;
+  };
 }
 
 /**
@@ -47,9 +53,10 @@ export function tokensOf(message: ModelMessage): number {
  * or an assistant message with its tool results) is kept or dropped whole; the newest group is always kept, since a
  * turn without its own message means nothing. Unset `maxTokens` keeps everything.
  */
-export function clampHistory(system: ModelMessage | null, groups: readonly ModelMessage[][], maxTokens: number | undefined): ModelMessage[] {
+export async function clampHistory(system: ModelMessage | null, groups: readonly ModelMessage[][], maxTokens: number | undefined): Promise<ModelMessage[]> {
   const head = system ? [system] : [];
   if (maxTokens === undefined) return [...head, ...groups.flat()];
+  const tokensOf = await loadTokensOf();
   let budget = maxTokens - (system ? tokensOf(system) : 0);
   const kept: ModelMessage[][] = [];
   for (let i = groups.length - 1; i >= 0; i--) {
