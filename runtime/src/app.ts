@@ -129,7 +129,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const features = new Features(eraser, logger);
     closers.unshift(() => features.shutdown());
     const tenants = new TenantService(database.db, secretBox, eraser);
-    const configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey));
+    const configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey), database.changesTo(['tenants', 'tenant_configurations']));
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     registerConfigurations(features, configurations);
     registerNarrowingKeys(features, narrowingKeys);

@@ -6,10 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
 import { chatWorld, type ChatWorld } from './fixture.js';
 
-/** Statements of a blocking turn that opens a new conversation: start, end, and the configuration check. */
-const NEW_SESSION_TURN = 3;
+/**
+ * Statements of a blocking turn that opens a new conversation: its start and its end, and on a shared store the
+ * check that the tenant's configuration is current (the embedded store knows its own writes).
+ */
+const NEW_SESSION_TURN = { embedded: 2, scale: 3 };
 /** A plain message into an existing conversation: the same, plus finding it (its history comes back with the start). */
-const FOLLOW_UP_TURN = 4;
+const FOLLOW_UP_TURN = { embedded: 3, scale: 4 };
 
 describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
   let world: ChatWorld;
@@ -35,24 +38,24 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
     return { statements: world.rt.runtime.database.statements() - before, value };
   }
 
-  it(`a new-session blocking turn takes ${NEW_SESSION_TURN} round trips`, async () => {
+  it(`a new-session blocking turn takes ${NEW_SESSION_TURN[setup]} round trips`, async () => {
     const { statements, value } = await counted(async () => {
       const response = await world.chat(token, { message: 'hello there' });
       return { status: response.status, body: (await response.json()) as { session_id: string; content: string } };
     });
     expect(value.status).toBe(200);
     expect(value.body.content).not.toBe('');
-    expect(statements).toBe(NEW_SESSION_TURN);
+    expect(statements).toBe(NEW_SESSION_TURN[setup]);
   });
 
-  it(`a follow-up turn in the same conversation takes ${FOLLOW_UP_TURN} round trips`, async () => {
+  it(`a follow-up turn in the same conversation takes ${FOLLOW_UP_TURN[setup]} round trips`, async () => {
     const first = (await (await world.chat(token, { message: 'first' })).json()) as { session_id: string };
     const { statements, value } = await counted(async () => {
       const response = await world.chat(token, { message: 'second', session_id: first.session_id });
       return response.status;
     });
     expect(value).toBe(200);
-    expect(statements).toBe(FOLLOW_UP_TURN);
+    expect(statements).toBe(FOLLOW_UP_TURN[setup]);
     // And what it stored is all there: both turns, in order.
     const messages = (await (await world.rt.endUser(`/chat/sessions/${first.session_id}/messages`, token)).json()) as { role: string; content: string }[];
     expect(messages.map((m) => [m.role, m.content === '' ? '' : 'text'])).toEqual([
@@ -62,5 +65,13 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
       ['assistant', 'text'],
     ]);
     expect(messages[2]!.content).toBe('second');
+  });
+
+  it('still takes a pushed configuration on the next request, though the embedded store skips the check', async () => {
+    const narrowed = await world.tenant.reconfigure({ ceiling: { capabilities: ['followups'], registeredModels: [] } });
+    expect(narrowed.status).toBe(200);
+    const refused = await world.chat(token, { message: 'may I?' });
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { code: string }).code).toBe('capability_denied');
   });
 });

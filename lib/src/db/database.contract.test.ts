@@ -140,6 +140,29 @@ function contract(name: string, open: () => Promise<Database<Schema>>) {
     it('answers ping', async () => {
       await expect(database.ping()).resolves.toBeUndefined();
     });
+
+    it('counts the statements it sends, and on the embedded store the writes to watched tables', async () => {
+      const before = database.statements();
+      await db.selectFrom('notes').select('id').execute();
+      await db.transaction().execute(async (trx) => trx.selectFrom('notes').select('id').execute());
+      expect(database.statements() - before).toBe(4);
+
+      const writes = database.changesTo(['notes']);
+      if (database.driver === 'postgres') {
+        // Other processes write to a shared store: no count could say nothing changed.
+        expect(writes).toBeUndefined();
+        return;
+      }
+      const count = () => writes!();
+      const at = count();
+      await db.selectFrom('notes').selectAll().execute();
+      await db.transaction().execute(async (trx) => trx.selectFrom('notes').select('id').forUpdate().execute());
+      expect(count()).toBe(at);
+      const { id } = await db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ w: 1 }) }).returning('id').executeTakeFirstOrThrow();
+      await db.updateTable('notes').set({ body: JSON.stringify({ w: 2 }) }).where('id', '=', id).execute();
+      await sql`with gone as (delete from notes where id = ${id} returning id) select count(*) from gone`.execute(db);
+      expect(count()).toBe(at + 3);
+    });
   });
 }
 

@@ -20,6 +20,14 @@ export interface Database<Schema> {
    * Tests read it to hold the turn to its budget of round trips (docs/decisions/0035).
    */
   readonly statements: () => number;
+  /**
+   * On a store only this process writes (the embedded database behind its data-dir lock): a count of the statements
+   * sent so far that write to any of `tables`, so a cache of rows from them can tell, without a query, that they
+   * may have changed. Undefined on a shared store, where other processes write too. Counted when a statement is
+   * sent, before it commits: a reader takes the count before its own read, and the embedded store runs one
+   * statement at a time, so a cache is never tagged as newer than what it read.
+   */
+  changesTo(tables: readonly string[]): (() => number) | undefined;
   /** Resolves when the database answers a query (used by GET /ready). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -43,6 +51,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
       driver: 'postgres',
       db,
       statements: counted.statements,
+      changesTo: () => undefined,
       ping: async () => {
         try {
           await sql`select 1`.execute(db);
@@ -78,6 +87,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     driver: 'pglite',
     db,
     statements: counted.statements,
+    changesTo: (tables) => counted.watchWrites(tables),
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -89,9 +99,13 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
   };
 }
 
-/** A pool whose clients count the statements they send: one counter, cheap enough to keep on in production. */
-function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () => number } {
+/**
+ * A pool whose clients count the statements they send, and the writes to watched tables: one counter and a few
+ * regular expressions per statement, cheap enough to keep on in production.
+ */
+function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () => number; watchWrites: (tables: readonly string[]) => () => number } {
   let statements = 0;
+  const watches: { writes: RegExp; count: number }[] = [];
   // One wrapper per pooled client, so Kysely (which keys its connections by client) keeps reusing its own.
   const wrappers = new WeakMap<PostgresPoolClient, PostgresPoolClient>();
   const wrap = (client: PostgresPoolClient): PostgresPoolClient => {
@@ -102,6 +116,8 @@ function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () 
       },
       query: ((...args: unknown[]) => {
         statements += 1;
+        const text = args[0];
+        if (typeof text === 'string') for (const watch of watches) if (watch.writes.test(text)) watch.count += 1;
         return query(...args);
       }) as PostgresPoolClient['query'],
       release: (destroy?: boolean) => client.release(destroy),
@@ -109,6 +125,13 @@ function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () 
   };
   return {
     statements: () => statements,
+    watchWrites(tables) {
+      // Anywhere in the text, so a write inside a CTE counts too; quoted (Kysely) or bare (hand-written SQL).
+      const names = tables.map((table) => table.replace(/[^a-z0-9_]/gi, '')).join('|');
+      const watch = { writes: new RegExp(`\\b(?:insert\\s+into|update|delete\\s+from|truncate(?:\\s+table)?)\\s+"?(?:${names})"?(?![\\w"])`, 'i'), count: 0 };
+      watches.push(watch);
+      return () => watch.count;
+    },
     pool: {
       options: pool.options,
       async connect(): Promise<PostgresPoolClient> {

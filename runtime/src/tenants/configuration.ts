@@ -79,7 +79,15 @@ export class TenantConfigurationService {
     private readonly secrets: SecretBox,
     /** Keys the fingerprints of provider keys in the digest (`configurationDigestKey`). */
     private readonly digestKey: Buffer,
+    /**
+     * On the embedded store, the count of writes to the tenant tables (`Database.changesTo`): while it stands still,
+     * a stamp read before is still the stored one, and a request costs no read to learn so.
+     */
+    private readonly tenantWrites?: () => number,
   ) {}
+
+  /** Stamps read under a count of tenant writes (embedded store only). */
+  private readonly stamps = new Map<string, { writes: number; stamp: TenantStamp }>();
 
   /**
    * Stores a pushed configuration. A higher version replaces the stored one; the same version with the same
@@ -144,6 +152,20 @@ export class TenantConfigurationService {
    * what a replica cached for the tenant (its configuration, verifier and model routing) is current.
    */
   async stamp(tenantId: string): Promise<TenantStamp | undefined> {
+    tenantId = canonicalTenantId(tenantId);
+    // Taken before the read: a write sent meanwhile makes this entry stale rather than newer than it is.
+    const writes = this.tenantWrites?.();
+    const held = writes === undefined ? undefined : this.stamps.get(tenantId);
+    if (held && held.writes === writes) return held.stamp;
+    const stamp = await this.readStamp(tenantId);
+    if (writes !== undefined) {
+      if (stamp) this.stamps.set(tenantId, { writes, stamp });
+      else this.stamps.delete(tenantId);
+    }
+    return stamp;
+  }
+
+  private async readStamp(tenantId: string): Promise<TenantStamp | undefined> {
     const row = await this.db
       .selectFrom('tenant_configurations')
       .select((eb) => [
@@ -151,7 +173,7 @@ export class TenantConfigurationService {
         'digest',
         eb.selectFrom('tenants').select('updated_at').whereRef('tenants.tenant_id', '=', 'tenant_configurations.tenant_id').as('settings_updated_at'),
       ])
-      .where('tenant_id', '=', canonicalTenantId(tenantId))
+      .where('tenant_id', '=', tenantId)
       .executeTakeFirst();
     return row && { version: row.version, digest: row.digest, settingsUpdatedAt: row.settings_updated_at?.getTime() ?? 0 };
   }
