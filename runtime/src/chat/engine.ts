@@ -109,7 +109,11 @@ interface Outcome {
 interface HeldRun {
   controller: AbortController;
   steerNoticed: boolean;
+  /** Told the terminal frame once it is in the log, or undefined when the run stopped without writing one here. */
+  ended?: (frame: TerminalFrame | undefined) => void;
 }
+
+export type TerminalFrame = Extract<Frame, { type: 'done' | 'error' }>;
 
 export class TurnEngine {
   /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
@@ -141,9 +145,10 @@ export class TurnEngine {
   }
 
   /** Writes the terminal frame and closes the log. */
-  async end(tenantId: string, runId: string, frame: Extract<Frame, { type: 'done' | 'error' }>): Promise<void> {
+  async end(tenantId: string, runId: string, frame: TerminalFrame): Promise<void> {
     await this.frame(tenantId, runId, frame);
     await this.deps.events.logs.close(runLogKey(tenantId, runId));
+    this.held.get(runId)?.ended?.(frame);
   }
 
   /** The `error` frame of a failure: the status and body a blocking call would answer with. */
@@ -163,10 +168,11 @@ export class TurnEngine {
    * `start` frame, then runs it in the background. Holding comes first, so a notice sent by anyone who learnt the
    * run id from that frame finds it. The caller has stored the running row.
    */
-  async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>): Promise<void> {
+  async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>, ended?: HeldRun['ended']): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
     try {
       const run = this.hold(turn);
+      if (ended) run.ended = ended;
       void this.execute(turn, run)
         .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
         .finally(finished);
@@ -312,6 +318,8 @@ export class TurnEngine {
     } finally {
       clearInterval(lease);
       this.held.delete(turn.runId);
+      // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
+      run.ended?.(undefined);
     }
   }
 

@@ -92,10 +92,10 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       authorize: authorizeTurn,
       async handle({ res, body }) {
         const principal = principalOf(res);
-        const started = await chat.start(principal, body, turnSessionOf(res));
+        const started = await chat.start(principal, body, turnSessionOf(res), { awaitEnd: true });
         if (started.kind === 'refused') throw withSession(started.error, started.sessionId);
         res.setHeader('X-Run-Id', started.runId);
-        return { body: await chat.result(principal.tenantId, started.runId, closedSignal(res)) };
+        return { body: await chat.result(principal.tenantId, started.runId, closedSignal(res), started.ended) };
       },
     }),
     defineRoute({

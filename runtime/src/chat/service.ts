@@ -14,7 +14,7 @@ import { canSeeOwner, ownsConversation } from '../sessions/access.js';
 import type { Conversations, MessageRow, NewMessage, SessionRow } from '../sessions/conversations.js';
 import { sessionNotFound, type SessionService } from '../sessions/service.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
-import { emptyTotals, type TurnEngine } from './engine.js';
+import { emptyTotals, type TerminalFrame, type TurnEngine } from './engine.js';
 import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
@@ -26,7 +26,18 @@ import type { TurnRecords } from './turn-records.js';
  * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
  * was stored; then `sessionId` is the conversation the caller named (null for a new one), and there is no run.
  */
-export type StartOutcome = { kind: 'started'; runId: string; sessionId: string } | { kind: 'refused'; error: unknown; sessionId: string | null };
+export type StartOutcome =
+  | {
+      kind: 'started';
+      runId: string;
+      sessionId: string;
+      /**
+       * With `awaitEnd`: the run's terminal frame once it is in the log, straight from this process (the blocking
+       * path need not follow the log); undefined when the run stopped without writing one here.
+       */
+      ended?: Promise<TerminalFrame | undefined>;
+    }
+  | { kind: 'refused'; error: unknown; sessionId: string | null };
 
 export interface ChatServiceDeps {
   db: Kysely<RuntimeSchema>;
@@ -66,7 +77,7 @@ export class ChatService {
    * session the caller named: no run exists, so no run id is given (docs/decisions/0026). Once the run and its
    * messages are stored, everything is reported in the run's log, so the blocking and the streaming path agree.
    */
-  async start(principal: Principal, request: ChatRequestInput, authorized?: SessionRow): Promise<StartOutcome> {
+  async start(principal: Principal, request: ChatRequestInput, authorized?: SessionRow, options: { awaitEnd?: boolean } = {}): Promise<StartOutcome> {
     const { deps } = this;
     requireCapability(principal.permission, 'chat', 'chat');
     const permission = effectivePermission({
@@ -107,6 +118,12 @@ export class ChatService {
     }
     const model = choice.kind === 'model' ? choice.model : null;
     const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
+    let settle: (frame: TerminalFrame | undefined) => void = () => undefined;
+    const ended = options.awaitEnd ? new Promise<TerminalFrame | undefined>((resolve) => (settle = resolve)) : undefined;
+    const endWith = async (frame: TerminalFrame) => {
+      await deps.engine.end(tenantId, runId, frame);
+      settle(frame);
+    };
 
     try {
       if (stored.kind === 'run' && choice.kind === 'model') {
@@ -131,31 +148,28 @@ export class ChatService {
             history: stored.history,
           },
           start,
+          ended && settle,
         );
         await deps.conversations.notify(tenantId, sessionId, stored.rows);
-        return { kind: 'started', runId, sessionId };
+        return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
       }
       await this.frame(tenantId, runId, start);
       await deps.conversations.notify(tenantId, sessionId, stored.rows);
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
-        await deps.engine.end(
-          tenantId,
-          runId,
+        await endWith(
           deps.engine.doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
         );
       } else {
         // SPEC.md item 8: no shared fallback model; the turn ends at once and costs nothing.
-        await deps.engine.end(
-          tenantId,
-          runId,
+        await endWith(
           deps.engine.doneFrame({ runId, sessionId, model: null }, { finishReason: 'no_model', content: '', messageId: null, pending: null }, emptyTotals()),
         );
       }
     } catch (error) {
-      await deps.engine.end(tenantId, runId, deps.engine.errorFrame(error, runId, sessionId));
+      await endWith(deps.engine.errorFrame(error, runId, sessionId));
     }
-    return { kind: 'started', runId, sessionId };
+    return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
   }
 
   /**
@@ -251,26 +265,32 @@ export class ChatService {
   }
 
   /**
-   * The terminal frame of a run, waited for. The blocking path turns an `error` frame back into the error a client
-   * gets, carrying the run and session ids.
+   * The terminal frame of a run, waited for: from `ended` when this process runs it and said how it ended, else from
+   * the run's log. The blocking path turns an `error` frame back into the error a client gets, carrying the run and
+   * session ids.
    */
-  async result(tenantId: string, runId: string, signal: AbortSignal): Promise<ChatResponseOutput> {
+  async result(tenantId: string, runId: string, signal: AbortSignal, ended?: Promise<TerminalFrame | undefined>): Promise<ChatResponseOutput> {
+    const frame = (ended && (await untilAborted(ended, signal))) || (await this.terminalInLog(tenantId, runId, signal));
+    // The client went away (signal) or the log vanished (erased); either way there is nothing to answer.
+    if (!frame) throw new AppError('unavailable', `run ${runId} ended without a result`, { extra: { run_id: runId } });
+    if (frame.type === 'done') {
+      const { type: _type, ...response } = frame;
+      return response;
+    }
+    const { type: _type, status, message, retryable: _retryable, ...rest } = frame;
+    throw new AppError(kindOfStatus(status), message, {
+      code: rest.code,
+      extra: { run_id: rest.run_id, session_id: rest.session_id, ...('reset_at' in rest ? { reset_at: rest.reset_at } : {}) },
+    });
+  }
+
+  private async terminalInLog(tenantId: string, runId: string, signal: AbortSignal): Promise<TerminalFrame | undefined> {
+    if (signal.aborted) return undefined;
     for await (const event of this.deps.events.logs.tail<Frame>(runLogKey(tenantId, runId), 0, signal)) {
       const frame = event.data;
-      if (frame.type === 'done') {
-        const { type: _type, ...response } = frame;
-        return response;
-      }
-      if (frame.type === 'error') {
-        const { type: _type, status, message, retryable: _retryable, ...rest } = frame;
-        throw new AppError(kindOfStatus(status), message, {
-          code: rest.code,
-          extra: { run_id: rest.run_id, session_id: rest.session_id, ...('reset_at' in rest ? { reset_at: rest.reset_at } : {}) },
-        });
-      }
+      if (frame.type === 'done' || frame.type === 'error') return frame;
     }
-    // The client went away (signal) or the log vanished (erased); either way there is nothing to answer.
-    throw new AppError('unavailable', `run ${runId} ended without a result`, { extra: { run_id: runId } });
+    return undefined;
   }
 
   /**
@@ -452,6 +472,25 @@ function failureFrame(row: RunRow): Extract<Frame, { type: 'error' }> | null {
   if (!error || typeof error.status !== 'number' || typeof error.code !== 'string' || typeof error.message !== 'string') return null;
   const retryable = typeof error.retryable === 'boolean' ? error.retryable : new AppError(kindOfStatus(error.status), error.message).isRetryable;
   return { type: 'error', status: error.status, code: error.code, message: error.message, retryable, run_id: row.id, session_id: row.session_id };
+}
+
+/** The promise's value, or undefined as soon as the signal aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 function checkUniqueIds(request: ChatRequestInput): void {
