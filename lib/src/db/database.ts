@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { unavailable } from '../errors.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteSerialPool } from './pglite-pool.js';
+import { startPgliteThread, type PgliteThread } from './pglite-thread.js';
 import { seedFromTemplate } from './pglite-template.js';
 
 export type DatabaseConfig =
@@ -65,18 +66,16 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     };
   }
 
-  const { PGlite } = await import('@electric-sql/pglite');
-  const { vector } = await import('@electric-sql/pglite-pgvector');
   let release = () => {};
   if (config.dataDir) {
     mkdirSync(config.dataDir, { recursive: true });
     release = lockDataDir(config.dataDir);
   }
-  let pglite: Awaited<ReturnType<typeof PGlite.create>>;
+  let pglite: PgliteThread;
   try {
     // A new data dir starts as a copy of the build's template, when there is one, rather than by initdb.
     if (config.dataDir) seedFromTemplate(config.dataDir);
-    pglite = await PGlite.create({ ...(config.dataDir ? { dataDir: config.dataDir } : {}), extensions: { vector } });
+    pglite = await startPgliteThread(config.dataDir);
   } catch (error) {
     release();
     throw error;
