@@ -289,6 +289,50 @@ describe('TurnEngine', () => {
     expect(models.calls[1]!.request.messages).toContainEqual({ role: 'tool', toolCallId: 'call_u', content: UNANSWERED_CALL });
   });
 
+  it('a run whose start frame the log refuses never calls the model: launch throws, the run and session end failed', async () => {
+    // An event port that refuses appends, as Redis going away would; everything else is the suite's own.
+    const refusing = new Proxy(events.logs, {
+      get: (target, key, receiver) =>
+        key === 'append' ? () => Promise.reject(new AppError('unavailable', 'the event store is unreachable')) : Reflect.get(target, key, receiver),
+    });
+    const limiter = new UsageLimiter(events.counters);
+    const broken = new TurnEngine({
+      events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters },
+      conversations,
+      runs,
+      records: new TurnRecords(database.db),
+      limiter,
+      usage: new UsageRecorder(database.db, limiter),
+      models: (target, modelId) => models.factory(target, modelId),
+      lifecycle: new Lifecycle(),
+      logger: createLogger({ level: 'silent' }),
+      leaseSeconds: 30,
+    });
+    models.push(script.text('never said'));
+    const sessionId = randomUUID();
+    const runId = newRunId();
+    await database.db.transaction().execute(async (trx) => {
+      await conversations.createSession(trx, { id: sessionId, tenantId, owner: 'alice' });
+      await conversations.append(tenantId, sessionId, [{ role: 'user', content: 'Hi', subject: 'alice' }], trx);
+      await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
+    });
+    const turn: Turn = {
+      runId, sessionId, tenantId, subject: 'alice', model: 'gpt-test',
+      target: { baseUrl: 'http://scripted.invalid/v1', apiKey: 'sk-test' },
+      price: undefined, tools: ToolSet.forTurn(permission, {}), systemPrompt: null, effort: undefined, limits: undefined,
+      maxToolIterations: undefined, maxContextTokens: undefined, autoTitle: false,
+      history: await conversations.messagesOf(sessionId),
+    };
+
+    await expect(broken.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' })).rejects.toThrow('unreachable');
+    expect(broken.heldRuns).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(models.calls).toHaveLength(0);
+    expect(await runRow(runId)).toMatchObject({ status: 'failed' });
+    const session = await database.db.selectFrom('sessions').select('status').where('id', '=', sessionId).executeTakeFirstOrThrow();
+    expect(session.status).toBe('failed');
+  });
+
   it('the scripted model ends an aborted stream as a real adapter does', async () => {
     const controller = new AbortController();
     const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });

@@ -170,17 +170,27 @@ export class TurnEngine {
    */
   async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>, ended?: HeldRun['ended']): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
+    const run = this.hold(turn);
+    if (ended) run.ended = ended;
     try {
-      const run = this.hold(turn);
-      if (ended) run.ended = ended;
-      void this.execute(turn, run)
-        .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
-        .finally(finished);
       await this.frame(turn.tenantId, turn.runId, start);
     } catch (error) {
-      finished();
+      // The log took no start frame (the event port failed): the run never calls the model, its row and session are
+      // failed here so the conversation is free for a retry, and the caller answers the error (nobody could follow
+      // a log that has no start).
+      try {
+        await this.fail(turn, error);
+      } catch (failure) {
+        this.deps.logger.error({ err: failure, run_id: turn.runId }, 'could not fail a run whose start frame was refused');
+      } finally {
+        this.held.delete(turn.runId);
+        finished();
+      }
       throw error;
     }
+    void this.execute(turn, run)
+      .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
+      .finally(finished);
   }
 
   /** Cancels a run this process holds; false when it holds none by that id. */
@@ -524,7 +534,7 @@ export class TurnEngine {
   private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals, history: MessageRow[]): Promise<'ended' | 'steered' | 'gone'> {
     const { deps } = this;
     const last = outcome.last;
-    const ended = await deps.records.end({
+    const ending = deps.records.end({
       tenantId: turn.tenantId,
       sessionId: turn.sessionId,
       runId: turn.runId,
@@ -534,6 +544,15 @@ export class TurnEngine {
       ...(last?.usage ? { usage: last.usage } : {}),
       // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
       unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
+    });
+    const ended = await ending.catch(async (error: unknown) => {
+      // The statement that ends the run failed: its last answer and usage are kept on their own if they can be
+      // (best effort; the database may be what failed), and the run then fails as any other.
+      if (last) {
+        if (last.usage) await this.recordUsage(turn, last.usage).catch(() => undefined);
+        await this.keep(turn, last.draftId, { ...last.message, metadata: { ...last.message.metadata, incomplete: true } }).catch(() => undefined);
+      }
+      throw error;
     });
     if (ended.message) {
       history.push(ended.message);

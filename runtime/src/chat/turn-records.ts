@@ -47,7 +47,10 @@ export interface TurnEnd {
   unlessSteered: boolean;
 }
 
-const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23505';
+const codeOf = (error: unknown) => (error as { code?: string } | null)?.code;
+const isUniqueViolation = (error: unknown) => codeOf(error) === '23505';
+/** A deadlock or serialization failure: nothing was written, and a retry on the slow path is safe. */
+const isConcurrencyFailure = (error: unknown) => codeOf(error) === '40P01' || codeOf(error) === '40001';
 
 export class TurnRecords {
   constructor(private readonly db: Kysely<RuntimeSchema>) {}
@@ -80,6 +83,9 @@ export class TurnRecords {
         with session as (
           update sessions set status = 'running', model = ${start.model}, updated_at = now()
           where id = ${start.sessionId} and tenant_id = ${start.tenantId} and pending is null
+            -- Unchanged since this statement's snapshot: a session changed while this waited for its lock (the last
+            -- turn's end committing) would make the history below stale, so the transactional path takes it.
+            and updated_at = (select current.updated_at from sessions current where current.id = ${start.sessionId})
           returning id
         ), run as (
           insert into runs (id, tenant_id, session_id, subject, model, status, lease_owner, lease_expires_at)
@@ -93,8 +99,9 @@ export class TurnRecords {
         )
         select * from (select * from messages where session_id = ${start.sessionId} union all select * from message) history order by seq`.execute(this.db));
     } catch (error) {
-      // A run still holds the session (live, or lapsed and waiting to be cleared): the slow path decides which.
-      if (isUniqueViolation(error)) return undefined;
+      // A run still holds the session (live, or lapsed and waiting to be cleared), or the statement lost a race for
+      // its locks: the transactional path decides, on fresh reads.
+      if (isUniqueViolation(error) || isConcurrencyFailure(error)) return undefined;
       throw error;
     }
     return rows.at(-1)?.id === messageId ? rows : undefined;
@@ -111,10 +118,14 @@ export class TurnRecords {
     const pending = rollup.pending === null ? null : JSON.stringify(rollup.pending);
     const error = ending.error ? JSON.stringify(ending.error) : null;
     const parts: RawBuilder<unknown>[] = [
+      // The session's row is locked before the run's, the order a turn's start takes them in, so the two never
+      // wait on each other.
+      sql`locked as (select id from sessions where id = ${end.sessionId} for no key update)`,
       sql`run as (
         update runs set status = ${ending.status}, finish_reason = ${ending.finishReason ?? null}, error = ${error}::jsonb,
           finished_at = now(), lease_expires_at = null
         where id = ${end.runId} and status = 'running'${end.unlessSteered ? sql` and not steer_waiting` : sql``}
+          and exists (select 1 from locked)
         returning id
       )`,
       sql`session as (
@@ -127,7 +138,14 @@ export class TurnRecords {
     ];
     if (end.usage) parts.push(sql`usage as (${usageInsert(end, end.usage)})`);
     const message = end.message;
-    if (message) parts.push(sql`message as (${message.draftId === null ? messageInsert(end, message.value) : draftSettle(message.draftId, message.value)})`);
+    // The message only while the run is still this turn's (running, ended or steered by this statement); a run swept
+    // as lost meanwhile had its text settled by the sweep, and the conversation may have moved on.
+    const stillRunning = sql`exists (select 1 from runs where id = ${end.runId} and status = 'running')`;
+    if (message) {
+      parts.push(
+        sql`message as (${message.draftId === null ? messageInsert(end, message.value, stillRunning) : draftSettle(message.draftId, message.value, stillRunning)})`,
+      );
+    }
     const { rows } = await sql<{ ended: boolean; message: MessageRow | null }>`
       with ${sql.join(parts, sql`, `)}
       select exists (select 1 from run) as ended, ${message ? sql`(select row_to_json(message) from message)` : sql`null`} as message`.execute(this.db);
@@ -140,20 +158,22 @@ export class TurnRecords {
   }
 }
 
-function messageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId'>, message: NewMessage) {
+function messageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId'>, message: NewMessage, when: RawBuilder<unknown>) {
   return sql`insert into messages (id, tenant_id, session_id, run_id, subject, role, content, tool_calls, tool_call_id, name, model, metadata)
-    values (${randomUUID()}, ${end.tenantId}, ${end.sessionId}, ${message.runId ?? null}, ${message.subject ?? null}, ${message.role}, ${message.content},
-      ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}, ${message.toolCallId ?? null}, ${message.name ?? null}, ${message.model ?? null},
-      ${message.metadata ? JSON.stringify(message.metadata) : null})
+    select ${randomUUID()}::uuid, ${end.tenantId}::uuid, ${end.sessionId}::uuid, ${message.runId ?? null}::text, ${message.subject ?? null}::text,
+      ${message.role}::text, ${message.content}::text, ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}::jsonb,
+      ${message.toolCallId ?? null}::text, ${message.name ?? null}::text, ${message.model ?? null}::text,
+      ${message.metadata ? JSON.stringify(message.metadata) : null}::jsonb
+    where ${when}
     returning *`;
 }
 
 /** The draft becomes the final message with a new `seq`, so a follower of the session's events gets it now, once. */
-function draftSettle(draftId: string, message: NewMessage) {
+function draftSettle(draftId: string, message: NewMessage, when: RawBuilder<unknown>) {
   return sql`update messages set seq = default, content = ${message.content},
       tool_calls = ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}::jsonb,
       metadata = ${message.metadata ? JSON.stringify(message.metadata) : null}::jsonb
-    where id = ${draftId}
+    where id = ${draftId} and ${when}
     returning *`;
 }
 
