@@ -2,16 +2,17 @@
 // both measured in this run. Cases: blocking-turn latency at 1, 16 and 64 clients, time to first token, frames per
 // second on one long stream, memory per open stream (in child processes), and replaying a 2,000-frame run against
 // reading its log from the event port. Fake provider, runtime and clients share one process, as in the chat tests.
-import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { writeHeapSnapshot } from 'node:v8';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
-import { chatWorld, MODEL, OTHER_MODEL, type ChatWorld } from '../chat/fixture.js';
+import { chatRuntime, chatWorld, MODEL, OTHER_MODEL, type ChatWorld } from '../chat/fixture.js';
 import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
-import { typeScriptNodeArgs } from '../harness/process.js';
+import { runJsonChild, startProviderProcess } from './children.js';
 import {
   Teardown,
   finishTable,
@@ -44,7 +45,9 @@ const LONG_STREAM = { warmup: 1, ops: 4 };
 /** start + 1,998 tokens + done. */
 const REPLAY_FRAMES = 2_000;
 const REPLAY = { warmup: 3, ops: 20 };
-const OPEN_STREAMS = [200, 500];
+const OPEN_STREAMS = [500, 5_000];
+/** Turns answered at each memory reading of the retention probe. */
+const RETENTION_CHECKPOINTS = [1_000, 10_000];
 /** Slow enough that a stream sends a handful of frames while the rest open and memory is read. */
 const OPEN_STREAM_DRIP_MS = 1_000;
 
@@ -58,6 +61,8 @@ interface ChatTarget extends Subject {
   firstToken(): Promise<number>;
   /** Reads a whole streamed answer (the fake's next scripted reply); returns how many text pieces came. */
   streamAll(): Promise<number>;
+  /** One streamed answer to `PROMPT`, read to its end: a stream start, as a chat UI makes one. */
+  streamed(): Promise<void>;
 }
 
 function direct(fake: FakeOpenAIServer): ChatTarget {
@@ -81,6 +86,10 @@ function direct(fake: FakeOpenAIServer): ChatTarget {
       let pieces = 0;
       for await (const chunk of stream) if (chunk.choices[0]?.delta.content) pieces++;
       return pieces;
+    },
+    async streamed() {
+      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: PROMPT }], stream: true });
+      for await (const _chunk of stream);
     },
   };
 }
@@ -118,6 +127,11 @@ async function ours(world: ChatWorld, impl: string): Promise<ChatTarget> {
       }
       return tokens;
     },
+    async streamed() {
+      for await (const frame of streamFrames(PROMPT)) {
+        if (frame.event === 'error') throw new Error(`the run failed: ${JSON.stringify(frame.data)}`);
+      }
+    },
   };
 }
 
@@ -154,6 +168,11 @@ async function latencyTable(setup: string, fake: FakeOpenAIServer, targets: Chat
     time: (target, loop) => timeConcurrent(() => target.blocking(), { ...loop, callers: clients }),
   }));
   cases.push({
+    name: 'streamed turn, 16 clients',
+    loop: BLOCKING[16],
+    time: (target, loop) => timeConcurrent(() => target.streamed(), { ...loop, callers: 16 }),
+  });
+  cases.push({
     name: 'first token (48-word answer)',
     loop: FIRST_TOKEN,
     time: (target, loop) => timeSamples(() => target.firstToken(), loop),
@@ -164,6 +183,7 @@ async function latencyTable(setup: string, fake: FakeOpenAIServer, targets: Chat
     rows: await runCases(cases, targets),
     note:
       'blocking: POST /chat vs one non-streamed SDK call (the runtime streams from the provider either way); each turn a new session. ' +
+      'streamed: POST /chat/stream read to its end vs an SDK stream read to its end (stream starts per second). ' +
       'first token: the first `token` frame of POST /chat/stream vs the first chunk with text from the SDK. ' +
       'cpu ms/op: CPU of the whole bench process per turn (client, runtime and fake for ours; client and fake for the SDK).',
   });
@@ -243,12 +263,16 @@ async function replayTable(setup: string, world: ChatWorld): Promise<Table> {
   });
 }
 
-// ---- memory per open stream, in a fresh child process per measurement ----
+// ---- memory, in fresh child processes: per open stream, and what turns leave behind ----
 
-interface StreamsSpec {
-  subject: 'sdk' | 'runtime';
-  streams: number;
+interface Provider {
+  url: string;
+  apiKey: string;
 }
+
+type ProbeSpec =
+  | { probe: 'open-streams'; subject: 'sdk' | 'runtime'; streams: number; provider: Provider }
+  | { probe: 'retention'; provider: Provider; checkpoints: number[]; clients: number };
 
 interface StreamsResult {
   open: number;
@@ -259,52 +283,46 @@ interface StreamsResult {
   after: NodeJS.MemoryUsage;
 }
 
+interface RetentionResult {
+  /** Memory after a settled GC once `turns` turns had been answered, for each checkpoint. */
+  readings: Array<{ turns: number; memory: NodeJS.MemoryUsage }>;
+  statementsPerTurn: number;
+}
+
 const SELF = fileURLToPath(import.meta.url);
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const KiB = 1024;
 const MiB = 1024 * 1024;
+const PROVIDER_KEY = 'sk-test-provider-key-0001';
 
-function runStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', ...typeScriptNodeArgs, SELF, 'open-streams', JSON.stringify(spec)], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      const last = stdout.trim().split('\n').pop() ?? '';
-      if (code === 0 && last.startsWith('{')) resolve(JSON.parse(last) as StreamsResult);
-      else reject(new Error(`open-streams probe ${spec.subject} × ${spec.streams} exited ${code}:\n${stderr.slice(-2000)}`));
-    });
-  });
+const runProbe = <T>(spec: ProbeSpec) =>
+  runJsonChild<T>(SELF, ['probe', JSON.stringify(spec)], { nodeArgs: ['--expose-gc'], what: `${spec.probe} probe` });
+
+/** With `BENCH_HEAP_SNAPSHOTS=dir`, a probe writes a heap snapshot at each reading there, to compare by constructor. */
+function snapshot(name: string): void {
+  const dir = process.env.BENCH_HEAP_SNAPSHOTS;
+  if (dir) writeHeapSnapshot(join(dir, `${process.pid}-${name}.heapsnapshot`));
 }
 
 /** Several collections, so garbage from starting up or opening does not count. */
 function settled(): NodeJS.MemoryUsage {
   const gc = (globalThis as { gc?: () => void }).gc;
-  if (!gc) throw new Error('the open-streams probe needs node --expose-gc');
+  if (!gc) throw new Error('the memory probes need node --expose-gc');
   for (let i = 0; i < 3; i++) gc();
   return process.memoryUsage();
 }
 
 /**
- * In the child: starts the fake (and the runtime in front of it), makes one warm-up stream, reads memory, opens
- * `streams` streams whose answers drip one word a second, waits until each has shown its first text, and reads
- * memory again. Clients, fake and runtime are all in the process, as in the other cases.
+ * In the child: (the runtime in front of) the provider process, one warm-up stream, memory, then `streams` streams
+ * opened at once, each read past its first text while its answer drips a word a second, and memory again. The
+ * provider serves from its own process, so the figures are the client's (and the runtime's) alone, and the sockets
+ * of 5,000 streams fit this process's descriptor limit.
  */
-async function openStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
-  const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL], record: false });
-  // 90 words at one a second: every stream is still open when the last one has opened.
-  const slow: ScriptedAnswer = { text: words(90), dripMs: OPEN_STREAM_DRIP_MS };
-  let world: ChatWorld | undefined;
+async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams' }>): Promise<StreamsResult> {
+  let world: Awaited<ReturnType<typeof chatRuntime>> | undefined;
   try {
     let openOne: () => Promise<() => void>;
     if (spec.subject === 'sdk') {
-      const client = new OpenAI({ baseURL: fake.url, apiKey: fake.apiKey, maxRetries: 0, timeout: 600_000 });
+      const client = new OpenAI({ baseURL: spec.provider.url, apiKey: spec.provider.apiKey, maxRetries: 0, timeout: 600_000 });
       openOne = async () => {
         const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'go' }], stream: true });
         const chunks = stream[Symbol.asyncIterator]();
@@ -316,7 +334,7 @@ async function openStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
         return () => stream.controller.abort();
       };
     } else {
-      const opened = await chatWorld({ PROVIDER_TIMEOUT_MS: '60000' }, { fake });
+      const opened = await chatRuntime(spec.provider, { PROVIDER_TIMEOUT_MS: '600000' });
       world = opened;
       const token = await opened.token();
       openOne = async () => {
@@ -333,45 +351,90 @@ async function openStreamsProbe(spec: StreamsSpec): Promise<StreamsResult> {
       };
     }
     // Warm-up: every module and code path a stream uses is loaded before the first reading.
-    fake.script({ text: words(3) });
     (await openOne())();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, 500));
     const before = settled();
-    fake.script(...Array.from({ length: spec.streams }, () => slow));
+    snapshot('before');
     const started = performance.now();
     const closers = await Promise.all(Array.from({ length: spec.streams }, () => openOne()));
     const openMs = performance.now() - started;
     const after = settled();
+    snapshot('after');
     const heldRuns = world?.rt.runtime.engine.heldRuns ?? 0;
     for (const close of closers) close();
     return { open: closers.length, openMs, heldRuns, before, after };
   } finally {
-    // The fake stops first: its cut streams end the runs, so the runtime stops without waiting on them.
-    await fake.stop();
     await world?.stop();
+  }
+}
+
+/**
+ * In the child: blocking turns from `clients` clients, each in a new session, and memory after a settled GC at each
+ * checkpoint (turns answered so far). What grows between checkpoints is what each turn leaves behind.
+ */
+async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>): Promise<RetentionResult> {
+  const world = await chatRuntime(spec.provider, { PROVIDER_TIMEOUT_MS: '60000' });
+  try {
+    const token = await world.token();
+    let answered = 0;
+    const turnsUntil = async (target: number) => {
+      await Promise.all(
+        Array.from({ length: spec.clients }, async () => {
+          while (answered < target) {
+            answered++;
+            const response = await world.chat(token, { message: PROMPT });
+            if (response.status !== 200) throw new Error(`POST /chat answered ${response.status}: ${await response.text()}`);
+            await response.json();
+          }
+        }),
+      );
+    };
+    const statementsBefore = world.rt.runtime.database.statements();
+    const readings: RetentionResult['readings'] = [];
+    for (const checkpoint of spec.checkpoints) {
+      await turnsUntil(checkpoint);
+      // Let detached work (run ends, log closes) finish before reading.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      readings.push({ turns: answered, memory: settled() });
+      snapshot(`turns-${answered}`);
+    }
+    return { readings, statementsPerTurn: (world.rt.runtime.database.statements() - statementsBefore) / answered };
+  } finally {
+    await world.stop();
   }
 }
 
 async function openStreamsTable(): Promise<Table> {
   const rows: Row[] = [];
   for (const streams of OPEN_STREAMS) {
-    for (const subject of ['sdk', 'runtime'] as const) {
-      const result = await runStreamsProbe({ subject, streams });
-      const perStream = (bytes: number) => bytes / streams / KiB;
-      rows.push({
-        case: `${streams} open streams`,
-        impl: subject === 'sdk' ? 'openai SDK → fake' : 'POST /chat/stream',
-        baseline: subject === 'sdk',
-        figures: {
-          open: result.open,
-          heldRuns: result.heldRuns,
-          openSec: result.openMs / 1000,
-          rssDeltaMiB: (result.after.rss - result.before.rss) / MiB,
-          rssPerStreamKiB: perStream(result.after.rss - result.before.rss),
-          heapPerStreamKiB: perStream(result.after.heapUsed - result.before.heapUsed),
-          externalPerStreamKiB: perStream(result.after.external + result.after.arrayBuffers - result.before.external - result.before.arrayBuffers),
-        },
-      });
+    // Every stream is still open when the last one has opened: the answer outlasts the time to open them all.
+    const provider = await startProviderProcess({
+      apiKey: PROVIDER_KEY,
+      chatModels: [MODEL, OTHER_MODEL],
+      defaultReply: { text: words(Math.max(90, Math.ceil(streams / 20))), dripMs: OPEN_STREAM_DRIP_MS },
+    });
+    try {
+      for (const subject of ['sdk', 'runtime'] as const) {
+        const result = await runProbe<StreamsResult>({ probe: 'open-streams', subject, streams, provider });
+        const perStream = (bytes: number) => bytes / streams / KiB;
+        rows.push({
+          case: `${streams.toLocaleString('en-US')} open streams`,
+          impl: subject === 'sdk' ? 'openai SDK → fake' : 'POST /chat/stream',
+          baseline: subject === 'sdk',
+          figures: {
+            open: result.open,
+            heldRuns: result.heldRuns,
+            openSec: result.openMs / 1000,
+            opensPerSec: result.open / (result.openMs / 1000),
+            rssDeltaMiB: (result.after.rss - result.before.rss) / MiB,
+            rssPerStreamKiB: perStream(result.after.rss - result.before.rss),
+            heapPerStreamKiB: perStream(result.after.heapUsed - result.before.heapUsed),
+            externalPerStreamKiB: perStream(result.after.external + result.after.arrayBuffers - result.before.external - result.before.arrayBuffers),
+          },
+        });
+      }
+    } finally {
+      await provider.stop();
     }
   }
   for (const row of rows) {
@@ -384,6 +447,7 @@ async function openStreamsTable(): Promise<Table> {
       { key: 'open', label: 'open' },
       { key: 'heldRuns', label: 'runs held' },
       { key: 'openSec', label: 'open s', ratio: true },
+      { key: 'opensPerSec', label: 'opened/s', ratio: true },
       { key: 'rssDeltaMiB', label: 'ΔRSS MiB' },
       { key: 'rssPerStreamKiB', label: 'RSS KiB/stream', ratio: true },
       { key: 'addedRssPerStreamKiB', label: '+RSS KiB/stream' },
@@ -393,8 +457,44 @@ async function openStreamsTable(): Promise<Table> {
     rows,
     note:
       `each stream's answer drips a word every ${OPEN_STREAM_DRIP_MS} ms and is open past its first text; Δ = after opening all minus after one warm-up stream; ` +
-      'per stream counts client, fake and (ours) runtime, all in the one process.',
+      'the fake provider runs in its own process, so per stream counts the client and (ours) the runtime.',
   });
+}
+
+async function retentionTable(): Promise<Table> {
+  const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
+  try {
+    const result = await runProbe<RetentionResult>({ probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16 });
+    const first = result.readings[0]!;
+    const rows: Row[] = result.readings.map((reading) => ({
+      case: 'blocking turns, 16 clients, new session each',
+      impl: `after ${reading.turns.toLocaleString('en-US')} turns`,
+      baseline: reading === first,
+      figures: {
+        turns: reading.turns,
+        rssMiB: reading.memory.rss / MiB,
+        heapMiB: reading.memory.heapUsed / MiB,
+        externalMiB: (reading.memory.external + reading.memory.arrayBuffers) / MiB,
+        heapPerTurnBytes: reading === first ? 0 : (reading.memory.heapUsed - first.memory.heapUsed) / (reading.turns - first.turns),
+        statementsPerTurn: result.statementsPerTurn,
+      },
+    }));
+    return finishTable({
+      title: 'chat: memory after many turns (fresh process, embedded, after a forced GC)',
+      columns: [
+        { key: 'turns', label: 'turns' },
+        { key: 'rssMiB', label: 'RSS MiB', ratio: true },
+        { key: 'heapMiB', label: 'heap MiB', ratio: true },
+        { key: 'externalMiB', label: 'buffers MiB' },
+        { key: 'heapPerTurnBytes', label: 'heap B/turn since first' },
+        { key: 'statementsPerTurn', label: 'SQL/turn' },
+      ],
+      rows,
+      note: 'client and runtime in the probe process, the fake provider in its own; ×base = against the first checkpoint (target: RSS within 1.15×).',
+    });
+  } finally {
+    await provider.stop();
+  }
 }
 
 // ---- the bench ----
@@ -420,6 +520,7 @@ export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'chat', tables: [], skipped: [] };
   await measureSetup(report, 'embedded', {}, true);
   report.tables.push(await openStreamsTable());
+  report.tables.push(await retentionTable());
   if (!availableSetups().includes('scale')) {
     report.skipped.push('scale: PostgreSQL, Redis or MinIO binary not found');
     return report;
@@ -433,8 +534,9 @@ export async function run(): Promise<BenchReport> {
   return report;
 }
 
-// Run as `node --expose-gc --import tsx chat.bench.ts open-streams <spec>` by openStreamsTable: the probe, not the bench.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'open-streams') {
-  const result = await openStreamsProbe(JSON.parse(process.argv[3] ?? '{}') as StreamsSpec);
+// Run as `node --expose-gc --import tsx chat.bench.ts probe <spec>` by the memory tables: a probe, not the bench.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'probe') {
+  const spec = JSON.parse(process.argv[3] ?? '{}') as ProbeSpec;
+  const result = spec.probe === 'open-streams' ? await openStreamsProbe(spec) : await retentionProbe(spec);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

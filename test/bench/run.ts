@@ -13,9 +13,12 @@ import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
 import { run as provider } from './provider.bench.js';
 import { run as relational } from './relational.bench.js';
+import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, soak };
+/** Run only when named: the soak takes an hour. */
+const byNameOnly = new Set(['soak']);
 
 async function main(): Promise<number> {
   const wanted = process.argv.slice(2);
@@ -43,7 +46,7 @@ async function main(): Promise<number> {
   const failures: Array<{ name: string; error: string }> = [];
   const started = performance.now();
   for (const [name, bench] of Object.entries(benches)) {
-    if (wanted.length > 0 && !wanted.includes(name)) continue;
+    if (wanted.length > 0 ? !wanted.includes(name) : byNameOnly.has(name)) continue;
     const benchStarted = performance.now();
     try {
       const report = await bench();

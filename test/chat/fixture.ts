@@ -22,21 +22,37 @@ export interface ChatWorld {
   stop(): Promise<void>;
 }
 
-export function providerSection(fake: FakeOpenAIServer, models = [MODEL, OTHER_MODEL], extra: Record<string, unknown> = {}) {
+export function providerSection(fake: Pick<FakeOpenAIServer, 'url' | 'apiKey'>, models = [MODEL, OTHER_MODEL], extra: Record<string, unknown> = {}) {
   return [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models, ...extra }];
 }
 
 export async function chatWorld(env: Record<string, string> = {}, options: { fake?: FakeOpenAIServer; configuration?: Record<string, unknown> } = {}): Promise<ChatWorld> {
   const fake = options.fake ?? (await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL] }));
+  const world = await chatRuntime(fake, env, options.configuration);
+  return {
+    ...world,
+    fake,
+    async stop() {
+      await world.stop();
+      if (!options.fake) await fake.stop();
+    },
+  };
+}
+
+/** The runtime and tenant of a chat world whose provider is served elsewhere (a fake in another process). */
+export async function chatRuntime(
+  provider: Pick<FakeOpenAIServer, 'url' | 'apiKey'>,
+  env: Record<string, string> = {},
+  configuration: Record<string, unknown> = {},
+): Promise<Omit<ChatWorld, 'fake'>> {
   const rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', PROVIDER_TIMEOUT_MS: '2000', ...env } });
   const tenant = await configuredTenant(rt, { ceiling: { capabilities: [...CHAT_CAPABILITIES, 'auto_title'], registeredModels: [MODEL, OTHER_MODEL] } });
-  const pushed = await tenant.reconfigure({ providers: providerSection(fake), default_model: MODEL, ...options.configuration });
+  const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL, ...configuration });
   if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
   const post = (path: string) => (token: string, body: Record<string, unknown>) => rt.endUser(path, token, { method: 'POST', body: JSON.stringify(body) });
   const stream = post('/chat/stream');
   return {
     rt,
-    fake,
     tenant,
     token: (grant = {}) => tenant.mint({ capabilities: CHAT_CAPABILITIES, ...grant }),
     chat: post('/chat'),
@@ -45,10 +61,7 @@ export async function chatWorld(env: Record<string, string> = {}, options: { fak
       const response = await stream(token, body);
       return { response, events: response.status === 200 ? await allEvents(response) : [] };
     },
-    async stop() {
-      await rt.stop();
-      if (!options.fake) await fake.stop();
-    },
+    stop: () => rt.stop(),
   };
 }
 

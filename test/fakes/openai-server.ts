@@ -97,6 +97,11 @@ export interface FakeOpenAIOptions {
   record?: boolean;
   /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP; the certificate must name 127.0.0.1. */
   tls?: { key: string; cert: string };
+  /**
+   * What a chat call answers when no reply is queued (default: the last user message, echoed). A fake in its own
+   * process (`serve-openai.ts`) cannot be scripted per call, so a benchmark gives it this instead.
+   */
+  defaultReply?: ScriptedAnswer;
 }
 
 /** What a route answers. */
@@ -139,11 +144,13 @@ export class FakeOpenAIServer {
   private readonly closing = new AbortController();
   private faults: Fault[] = [];
   private chatScripts: ChatReply[] = [];
+  private readonly defaultReply: ScriptedAnswer | undefined;
   private port = 0;
 
   private constructor(options: FakeOpenAIOptions) {
     this.apiKey = options.apiKey;
     this.record = options.record ?? true;
+    this.defaultReply = options.defaultReply;
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
     // A client that leaves while its body is read rejects the read: nothing to answer then.
@@ -343,7 +350,7 @@ export class FakeOpenAIServer {
     const problem = chatRequestProblem(body);
     if (problem) return { status: 400, body: errorBody(problem.message, 'invalid_request_error', null, problem.param) };
 
-    let reply = this.chatScripts.shift() ?? echo(body);
+    let reply = this.chatScripts.shift() ?? this.defaultReply ?? echo(body);
     while (typeof reply === 'function') reply = reply(body);
     if (reply === 'hang') return { hang: true };
     const scripted: ScriptedAnswer | ScriptedError = typeof reply === 'string' ? { text: reply } : reply;

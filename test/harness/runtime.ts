@@ -148,7 +148,7 @@ export interface TestTenant {
  * Registers a tenant and pushes it a configuration as the control plane would: a fresh key ring, issuer
  * `agentplane:project:<project id>`, and the given ceiling (default: `chat` and `documents:read`).
  */
-export async function configuredTenant(rt: TestRuntime, options: { ceiling?: ConfigurationBody['ceiling']; ring?: KeyRing } = {}): Promise<TestTenant> {
+export async function configuredTenant(rt: Pick<TestRuntime, 'admin'>, options: { ceiling?: ConfigurationBody['ceiling']; ring?: KeyRing } = {}): Promise<TestTenant> {
   const created = await rt.admin('/tenants', { method: 'POST', body: JSON.stringify({ name: 'configured' }) });
   if (created.status !== 201) throw new Error(`creating a tenant answered ${created.status}: ${await created.text()}`);
   const { tenant_id: tenantId } = (await created.json()) as { tenant_id: string };
