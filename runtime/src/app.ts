@@ -100,7 +100,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const events = await createEventBus(
       config.events.kind === 'redis'
         ? { kind: 'redis', url: config.events.url, keyPrefix: config.events.keyPrefix, logRetentionSeconds: config.eventLogRetentionSeconds }
-        : { kind: 'memory', logRetentionSeconds: config.eventLogRetentionSeconds },
+        : { kind: 'memory', logRetentionSeconds: config.eventLogRetentionSeconds, maxHeldBytes: config.eventLogMemoryBytes },
       { logger },
     );
     closers.unshift(() => events.close());

@@ -22,6 +22,8 @@ export interface RuntimeConfig extends ServiceBasics {
   database: { driver: 'pglite'; dataDir: string } | { driver: 'postgres'; url: string; poolSize: number };
   events: { kind: 'memory' } | { kind: 'redis'; url: string; keyPrefix: string };
   eventLogRetentionSeconds: number;
+  /** In-process run logs: bytes held at most before the oldest finished runs' frames are dropped. */
+  eventLogMemoryBytes: number;
   blobs: BlobConfig;
   /** Largest object or part a signed upload URL of the filesystem store accepts. */
   blobMaxUploadBytes: number;
@@ -95,6 +97,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
       : { driver: 'pglite', dataDir: resolve(basics.dataDir, 'runtime', 'pglite') },
     events: redisUrl ? { kind: 'redis', url: redisUrl, keyPrefix: read.string('REDIS_KEY_PREFIX', 'agentplane:') } : { kind: 'memory' },
     eventLogRetentionSeconds: read.integer('EVENT_LOG_RETENTION_SECONDS', 3600, { min: 10, max: 30 * 24 * 3600 }),
+    eventLogMemoryBytes: read.integer('EVENT_LOG_MEMORY_MB', 64, { min: 1, max: 65_536 }) * 1024 * 1024,
     blobs,
     blobMaxUploadBytes: read.integer('BLOB_MAX_UPLOAD_BYTES', 5 * 1024 ** 3, { min: 1024, max: 5 * 1024 ** 3 }),
     adminKey,

@@ -497,6 +497,33 @@ describe('event bus: in-process retention on an injected clock', () => {
     await clocked.close();
   });
 
+  it('holds run logs within its memory budget: the oldest finished runs lose their frames, then their markers, a live one nothing', async () => {
+    const budget = 40_000;
+    const bus = createMemoryEventBus({ maxHeldBytes: budget });
+    const held = () => (bus.logs as unknown as { heldBytes: number }).heldBytes;
+    const frame = { type: 'token', text: 'x'.repeat(200) };
+    await bus.logs.append('live-first', frame);
+    for (let run = 0; run < 400; run++) {
+      for (let i = 0; i < 10; i++) await bus.logs.append(`run-${run}`, frame);
+      await bus.logs.close(`run-${run}`);
+      expect(held()).toBeLessThanOrEqual(budget);
+    }
+    // Ten frames of ~230 bytes are ~2.9 KB a run: the budget holds about a dozen, and never the oldest.
+    expect(await bus.logs.read('run-0', 0)).toEqual({ state: 'missing' });
+    const newest = await bus.logs.read('run-399', 0);
+    expect(newest.state).toBe('closed');
+    expect('events' in newest && newest.events).toHaveLength(10);
+    const states = await Promise.all(Array.from({ length: 400 }, (_, run) => bus.logs.read(`run-${run}`, 0).then((page) => page.state)));
+    // Oldest first: markers gone, then frames gone, then whole.
+    const firstExpired = states.indexOf('expired');
+    const firstClosed = states.indexOf('closed');
+    expect(0 < firstExpired && firstExpired < firstClosed).toBe(true);
+    expect(states.slice(0, firstExpired).every((state) => state === 'missing')).toBe(true);
+    expect(states.slice(firstClosed).every((state) => state === 'closed')).toBe(true);
+    expect(await bus.logs.read('live-first', 0)).toMatchObject({ state: 'live', events: [{ id: 1, data: frame }] });
+    await bus.close();
+  });
+
   it('refuses a marker that would not outlive the frames', async () => {
     await expect(createEventBus({ kind: 'memory', logRetentionSeconds: 60, markerRetentionSeconds: 30 })).rejects.toMatchObject({
       kind: 'invalid_argument',

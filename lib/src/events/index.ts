@@ -2,13 +2,13 @@
 // run logs, pub/sub and rate counters. The Redis adapter is imported only when chosen: node-redis costs a process
 // that does not use it tens of MiB and a tenth of a second at start (docs/decisions/0033).
 import type { Logger } from '../logging.js';
-import { createMemoryEventBus } from './memory.js';
+import { createMemoryEventBus, type MemoryEventBusOptions } from './memory.js';
 import type { EventBus, RetentionOptions } from './port.js';
 import type { RedisEventBusOptions } from './redis.js';
 
 export type EventBusConfig = RetentionOptions &
   (
-    | { kind: 'memory' }
+    | ({ kind: 'memory' } & Pick<MemoryEventBusOptions, 'maxHeldBytes'>)
     | ({ kind: 'redis' } & Pick<
         RedisEventBusOptions,
         'url' | 'keyPrefix' | 'connectTimeoutMs' | 'commandTimeoutMs' | 'pingTimeoutMs'

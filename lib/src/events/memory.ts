@@ -27,7 +27,21 @@ export interface MemoryEventBusOptions extends RetentionOptions {
   /** Milliseconds since the epoch; injectable so retention can be tested without waiting. */
   now?: () => number;
   logger?: Logger;
+  /**
+   * Bytes of run logs the process holds at most (frames, packed logs and markers, as estimated). Past it the oldest
+   * closed logs lose their frames first (a read says `expired`), then their markers (`missing`); a live log is never
+   * cut. Retention alone bounds memory by time, and a busy process finishes turns faster than an hour forgets them.
+   * Default 64 MiB.
+   */
+  maxHeldBytes?: number;
 }
+
+const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
+/** Estimated bytes of one log's entry (map slot, record, key) and of one frame beside its JSON: enough to bound. */
+const ENTRY_BYTES = 200;
+const FRAME_BYTES = 64;
+/** How long a closed log waits to be packed, so a client reading it as it ends finds it as written. */
+const PACK_DELAY_MS = 1_000;
 
 export function createMemoryEventBus(options: MemoryEventBusOptions = {}): EventBus {
   return new MemoryEventBus(options);
@@ -46,17 +60,32 @@ interface StoredLog {
   closed: boolean;
   framesUntil: number;
   markerUntil: number;
+  /** Estimated bytes of its frames or packed frames, counted in the logs' `held`. */
+  bytes: number;
 }
 
 class MemoryLogs implements EventLogs {
+  /** In creation order, which the eviction walks from the oldest. */
   private readonly stored = new Map<string, StoredLog>();
   private readonly watchers = new Map<string, Set<() => void>>();
+  /** Estimated bytes held by every stored log: entries, frames and packed frames. */
+  private held = 0;
+  private toPack: string[] = [];
+  private packer: NodeJS.Timeout | undefined;
+  private warnedFull = false;
 
   constructor(
     private readonly retention: Retention,
     private readonly now: () => number,
     private readonly closing: AbortSignal,
+    private readonly maxHeld: number,
+    private readonly logger: Logger,
   ) {}
+
+  /** Estimated bytes held (for tests and metrics). */
+  get heldBytes(): number {
+    return this.held;
+  }
 
   async append<T>(key: string, data: T): Promise<number> {
     checkKey(key);
@@ -67,7 +96,10 @@ class MemoryLogs implements EventLogs {
     log.frames ??= [];
     const id = ++log.lastId;
     log.frames.push({ id, json });
+    log.bytes += json.length + FRAME_BYTES;
+    this.held += json.length + FRAME_BYTES;
     this.touch(key, log);
+    if (this.held > this.maxHeld) this.evict();
     return id;
   }
 
@@ -78,6 +110,11 @@ class MemoryLogs implements EventLogs {
     log.closed = true;
     log.frames ??= [];
     this.touch(key, log);
+    this.toPack.push(key);
+    if (!this.packer) {
+      this.packer = setTimeout(() => this.packClosed(), PACK_DELAY_MS);
+      this.packer.unref();
+    }
   }
 
   async read<T>(key: string, afterId: number, limit?: number): Promise<LogRead<T>> {
@@ -104,22 +141,85 @@ class MemoryLogs implements EventLogs {
       const hadFrames = log.frames !== null;
       const after = this.current(key);
       if (hadFrames && !after?.frames) this.notify(key);
-      else if (after?.closed && after.frames && after.frames.length > 0 && !after.packed) {
-        after.packed = pack(after.frames);
-        after.frames = [];
-      }
+      else if (after) this.pack(after);
     }
   }
 
   deleteByPrefix(prefix: string): number {
     let erased = 0;
     for (const key of [...this.stored.keys()]) {
-      if (!key.startsWith(prefix) || !this.current(key)) continue;
-      this.stored.delete(key);
+      const log = key.startsWith(prefix) ? this.current(key) : undefined;
+      if (!log) continue;
+      this.remove(key, log);
       this.notify(key);
       erased++;
     }
     return erased;
+  }
+
+  /** Stops the packing timer (the bus is closing). */
+  stop(): void {
+    clearTimeout(this.packer);
+  }
+
+  /**
+   * Packs the logs closed since the last call: a finished run is kept for resume, and as thirty small objects it
+   * would cost several KiB of heap per turn where deflated newline-separated JSON costs a few hundred bytes.
+   */
+  private packClosed(): void {
+    this.packer = undefined;
+    const keys = this.toPack;
+    this.toPack = [];
+    for (const key of keys) {
+      const log = this.stored.get(key);
+      if (log) this.pack(log);
+    }
+    if (this.held > this.maxHeld) this.evict();
+  }
+
+  private pack(log: StoredLog): void {
+    if (!log.closed || !log.frames || log.frames.length === 0 || log.packed) return;
+    log.packed = pack(log.frames);
+    log.frames = [];
+    this.held += log.packed.data.length - log.bytes;
+    log.bytes = log.packed.data.length;
+  }
+
+  /**
+   * Brings what is held under nine tenths of the budget, oldest first: a closed log loses its frames (its tails wake
+   * and read `expired`), and one whose frames are already gone loses its marker. A live log is never cut.
+   */
+  private evict(): void {
+    const target = this.maxHeld * 0.9;
+    for (let pass = 0; pass < 2 && this.held > target; pass++) {
+      for (const [key, log] of this.stored) {
+        if (this.held <= target) break;
+        if (!log.closed) continue;
+        if (log.frames !== null) {
+          this.dropFrames(log);
+          this.notify(key);
+        } else this.remove(key, log);
+      }
+    }
+    if (!this.warnedFull) {
+      this.warnedFull = true;
+      this.logger.warn(
+        { max_held_bytes: this.maxHeld },
+        'run logs reached their memory budget: the oldest finished runs can no longer be resumed from their frames (set EVENT_LOG_MEMORY_MB, or use Redis)',
+      );
+    }
+  }
+
+  private dropFrames(log: StoredLog): void {
+    log.frames = null;
+    delete log.packed;
+    this.held -= log.bytes;
+    log.bytes = 0;
+  }
+
+  private remove(key: string, log: StoredLog): void {
+    this.stored.delete(key);
+    this.held -= log.bytes + ENTRY_BYTES + key.length;
   }
 
   private readonly watch = async (key: string, onChange: () => void) => {
@@ -138,19 +238,17 @@ class MemoryLogs implements EventLogs {
     if (!log) return undefined;
     const now = this.now();
     if (now >= log.markerUntil) {
-      this.stored.delete(key);
+      this.remove(key, log);
       return undefined;
     }
-    if (now >= log.framesUntil) {
-      log.frames = null;
-      delete log.packed;
-    }
+    if (now >= log.framesUntil && log.frames !== null) this.dropFrames(log);
     return log;
   }
 
   private create(key: string): StoredLog {
-    const log: StoredLog = { frames: [], lastId: 0, closed: false, framesUntil: 0, markerUntil: 0 };
+    const log: StoredLog = { frames: [], lastId: 0, closed: false, framesUntil: 0, markerUntil: 0, bytes: 0 };
     this.stored.set(key, log);
+    this.held += ENTRY_BYTES + key.length;
     return log;
   }
 
@@ -269,8 +367,9 @@ class MemoryEventBus implements EventBus {
   constructor(options: MemoryEventBusOptions) {
     const retention = resolveRetention(options);
     const now = options.now ?? Date.now;
-    this.logs = new MemoryLogs(retention, now, this.closing.signal);
-    this.pubsub = new MemoryPubSub(options.logger ?? silentLogger());
+    const logger = options.logger ?? silentLogger();
+    this.logs = new MemoryLogs(retention, now, this.closing.signal, options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES, logger);
+    this.pubsub = new MemoryPubSub(logger);
     this.counters = new MemoryCounters(now);
     // Often enough that a followed log ending by expiry is noticed soon after; never keeps the process alive.
     const every = Math.min(retention.logMs, 60_000);
@@ -291,6 +390,7 @@ class MemoryEventBus implements EventBus {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    this.logs.stop();
     this.closing.abort();
   }
 }
