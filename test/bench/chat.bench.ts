@@ -47,7 +47,7 @@ const REPLAY_FRAMES = 2_000;
 const REPLAY = { warmup: 3, ops: 20 };
 const OPEN_STREAMS = [500, 5_000];
 /** Turns answered at each memory reading of the retention probe. */
-const RETENTION_CHECKPOINTS = [1_000, 10_000];
+const RETENTION_CHECKPOINTS = [1_000, 10_000, 20_000];
 /** Slow enough that a stream sends a handful of frames while the rest open and memory is read. */
 const OPEN_STREAM_DRIP_MS = 1_000;
 

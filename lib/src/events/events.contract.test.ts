@@ -486,6 +486,9 @@ describe('event bus: in-process retention on an injected clock', () => {
     const before = await clocked.logs.read('run', 0);
     (clocked.logs as unknown as { sweep(): void }).sweep();
     expect(await clocked.logs.read('run', 0)).toEqual(before);
+    // What is kept is the packed bytes alone, not a view of zlib's 64 KiB output chunk (64 KiB held per finished run).
+    const packed = (clocked.logs as unknown as { stored: Map<string, { packed?: { data: Uint8Array } }> }).stored.get('run')!.packed!.data;
+    expect(packed.buffer.byteLength).toBe(packed.byteLength);
     expect(await clocked.logs.read('run', 2, 1)).toEqual({ state: 'closed', events: [{ id: 3, data: frames[2] }], lastId: 4 });
     const tailed: unknown[] = [];
     for await (const event of clocked.logs.tail('run', 1, AbortSignal.timeout(2_000))) tailed.push(event.data);

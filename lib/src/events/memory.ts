@@ -55,7 +55,7 @@ interface StoredLog {
    */
   frames: { id: number; json: string }[] | null;
   /** A closed log's frames, deflated as newline-separated JSON, from `firstId`. */
-  packed?: { firstId: number; data: Buffer };
+  packed?: { firstId: number; data: Uint8Array };
   lastId: number;
   closed: boolean;
   framesUntil: number;
@@ -265,11 +265,13 @@ class MemoryLogs implements EventLogs {
 }
 
 /** Newline-separated JSON never holds a raw newline, so the frames split back exactly. */
-function pack(frames: { id: number; json: string }[]): { firstId: number; data: Buffer } {
-  return { firstId: frames[0]!.id, data: deflateRawSync(frames.map((frame) => frame.json).join('\n'), { level: 1 }) };
+function pack(frames: { id: number; json: string }[]): { firstId: number; data: Uint8Array } {
+  const deflated = deflateRawSync(frames.map((frame) => frame.json).join('\n'), { level: 1 });
+  // Copied out: zlib's result is a view of its 64 KiB output chunk, which a kept view would keep whole (per turn).
+  return { firstId: frames[0]!.id, data: new Uint8Array(deflated) };
 }
 
-function unpack(packed: { firstId: number; data: Buffer }): { id: number; json: string }[] {
+function unpack(packed: { firstId: number; data: Uint8Array }): { id: number; json: string }[] {
   return inflateRawSync(packed.data)
     .toString('utf8')
     .split('\n')
