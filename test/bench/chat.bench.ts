@@ -4,7 +4,7 @@
 // reading its log from the event port. Fake provider, runtime and clients share one process, as in the chat tests.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { writeHeapSnapshot } from 'node:v8';
+import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
@@ -272,7 +272,7 @@ interface Provider {
 
 type ProbeSpec =
   | { probe: 'open-streams'; subject: 'sdk' | 'runtime'; streams: number; provider: Provider }
-  | { probe: 'retention'; provider: Provider; checkpoints: number[]; clients: number };
+  | { probe: 'retention'; provider: Provider; checkpoints: number[]; clients: number; env: Record<string, string> };
 
 interface StreamsResult {
   open: number;
@@ -285,7 +285,7 @@ interface StreamsResult {
 
 interface RetentionResult {
   /** Memory after a settled GC once `turns` turns had been answered, for each checkpoint. */
-  readings: Array<{ turns: number; memory: NodeJS.MemoryUsage }>;
+  readings: Array<{ turns: number; memory: NodeJS.MemoryUsage; v8: { mallocedMiB: number; peakMallocedMiB: number; codeMiB: number } }>;
   statementsPerTurn: number;
 }
 
@@ -373,7 +373,7 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
  * checkpoint (turns answered so far). What grows between checkpoints is what each turn leaves behind.
  */
 async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>): Promise<RetentionResult> {
-  const world = await chatRuntime(spec.provider, { PROVIDER_TIMEOUT_MS: '60000' });
+  const world = await chatRuntime(spec.provider, { ...spec.env, PROVIDER_TIMEOUT_MS: '60000' });
   try {
     const token = await world.token();
     let answered = 0;
@@ -395,7 +395,10 @@ async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>):
       await turnsUntil(checkpoint);
       // Let detached work (run ends, log closes) finish before reading.
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      readings.push({ turns: answered, memory: settled() });
+      const memory = settled();
+      const heap = getHeapStatistics();
+      const code = getHeapSpaceStatistics().find((space) => space.space_name === 'code_space')?.space_used_size ?? 0;
+      readings.push({ turns: answered, memory, v8: { mallocedMiB: heap.malloced_memory / MiB, peakMallocedMiB: heap.peak_malloced_memory / MiB, codeMiB: code / MiB } });
       snapshot(`turns-${answered}`);
     }
     return { readings, statementsPerTurn: (world.rt.runtime.database.statements() - statementsBefore) / answered };
@@ -461,10 +464,10 @@ async function openStreamsTable(): Promise<Table> {
   });
 }
 
-async function retentionTable(): Promise<Table> {
+async function retentionTable(setup: string, env: Record<string, string>): Promise<Table> {
   const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
   try {
-    const result = await runProbe<RetentionResult>({ probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16 });
+    const result = await runProbe<RetentionResult>({ probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16, env });
     const first = result.readings[0]!;
     const rows: Row[] = result.readings.map((reading) => ({
       case: 'blocking turns, 16 clients, new session each',
@@ -474,23 +477,27 @@ async function retentionTable(): Promise<Table> {
         turns: reading.turns,
         rssMiB: reading.memory.rss / MiB,
         heapMiB: reading.memory.heapUsed / MiB,
+        heapTotalMiB: reading.memory.heapTotal / MiB,
         externalMiB: (reading.memory.external + reading.memory.arrayBuffers) / MiB,
         heapPerTurnBytes: reading === first ? 0 : (reading.memory.heapUsed - first.memory.heapUsed) / (reading.turns - first.turns),
         statementsPerTurn: result.statementsPerTurn,
       },
     }));
     return finishTable({
-      title: 'chat: memory after many turns (fresh process, embedded, after a forced GC)',
+      title: `chat: memory after many turns (fresh process, ${setup}, after a forced GC)`,
       columns: [
         { key: 'turns', label: 'turns' },
         { key: 'rssMiB', label: 'RSS MiB', ratio: true },
         { key: 'heapMiB', label: 'heap MiB', ratio: true },
+        { key: 'heapTotalMiB', label: 'heap committed MiB' },
         { key: 'externalMiB', label: 'buffers MiB' },
         { key: 'heapPerTurnBytes', label: 'heap B/turn since first' },
         { key: 'statementsPerTurn', label: 'SQL/turn' },
       ],
       rows,
-      note: 'client and runtime in the probe process, the fake provider in its own; ×base = against the first checkpoint (target: RSS within 1.15×).',
+      note:
+        'client and runtime in the probe process, the fake provider in its own; ×base = against the first checkpoint (target: RSS within 1.15×). ' +
+        'heap = V8 heap used after the GC, heap committed = what V8 keeps reserved (its pages become resident as collections reuse them).',
     });
   } finally {
     await provider.stop();
@@ -520,7 +527,7 @@ export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'chat', tables: [], skipped: [] };
   await measureSetup(report, 'embedded', {}, true);
   report.tables.push(await openStreamsTable());
-  report.tables.push(await retentionTable());
+  report.tables.push(await retentionTable('embedded', {}));
   if (!availableSetups().includes('scale')) {
     report.skipped.push('scale: PostgreSQL, Redis or MinIO binary not found');
     return report;
@@ -528,6 +535,7 @@ export async function run(): Promise<BenchReport> {
   const services = await ScaleServices.start();
   try {
     await measureSetup(report, 'scale', await services.env(), false);
+    report.tables.push(await retentionTable('scale', await services.env()));
   } finally {
     await services.stop();
   }

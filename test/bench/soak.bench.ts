@@ -20,6 +20,8 @@ import { finishTable, percentile, Teardown, type BenchReport, type Row } from '.
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const SOAK_SECONDS = Number(process.env.SOAK_SECONDS ?? 3_600);
 const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8);
+/** Each client's pause between operations: 0 keeps the runtime saturated; a pause gives a steady load instead. */
+const PAUSE_MS = Number(process.env.SOAK_PAUSE_MS ?? 0);
 /** Readings of the runtime's memory, spread over the run; the table shows about ten of them. */
 const SAMPLE_MS = Math.max(1_000, Math.min(15_000, (SOAK_SECONDS * 1000) / 40));
 /** A conversation grows to this many turns, then its client starts a new one. */
@@ -162,6 +164,7 @@ export async function run(): Promise<BenchReport> {
       let sessionId: string | undefined;
       let turns = 0;
       for (let i = seed; performance.now() < deadline && !exitOf(); i++) {
+        if (PAUSE_MS > 0) await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
         const pick = i % 20;
         try {
           if (pick < 9) {
@@ -252,7 +255,7 @@ export async function run(): Promise<BenchReport> {
     const shown = rows.filter((row, i) => i === 0 || i % step === 0 || i === rows.length - 1);
     report.tables.push(
       finishTable({
-        title: `soak: the compiled runtime (embedded) under a ${limit.text} memory limit for ${(SOAK_SECONDS / 60).toFixed(0)} min, ${CLIENTS} clients`,
+        title: `soak: the compiled runtime (embedded) under a ${limit.text} memory limit for ${(SOAK_SECONDS / 60).toFixed(0)} min, ${CLIENTS} clients${PAUSE_MS > 0 ? `, ${PAUSE_MS} ms between operations` : ''}`,
         columns: [
           { key: 'rssMiB', label: 'RSS MiB', ratio: true },
           ...(group ? [{ key: 'groupMiB', label: 'cgroup MiB' }] : []),
