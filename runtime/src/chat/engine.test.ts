@@ -333,6 +333,56 @@ describe('TurnEngine', () => {
     expect(session.status).toBe('failed');
   });
 
+  it('renews the leases of all its runs in one statement, and a cancel asked only of the row reaches a run at the next renewal', async () => {
+    const limiter = new UsageLimiter(events.counters);
+    const quick = new TurnEngine({
+      events,
+      conversations,
+      runs,
+      records: new TurnRecords(database.db),
+      limiter,
+      usage: new UsageRecorder(database.db, limiter),
+      models: (target, modelId) => models.factory(target, modelId),
+      lifecycle: new Lifecycle(),
+      logger: createLogger({ level: 'silent' }),
+      leaseSeconds: 0.6, // renewed every 200 ms
+    });
+    const hanging = Array.from({ length: 6 }, () => [{ type: 'hang' }] as ScriptedPart[]);
+    models.push(...hanging);
+    const turns: Turn[] = [];
+    for (let i = 0; i < hanging.length; i++) {
+      const sessionId = randomUUID();
+      const runId = newRunId();
+      await database.db.transaction().execute(async (trx) => {
+        await conversations.createSession(trx, { id: sessionId, tenantId, owner: 'alice' });
+        await conversations.append(tenantId, sessionId, [{ role: 'user', content: `Hang ${i}`, subject: 'alice' }], trx);
+        await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
+      });
+      const turn: Turn = {
+        runId, sessionId, tenantId, subject: 'alice', model: 'gpt-test',
+        target: { baseUrl: 'http://scripted.invalid/v1', apiKey: 'sk-test' },
+        price: undefined, tools: ToolSet.forTurn(permission, {}), systemPrompt: null, effort: undefined, limits: undefined,
+        maxToolIterations: undefined, maxContextTokens: undefined, autoTitle: false,
+        history: await conversations.messagesOf(sessionId),
+      };
+      await quick.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
+      turns.push(turn);
+    }
+    await expect.poll(() => models.calls.length).toBe(hanging.length);
+
+    // Four renewal periods: one statement each for all six runs, not six.
+    const before = database.statements();
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    const renewals = database.statements() - before;
+    expect(renewals).toBeGreaterThanOrEqual(2);
+    expect(renewals).toBeLessThanOrEqual(5);
+
+    // Asked of the row only (a lost notice): each run sees it at the next renewal and ends cancelled.
+    for (const turn of turns) await runs.requestCancel(turn.runId);
+    for (const turn of turns) expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', finish_reason: 'cancelled' });
+    expect(quick.heldRuns).toBe(0);
+  });
+
   it('the scripted model ends an aborted stream as a real adapter does', async () => {
     const controller = new AbortController();
     const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });

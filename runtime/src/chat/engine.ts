@@ -109,6 +109,8 @@ interface Outcome {
 interface HeldRun {
   controller: AbortController;
   steerNoticed: boolean;
+  /** The lease renewal found the run no longer this process's (finished elsewhere, or swept as lost). */
+  lost: boolean;
   /** Told the terminal frame once it is in the log, or undefined when the run stopped without writing one here. */
   ended?: (frame: TerminalFrame | undefined) => void;
 }
@@ -118,6 +120,9 @@ export type TerminalFrame = Extract<Frame, { type: 'done' | 'error' }>;
 export class TurnEngine {
   /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
   private readonly held = new Map<string, HeldRun>();
+
+  /** The one timer that renews the leases of every run this process holds; running only while it holds any. */
+  private leaseKeeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: EngineDeps) {
     // The grace period of a drain ran out: runs stop now, keeping what they wrote, and end with a retryable error.
@@ -183,7 +188,7 @@ export class TurnEngine {
       } catch (failure) {
         this.deps.logger.error({ err: failure, run_id: turn.runId }, 'could not fail a run whose start frame was refused');
       } finally {
-        this.held.delete(turn.runId);
+        this.release(turn.runId);
         finished();
       }
       throw error;
@@ -279,39 +284,60 @@ export class TurnEngine {
   }
 
   private hold(turn: Turn): HeldRun {
-    const run: HeldRun = { controller: new AbortController(), steerNoticed: false };
+    const run: HeldRun = { controller: new AbortController(), steerNoticed: false, lost: false };
     this.held.set(turn.runId, run);
     if (this.deps.lifecycle.cutOffSignal.aborted) run.controller.abort(new RunInterruptedError());
+    if (!this.leaseKeeper) {
+      this.leaseKeeper = setInterval(() => void this.renewLeases(), Math.max(200, (this.deps.leaseSeconds * 1000) / 3));
+      this.leaseKeeper.unref();
+    }
     return run;
   }
 
+  private release(runId: string): void {
+    this.held.delete(runId);
+    if (this.held.size === 0 && this.leaseKeeper) {
+      clearInterval(this.leaseKeeper);
+      this.leaseKeeper = undefined;
+    }
+  }
+
+  /**
+   * Renews the lease of every run held here in one statement, however many there are (5,000 open streams renew as
+   * one statement every third of a lease, not 500 a second), and reads back what others asked of them meanwhile (a
+   * cancel or steer whose notice was missed). A held run the statement did not renew is no longer this process's.
+   */
+  private async renewLeases(): Promise<void> {
+    const ids = [...this.held.keys()];
+    if (ids.length === 0) return;
+    let states: Map<string, { cancelRequested: boolean; steerWaiting: boolean }>;
+    try {
+      states = await this.deps.runs.renewAll(ids);
+    } catch (error) {
+      this.deps.logger.warn({ err: error, runs: ids.length }, 'lease renewal failed');
+      return;
+    }
+    for (const id of ids) {
+      const run = this.held.get(id);
+      if (!run) continue; // ended while the statement ran
+      const state = states.get(id);
+      if (!state) {
+        run.lost = true;
+        run.controller.abort(new RunLeaseLostError());
+        continue;
+      }
+      if (state.cancelRequested) run.controller.abort(new RunCancelledError());
+      if (state.steerWaiting) run.steerNoticed = true;
+    }
+  }
+
   private async execute(turn: Turn, run: HeldRun): Promise<void> {
-    const { deps } = this;
     const { controller } = run;
-    let lost = false;
-    const lease = setInterval(
-      () =>
-        void deps.runs.renew(turn.runId).then(
-          (state) => {
-            if (!state) {
-              lost = true;
-              controller.abort(new RunLeaseLostError());
-              return;
-            }
-            // A notice missed (another replica published before this one listened) is in the row.
-            if (state.cancelRequested) controller.abort(new RunCancelledError());
-            if (state.steerWaiting) run.steerNoticed = true;
-          },
-          (error: unknown) => deps.logger.warn({ err: error, run_id: turn.runId }, 'lease renewal failed'),
-        ),
-      Math.max(200, (deps.leaseSeconds * 1000) / 3),
-    );
-    lease.unref();
     const totals = emptyTotals();
     const history = [...turn.history];
     try {
       let outcome = await this.loop(turn, run, history, totals);
-      while (!lost) {
+      while (!run.lost) {
         const ended = await this.complete(turn, outcome, totals, history);
         // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
         if (ended !== 'steered') break;
@@ -319,15 +345,14 @@ export class TurnEngine {
         outcome = await this.loop(turn, run, history, totals);
       }
     } catch (error) {
-      if (lost) return;
+      if (run.lost) return;
       if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
         await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
         return;
       }
       await this.fail(turn, error);
     } finally {
-      clearInterval(lease);
-      this.held.delete(turn.runId);
+      this.release(turn.runId);
       // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
       run.ended?.(undefined);
     }

@@ -114,15 +114,25 @@ export class RunStore {
    * Undefined when the run is no longer this process's to run (finished, or swept as lost).
    */
   async renew(runId: string): Promise<{ cancelRequested: boolean; steerWaiting: boolean } | undefined> {
-    const row = await this.db
-      .updateTable('runs')
-      .set({ lease_expires_at: this.leaseEnd() })
-      .where('id', '=', runId)
-      .where('status', '=', 'running')
-      .where('lease_owner', '=', this.owner)
-      .returning(['cancel_requested', 'steer_waiting'])
-      .executeTakeFirst();
-    return row && { cancelRequested: row.cancel_requested, steerWaiting: row.steer_waiting };
+    return (await this.renewAll([runId])).get(runId);
+  }
+
+  /** `renew` for many runs in one statement: the runs still this process's, by id; the others are missing. */
+  async renewAll(runIds: string[]): Promise<Map<string, { cancelRequested: boolean; steerWaiting: boolean }>> {
+    const renewed = new Map<string, { cancelRequested: boolean; steerWaiting: boolean }>();
+    // A thousand ids a statement keeps each one's parameters far below PostgreSQL's limit of 65,535.
+    for (let at = 0; at < runIds.length; at += 1_000) {
+      const rows = await this.db
+        .updateTable('runs')
+        .set({ lease_expires_at: this.leaseEnd() })
+        .where('id', 'in', runIds.slice(at, at + 1_000))
+        .where('status', '=', 'running')
+        .where('lease_owner', '=', this.owner)
+        .returning(['id', 'cancel_requested', 'steer_waiting'])
+        .execute();
+      for (const row of rows) renewed.set(row.id, { cancelRequested: row.cancel_requested, steerWaiting: row.steer_waiting });
+    }
+    return renewed;
   }
 
   /** The lease a run started by this process takes: its owner and when it lapses unless renewed. */
