@@ -21,6 +21,7 @@ import { bearerGuard, principalOf } from './auth/guard.js';
 import { NarrowingKeyRings, registerNarrowingKeys } from './auth/narrowing-keys.js';
 import { TokenNarrowingService } from './auth/narrowing.js';
 import { capabilityRoutes, narrowingRoutes } from './auth/routes.js';
+import { DraftKeeper } from './chat/drafts.js';
 import { TurnEngine } from './chat/engine.js';
 import { registerChat } from './chat/feature.js';
 import { UsageLimiter } from './chat/limits.js';
@@ -157,6 +158,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       leaseSeconds: config.runLeaseSeconds,
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
+      // A crash loses at most about a second of an answer's text.
+      drafts: new DraftKeeper(database.db, logger, 1_000),
     });
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });

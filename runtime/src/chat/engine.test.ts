@@ -19,6 +19,7 @@ import { UsageLimiter } from './limits.js';
 import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
 import type { Frame } from './schemas.js';
 import { ToolSet } from './tools.js';
+import { DraftKeeper } from './drafts.js';
 import { TurnRecords } from './turn-records.js';
 import { UsageRecorder } from './usage.js';
 import { UNANSWERED_CALL } from './history.js';
@@ -50,6 +51,7 @@ beforeAll(async () => {
     lifecycle: new Lifecycle(),
     logger: createLogger({ level: 'silent' }),
     leaseSeconds: 30,
+    drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
   });
   await engine.listen();
 });
@@ -307,6 +309,7 @@ describe('TurnEngine', () => {
       lifecycle: new Lifecycle(),
       logger: createLogger({ level: 'silent' }),
       leaseSeconds: 30,
+      drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
     });
     models.push(script.text('never said'));
     const sessionId = randomUUID();
@@ -346,6 +349,7 @@ describe('TurnEngine', () => {
       lifecycle: new Lifecycle(),
       logger: createLogger({ level: 'silent' }),
       leaseSeconds: 0.6, // renewed every 200 ms
+      drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
     });
     const hanging = Array.from({ length: 6 }, () => [{ type: 'hang' }] as ScriptedPart[]);
     models.push(...hanging);

@@ -14,6 +14,7 @@ import type { SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
+import type { DraftKeeper } from './drafts.js';
 import type { TurnRecords, UsageRow } from './turn-records.js';
 import type { UsageRecorder } from './usage.js';
 import {
@@ -91,8 +92,8 @@ export interface EngineDeps {
   leaseSeconds: number;
   /** Runs when a turn ended without a title on its conversation (auto_title); best effort. */
   onTitleWanted?: (turn: Turn) => void;
-  /** How often the assistant text of a step being streamed is saved to the session (default 1 s; never per token). */
-  draftIntervalMs?: number;
+  /** Saves the assistant text of steps being streamed, for all runs together (never per token). */
+  drafts: DraftKeeper;
 }
 
 interface Outcome {
@@ -425,7 +426,7 @@ export class TurnEngine {
     let finishReason: ModelFinishReason = 'stop';
     let usage: Usage | undefined;
     let failure: unknown;
-    const draft = new AssistantDraft(this.deps, turn, this.deps.draftIntervalMs ?? defaultDraftIntervalMs);
+    const draft = this.deps.drafts.start({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, subject: turn.subject, model: turn.model });
     const tokens = new TokenRelay((frame) => this.frame(turn.tenantId, turn.runId, frame));
     const tools = turn.tools.definitions();
     try {
@@ -633,8 +634,6 @@ export class TurnEngine {
   }
 }
 
-const defaultDraftIntervalMs = 1_000;
-
 /** Token frames in flight at most before the relay waits for the log: a slow event port slows the step, not memory. */
 const TOKENS_IN_FLIGHT = 64;
 
@@ -666,49 +665,6 @@ class TokenRelay {
   async flushed(): Promise<void> {
     await Promise.all(this.inFlight);
     if (this.failure) throw this.failure.error;
-  }
-}
-
-/**
- * The assistant message of a step being streamed, saved to the session as it grows: at most one write every
- * `intervalMs` and never more than one at a time, started beside the token relay so no token waits on the database
- * (a crash loses at most the last interval of text, never the whole answer).
- */
-class AssistantDraft {
-  private id: string | null = null;
-  private saving: Promise<void> | null = null;
-  private savedAt = Date.now();
-  private savedLength = 0;
-
-  constructor(
-    private readonly deps: Pick<EngineDeps, 'conversations' | 'logger'>,
-    private readonly turn: Turn,
-    private readonly intervalMs: number,
-  ) {}
-
-  /** Offers the text so far; saves it in the background when the last save is old enough and finished. */
-  grow(text: string): void {
-    if (this.saving !== null || text.length === this.savedLength || Date.now() - this.savedAt < this.intervalMs) return;
-    this.savedAt = Date.now();
-    this.savedLength = text.length;
-    const { turn } = this;
-    this.saving = this.deps.conversations
-      .writeDraft(turn.tenantId, turn.sessionId, this.id, { role: 'assistant', content: text, runId: turn.runId, subject: turn.subject, model: turn.model })
-      .then(
-        (id) => {
-          this.id = id;
-        },
-        (error: unknown) => this.deps.logger.warn({ err: error, run_id: turn.runId }, 'could not save the draft of an answer'),
-      )
-      .finally(() => {
-        this.saving = null;
-      });
-  }
-
-  /** Waits for a save in flight; the id of the draft row, null when none was written. */
-  async settled(): Promise<string | null> {
-    await this.saving;
-    return this.id;
   }
 }
 

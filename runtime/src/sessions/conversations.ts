@@ -98,21 +98,6 @@ export class Conversations {
   }
 
   /**
-   * Writes the assistant message a turn is still producing (`metadata.draft`), so what it streamed is readable in
-   * the session even if its process dies (SPEC.md Errors 10). The first call inserts it, later ones rewrite its text.
-   * Drafts stay out of the session's event stream (followers get the message once, settled), so nobody is notified.
-   */
-  async writeDraft(tenantId: string, sessionId: string, draftId: string | null, message: NewMessage): Promise<string> {
-    const metadata = JSON.stringify({ ...message.metadata, incomplete: true, draft: true });
-    if (draftId !== null) {
-      await this.db.updateTable('messages').set({ content: message.content, metadata }).where('id', '=', draftId).execute();
-      return draftId;
-    }
-    const [row] = await this.append(tenantId, sessionId, [{ ...message, metadata: JSON.parse(metadata) as Record<string, unknown> }], this.db, { notify: false });
-    return row!.id;
-  }
-
-  /**
    * Turns a draft into the final message: its content, calls and metadata, and a new `seq`, so a follower of the
    * event stream (which skips drafts) receives it now, after anything it has already seen.
    */
