@@ -62,6 +62,21 @@ function memoryGroup(limitBytes: number): { dir: string; remove(): void } | null
 }
 
 const readNumber = (path: string) => Number(readFileSync(path, 'utf8').trim());
+/**
+ * The group's memory as the kubelet judges it: the working set is usage minus inactive file pages (page cache the
+ * kernel reclaims before it kills anything), and `rss` is the anonymous memory alone.
+ */
+function groupMemory(dir: string): { usage: number; workingSet: number; rss: number; cache: number } {
+  const stat = Object.fromEntries(
+    readFileSync(join(dir, 'memory.stat'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ') as [string, string])
+      .map(([key, value]) => [key, Number(value)]),
+  );
+  const usage = readNumber(join(dir, 'memory.usage_in_bytes'));
+  return { usage, workingSet: usage - (stat.total_inactive_file ?? 0), rss: stat.total_rss ?? 0, cache: stat.total_cache ?? 0 };
+}
 const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 function oomKills(dir: string): number {
   const line = readFileSync(join(dir, 'memory.oom_control'), 'utf8').split('\n').find((l) => l.startsWith('oom_kill '));
@@ -73,6 +88,12 @@ interface Window {
   errors: number;
   latencies: number[];
 }
+
+const groupFigures = (memory: ReturnType<typeof groupMemory>) => ({
+  workingSetMiB: memory.workingSet / MiB,
+  anonMiB: memory.rss / MiB,
+  cacheMiB: memory.cache / MiB,
+});
 
 function ending(exit: { code: number | null; signal: NodeJS.Signals | null } | undefined, stderr = ''): string {
   return exit ? `the runtime EXITED (${exit.code ?? exit.signal}) before the end: ${stderr.slice(-300)}` : 'the runtime was alive at the end.';
@@ -220,19 +241,21 @@ export async function run(): Promise<BenchReport> {
     const rows: Row[] = [];
     const started = performance.now();
     let peakRss = 0;
+    let sampledAt = performance.now();
     const sample = () => {
       if (exitOf() || !child.pid) return;
       const rss = rssOf(child.pid);
       peakRss = Math.max(peakRss, rss);
       const sorted = Float64Array.from(window.latencies).sort();
-      const seconds = SAMPLE_MS / 1000;
+      const seconds = (performance.now() - sampledAt) / 1000;
+      sampledAt = performance.now();
       rows.push({
         case: 'soak: mixed turns and streams',
         impl: `${((performance.now() - started) / 60_000).toFixed(1)} min`,
         baseline: rows.length === 0,
         figures: {
           rssMiB: rss / MiB,
-          ...(group ? { groupMiB: readNumber(join(group.dir, 'memory.usage_in_bytes')) / MiB } : {}),
+          ...(group ? groupFigures(groupMemory(group.dir)) : {}),
           opsPerSec: window.ops / seconds,
           errors: window.errors,
           ...(sorted.length > 0 ? { turnP50Ms: percentile(sorted, 0.5), turnP99Ms: percentile(sorted, 0.99) } : {}),
@@ -258,7 +281,13 @@ export async function run(): Promise<BenchReport> {
         title: `soak: the compiled runtime (embedded) under a ${limit.text} memory limit for ${(SOAK_SECONDS / 60).toFixed(0)} min, ${CLIENTS} clients${PAUSE_MS > 0 ? `, ${PAUSE_MS} ms between operations` : ''}`,
         columns: [
           { key: 'rssMiB', label: 'RSS MiB', ratio: true },
-          ...(group ? [{ key: 'groupMiB', label: 'cgroup MiB' }] : []),
+          ...(group
+            ? [
+                { key: 'workingSetMiB', label: 'working set MiB' },
+                { key: 'anonMiB', label: 'anon MiB' },
+                { key: 'cacheMiB', label: 'page cache MiB' },
+              ]
+            : []),
           { key: 'opsPerSec', label: 'ops/s' },
           { key: 'errors', label: 'errors' },
           { key: 'turnP50Ms', label: 'turn p50 ms' },
@@ -269,7 +298,7 @@ export async function run(): Promise<BenchReport> {
           `${totals.ops.toLocaleString('en-US')} operations (${Object.entries(totals.kinds).map(([kind, n]) => `${n.toLocaleString('en-US')} ${kind}`).join(', ')}), ` +
           `${totals.errors} errors${errorsSeen.length > 0 ? ` (first: ${errorsSeen.join(' | ')})` : ''}; peak RSS ${(peakRss / MiB).toFixed(0)} MiB; ` +
           (group
-            ? `cgroup peak ${(readNumber(join(group.dir, 'memory.max_usage_in_bytes')) / MiB).toFixed(0)} MiB, limit hits ${readNumber(join(group.dir, 'memory.failcnt'))}, OOM kills ${oomKills(group.dir)}; `
+            ? `cgroup usage peak ${(readNumber(join(group.dir, 'memory.max_usage_in_bytes')) / MiB).toFixed(0)} MiB with page cache (the kernel reclaimed cache at the limit ${readNumber(join(group.dir, 'memory.failcnt'))} times), OOM kills ${oomKills(group.dir)}; `
             : '') +
           ending(exitOf(), stderr),
       }),
