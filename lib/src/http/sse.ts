@@ -33,6 +33,12 @@ export interface SseWriter {
 }
 
 /** Starts an event stream on `res` (status 200) and returns its writer. */
+/**
+ * Why a writer's signal aborts (the client left, or the stream ended): one shared reason, because the default, an
+ * AbortError, captures a stack trace on every stream and nobody reads it.
+ */
+const WRITER_CLOSED = Object.freeze(new Error('the event stream is closed'));
+
 export function openSse(req: Request, res: Response, options: SseOptions = {}): SseWriter {
   const controller = new AbortController();
   res.status(200);
@@ -50,7 +56,7 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
   let ended = false;
   const abort = () => {
     clearInterval(keepAlive);
-    if (!controller.signal.aborted) controller.abort();
+    if (!controller.signal.aborted) controller.abort(WRITER_CLOSED);
   };
   res.on('close', abort);
   const keepAlive = setInterval(() => {

@@ -129,7 +129,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
           const controller = new AbortController();
           const frames = await chat.resume(principal, runId, after, controller.signal);
           const writer = openSse(req, res, { headers: { 'X-Run-Id': runId } });
-          writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
+          writer.signal.addEventListener('abort', () => controller.abort(writer.signal.reason), { once: true });
           await relay(writer, frames);
           return 'handled';
         }
@@ -170,7 +170,7 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
         const controller = new AbortController();
         const frames = await chat.resume(principal, params.run_id, after ?? 0, controller.signal);
         const writer = openSse(req, res, { headers: { 'X-Run-Id': params.run_id } });
-        writer.signal.addEventListener('abort', () => controller.abort(), { once: true });
+        writer.signal.addEventListener('abort', () => controller.abort(writer.signal.reason), { once: true });
         await relay(writer, frames);
         return 'handled';
       },
@@ -300,10 +300,15 @@ async function relay(writer: ReturnType<typeof openSse>, frames: AsyncIterable<R
   }
 }
 
-/** Aborts when the client closes the connection of a blocking call: the wait stops, the run goes on. */
+/**
+ * Aborts when the client closes the connection of a blocking call before its answer: the wait stops, the run goes
+ * on. A connection closed after the answer aborts nothing (an abort builds an AbortError with a stack, per turn).
+ */
 function closedSignal(res: Response): AbortSignal {
   const controller = new AbortController();
-  res.once('close', () => controller.abort());
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
   return controller.signal;
 }
 

@@ -113,6 +113,7 @@ class OpenAIChatModel implements LanguageModel {
     let finishReason: ModelFinishReason | undefined;
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let failure: { error: unknown; midStream: boolean } | undefined;
+    let complete = false;
     try {
       try {
         const body = { ...this.body(request), stream: true as const, stream_options: { include_usage: true } };
@@ -134,7 +135,10 @@ class OpenAIChatModel implements LanguageModel {
         } finally {
           clearTimeout(idle);
         }
-        if (next.done) break;
+        if (next.done) {
+          complete = failure === undefined && finishReason !== undefined;
+          break;
+        }
         const chunk = next.value;
         if (chunk.usage) usage = usageOf(chunk.usage);
         const choice = chunk.choices?.find((c) => c.index === 0) ?? chunk.choices?.[0];
@@ -167,8 +171,9 @@ class OpenAIChatModel implements LanguageModel {
     } finally {
       clearTimeout(idle);
       request.signal?.removeEventListener('abort', forward);
-      // A no-op after a complete answer; otherwise the consumer left (or it failed) and the connection must go.
-      upstream.abort();
+      // The consumer left, or the answer failed or was cut: the connection must go. A complete answer has given its
+      // socket back to the pool already, and aborting it would only build an AbortError for nobody.
+      if (!complete) upstream.abort();
       await chunks?.return?.().catch(() => undefined);
     }
   }
