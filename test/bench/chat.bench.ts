@@ -2,17 +2,19 @@
 // both measured in this run. Cases: blocking-turn latency at 1, 16 and 64 clients, time to first token, frames per
 // second on one long stream, memory per open stream (in child processes), and replaying a 2,000-frame run against
 // reading its log from the event port. Fake provider, runtime and clients share one process, as in the chat tests.
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
-import { chatRuntime, chatWorld, MODEL, OTHER_MODEL, type ChatWorld } from '../chat/fixture.js';
+import { CHAT_CAPABILITIES, chatRuntime, chatWorld, MODEL, OTHER_MODEL, providerSection, type ChatWorld } from '../chat/fixture.js';
 import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js';
-import { availableSetups, ScaleServices } from '../harness/runtime.js';
+import { makeTempDir } from '../harness/process.js';
+import { availableSetups, configuredTenant, ScaleServices } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
-import { runJsonChild, startProviderProcess } from './children.js';
+import { processCpuMs, runJsonChild, startProviderProcess, startRuntimeProcess } from './children.js';
 import {
   Teardown,
   finishTable,
@@ -63,9 +65,14 @@ interface ChatTarget extends Subject {
   streamAll(): Promise<number>;
   /** One streamed answer to `PROMPT`, read to its end: a stream start, as a chat UI makes one. */
   streamed(): Promise<void>;
+  /**
+   * CPU ms used so far by the processes that serve this target (outside layout: the fake provider's, plus the
+   * runtime's for ours); when set, a row's cpu ms/op is theirs instead of the bench process's.
+   */
+  serverCpuMs?: () => number;
 }
 
-function direct(fake: FakeOpenAIServer): ChatTarget {
+function direct(fake: Pick<FakeOpenAIServer, 'url' | 'apiKey'>): ChatTarget {
   const client = new OpenAI({ baseURL: fake.url, apiKey: fake.apiKey, maxRetries: 0 });
   return {
     impl: 'openai SDK → fake',
@@ -94,7 +101,7 @@ function direct(fake: FakeOpenAIServer): ChatTarget {
   };
 }
 
-async function ours(world: ChatWorld, impl: string): Promise<ChatTarget> {
+async function ours(world: Pick<ChatWorld, 'token' | 'chat' | 'stream'>, impl: string): Promise<ChatTarget> {
   const token = await world.token();
   // No session_id: every turn opens its own session, so no history grows and concurrent clients never share one.
   const streamFrames = async function* (message: string) {
@@ -160,23 +167,42 @@ function withAdded(table: Table): Table {
   return finishTable(table);
 }
 
-async function latencyTable(setup: string, fake: FakeOpenAIServer, targets: ChatTarget[]): Promise<Table> {
-  fake.clearScripts();
+/** A timing whose cpu ms/op is the serving processes' when the target can tell (the outside layout). */
+async function servedBy(target: ChatTarget, time: () => Promise<Timing>): Promise<Timing> {
+  const before = target.serverCpuMs?.();
+  const timing = await time();
+  if (before === undefined) return timing;
+  return { ...timing, cpuMsPerOp: (target.serverCpuMs!() - before) / timing.ops };
+}
+
+async function latencyTable(setup: string, fake: Pick<FakeOpenAIServer, 'clearScripts'> | undefined, targets: ChatTarget[]): Promise<Table> {
+  fake?.clearScripts();
+  const outside = targets.some((target) => target.serverCpuMs);
   const cases: Case<ChatTarget>[] = CLIENTS.map((clients) => ({
     name: `blocking turn, ${clients} client${clients === 1 ? '' : 's'}`,
     loop: BLOCKING[clients],
-    time: (target, loop) => timeConcurrent(() => target.blocking(), { ...loop, callers: clients }),
+    time: (target, loop) => servedBy(target, () => timeConcurrent(() => target.blocking(), { ...loop, callers: clients })),
   }));
   cases.push({
     name: 'streamed turn, 16 clients',
     loop: BLOCKING[16],
-    time: (target, loop) => timeConcurrent(() => target.streamed(), { ...loop, callers: 16 }),
+    time: (target, loop) => servedBy(target, () => timeConcurrent(() => target.streamed(), { ...loop, callers: 16 })),
   });
   cases.push({
     name: 'first token (48-word answer)',
     loop: FIRST_TOKEN,
     time: (target, loop) => timeSamples(() => target.firstToken(), loop),
   });
+  if (outside) {
+    return withAdded({
+      title: `chat: turn latency, runtime and fake provider each in a process of its own (${setup})`,
+      columns: [...latencyColumns, ...addedColumns, { key: 'cpuMsPerOp', label: 'server cpu ms/op', ratio: true }],
+      rows: await runCases(cases, targets),
+      note:
+        'as a client sees it: the compiled runtime as its own process, the fake provider in another, clients in the bench process. ' +
+        'server cpu ms/op: CPU of the fake provider process per call (SDK), of the runtime and fake processes per turn (ours), from /proc.',
+    });
+  }
   return withAdded({
     title: `chat: turn latency over the fake provider (${setup})`,
     columns: [...latencyColumns, ...addedColumns, { key: 'cpuMsPerOp', label: 'cpu ms/op', ratio: true }],
@@ -523,11 +549,40 @@ async function measureSetup(report: BenchReport, setup: string, env: Record<stri
   }
 }
 
+/**
+ * The latency table again with every party in a process of its own, as a client of a deployed runtime sees it: the
+ * compiled runtime (on `env`'s stores), the fake provider, and the clients in this process.
+ */
+export async function outsideTable(setup: string, env: Record<string, string>): Promise<Table> {
+  const teardown = new Teardown();
+  try {
+    const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
+    teardown.add(() => provider.stop());
+    const dataDir = makeTempDir('bench-outside');
+    teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
+    const runtime = await startRuntimeProcess({ dataDir, env });
+    teardown.add(() => runtime.stop());
+    const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
+    const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
+    if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
+    const post = (path: string) => (token: string, body: Record<string, unknown>) =>
+      fetch(`${runtime.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+    const world = { token: () => tenant.mint({ capabilities: CHAT_CAPABILITIES }), chat: post('/chat'), stream: post('/chat/stream') };
+    const providerCpu = () => processCpuMs(provider.pid);
+    const baseline: ChatTarget = { ...direct(provider), serverCpuMs: providerCpu };
+    const target: ChatTarget = { ...(await ours(world, `ours (${setup}, own process)`)), serverCpuMs: () => runtime.cpuMs() + providerCpu() };
+    return await latencyTable(`${setup}, outside`, undefined, [baseline, target]);
+  } finally {
+    await teardown.run();
+  }
+}
+
 export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'chat', tables: [], skipped: [] };
   await measureSetup(report, 'embedded', {}, true);
   report.tables.push(await openStreamsTable());
   report.tables.push(await retentionTable('embedded', {}));
+  report.tables.push(await outsideTable('embedded', {}));
   if (!availableSetups().includes('scale')) {
     report.skipped.push('scale: PostgreSQL, Redis or MinIO binary not found');
     return report;
@@ -536,6 +591,7 @@ export async function run(): Promise<BenchReport> {
   try {
     await measureSetup(report, 'scale', await services.env(), false);
     report.tables.push(await retentionTable('scale', await services.env()));
+    report.tables.push(await outsideTable('scale', await services.env()));
   } finally {
     await services.stop();
   }

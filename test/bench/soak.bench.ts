@@ -4,17 +4,16 @@
 // first token, for SOAK_SECONDS (default an hour). It reports the runtime's memory and throughput over time, errors,
 // and whether the process was ever killed for memory. Run it by name: `npm run bench -- soak`; it is not in the
 // default set, which would otherwise take an hour.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { MODEL, OTHER_MODEL, providerSection, CHAT_CAPABILITIES } from '../chat/fixture.js';
-import { freePort, makeTempDir } from '../harness/process.js';
+import { makeTempDir } from '../harness/process.js';
 import { configuredTenant } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
-import { startProviderProcess } from './children.js';
+import { startProviderProcess, startRuntimeProcess } from './children.js';
 import { finishTable, percentile, Teardown, type BenchReport, type Row } from './measure.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -101,8 +100,6 @@ function ending(exit: { code: number | null; signal: NodeJS.Signals | null } | u
 
 export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'soak', tables: [], skipped: [] };
-  const entry = join(REPO, 'runtime', 'dist', 'main.js');
-  if (!existsSync(entry)) throw new Error('the soak runs the compiled runtime: run `npm run build` first');
   const teardown = new Teardown();
   const limit = chartMemoryLimit();
   const group = memoryGroup(limit.bytes);
@@ -112,52 +109,18 @@ export async function run(): Promise<BenchReport> {
     teardown.add(() => provider.stop());
     const dataDir = makeTempDir('soak');
     teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
-    const port = await freePort();
-    const adminKey = 'soak-admin-key-0123456789abcdef';
-    const env = {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      LOG_LEVEL: 'warn',
-      AGENTPLANE_DATA_DIR: dataDir,
-      DATA_PORT: String(port),
-      AGENTPLANE_ADMIN_KEY: adminKey,
-      AGENTPLANE_ALLOW_PRIVATE_URLS: 'true',
-      PROVIDER_TIMEOUT_MS: '60000',
-    };
     // The shell joins the group before it becomes node, so every byte the runtime ever maps counts against the limit.
-    const join_ = group ? `echo $$ > ${join(group.dir, 'cgroup.procs')} && ` : '';
-    const child = spawn('sh', ['-c', `${join_}exec "$0" "$@"`, process.execPath, entry], { cwd: REPO, env, stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-    // Set by the exit handler; read through a function so each read sees it (TypeScript would narrow a plain let).
-    let exitState: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-    const exitOf = () => exitState;
-    const exited = new Promise<void>((resolve) =>
-      child.once('exit', (code, signal) => {
-        exitState = { code, signal };
-        resolve();
-      }),
-    );
+    const runtime = await startRuntimeProcess({ dataDir, shellPrefix: group ? `echo $$ > ${join(group.dir, 'cgroup.procs')} && ` : '' });
     teardown.add(async () => {
-      if (!exitOf()) {
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await runtime.stop();
       group?.remove();
     });
-    const url = `http://127.0.0.1:${port}`;
-    for (let i = 0; ; i++) {
-      const gone = exitOf();
-      if (gone) throw new Error(`the runtime exited ${gone.code ?? gone.signal}:\n${stderr}`);
-      if ((await fetch(`${url}/health`).catch(() => undefined))?.status === 200) break;
-      if (i > 600) throw new Error('the runtime did not answer /health within 60 s');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const exitOf = () => runtime.exit();
+    const url = runtime.url;
 
     const call = (path: string, init: RequestInit, headers: Record<string, string>) =>
       fetch(`${url}${path}`, { ...init, headers: { 'content-type': 'application/json', ...headers } });
-    const admin = (path: string, init: RequestInit = {}) => call(path, init, { 'x-admin-key': adminKey });
-    const tenant = await configuredTenant({ admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
+    const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
     const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
     if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
     // Tokens live an hour: a client mints a new one every ten minutes, as an app would before expiry.
@@ -243,8 +206,8 @@ export async function run(): Promise<BenchReport> {
     let peakRss = 0;
     let sampledAt = performance.now();
     const sample = () => {
-      if (exitOf() || !child.pid) return;
-      const rss = rssOf(child.pid);
+      if (exitOf()) return;
+      const rss = rssOf(runtime.pid);
       peakRss = Math.max(peakRss, rss);
       const sorted = Float64Array.from(window.latencies).sort();
       const seconds = (performance.now() - sampledAt) / 1000;
@@ -266,7 +229,7 @@ export async function run(): Promise<BenchReport> {
     const sampler = setInterval(sample, SAMPLE_MS);
     const minter = setInterval(() => void tenant.mint({ capabilities: CHAT_CAPABILITIES }).then((fresh) => (token = fresh)), 600_000);
     try {
-      await Promise.race([Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i * 3))), exited]);
+      await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i * 3)));
     } finally {
       clearInterval(sampler);
       clearInterval(minter);
@@ -300,7 +263,7 @@ export async function run(): Promise<BenchReport> {
           (group
             ? `cgroup usage peak ${(readNumber(join(group.dir, 'memory.max_usage_in_bytes')) / MiB).toFixed(0)} MiB with page cache (the kernel reclaimed cache at the limit ${readNumber(join(group.dir, 'memory.failcnt'))} times), OOM kills ${oomKills(group.dir)}; `
             : '') +
-          ending(exitOf(), stderr),
+          ending(exitOf(), runtime.stderr()),
       }),
     );
   } finally {
