@@ -214,6 +214,8 @@ function startOperatorProcess(cluster: KubernetesCluster, env: Record<string, st
       RESYNC_SECONDS: String(RESYNC_SECONDS),
       LOG_LEVEL: 'warn',
       LOG_FORMAT: 'json',
+      // For a look inside while it runs, e.g. `--heapsnapshot-signal=SIGUSR2`.
+      ...(process.env.BENCH_OPERATOR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_OPERATOR_NODE_OPTIONS } : {}),
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],

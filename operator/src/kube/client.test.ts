@@ -1,4 +1,6 @@
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Socket } from 'node:net';
+import { generate } from 'selfsigned';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,5 +40,50 @@ describe('API calls against an API server that never answers', () => {
     const timed = withCallDeadline(kubeConfig, 300);
     expect(timed.getCurrentCluster()).toEqual(kubeConfig.getCurrentCluster());
     expect(timed.getCurrentUser()).toEqual(kubeConfig.getCurrentUser());
+  });
+});
+
+describe('API calls against an API server over TLS', () => {
+  let server: HttpsServer;
+  let connections = 0;
+  let kubeConfig: k8s.KubeConfig;
+
+  beforeAll(async () => {
+    const pems = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      extensions: [
+        { name: 'basicConstraints', cA: true },
+        { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
+      ],
+    });
+    // Answers every read with 404 as the API server does for an absent object.
+    server = createHttpsServer({ key: pems.private, cert: pems.cert }, (req, res) => {
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
+    });
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    kubeConfig = new k8s.KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: 'tls', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caData: Buffer.from(pems.cert).toString('base64') }],
+      users: [{ name: 'admin', token: 'a-token' }],
+      contexts: [{ name: 'tls', cluster: 'tls', user: 'admin' }],
+      currentContext: 'tls',
+    });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('share kept-alive connections instead of a TCP and TLS handshake per call', async () => {
+    const kube = new KubeClient(withCallDeadline(kubeConfig, 5_000));
+    for (let i = 0; i < 20; i++) expect(await kube.get({ apiVersion: 'v1', kind: 'Namespace', name: `absent-${i}` })).toBeNull();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => kube.getCustom('Project', `absent-${i}`)));
+    // One connection for the calls one after another, and at most one more per call made at once.
+    expect(connections).toBeGreaterThanOrEqual(1);
+    expect(connections).toBeLessThanOrEqual(11);
   });
 });
