@@ -4,6 +4,7 @@
 // runtime's admin channel (status.runtimeUrl, key from the namespace's Secret), never through a resource: the
 // document carries provider keys in clear. docs/decisions/0024-kubernetes-provisioner.md.
 import * as k8s from '@kubernetes/client-node';
+import { withCallDeadline } from '@agentplane/lib/kubernetes/kube-config';
 import { AppError } from '@agentplane/lib/errors';
 import {
   API_VERSION,
@@ -42,13 +43,14 @@ export function loadKubeConfig(path: string | undefined): k8s.KubeConfig {
   const config = new k8s.KubeConfig();
   if (path) {
     config.loadFromFile(path);
-    return config;
+    return withCallDeadline(config);
   }
   config.loadFromCluster();
   if (/\/\/undefined:/.test(config.getCurrentCluster()?.server ?? '')) {
     throw new Error('PROVISIONER=kubernetes without KUBECONFIG needs the in-cluster service account, and this is not a Pod (KUBERNETES_SERVICE_HOST is unset): set KUBECONFIG');
   }
-  return config;
+  // Calls with a deadline, over kept-alive connections (client-node alone opens one per call).
+  return withCallDeadline(config);
 }
 
 export class KubernetesProvisioner implements Provisioner {

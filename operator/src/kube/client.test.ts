@@ -4,7 +4,8 @@ import { generate } from 'selfsigned';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeClient, withCallDeadline } from './client.js';
+import { withCallDeadline } from '@agentplane/lib/kubernetes/kube-config';
+import { KubeClient } from './client.js';
 
 describe('API calls against an API server that never answers', () => {
   const sockets = new Set<Socket>();
