@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -43,7 +44,10 @@ export async function run(): Promise<BenchReport> {
     const runtime = await readyServer();
     teardown.add(() => runtime.close());
 
+    const baselineRequests = await apiRequestTotal(kubeConfig);
     const baseline = await deploymentsToAvailable(kubeConfig, PROJECT_COUNT);
+    const baselinePerObject = (await apiRequestTotal(kubeConfig) - baselineRequests - baseline.ownRequests!) / PROJECT_COUNT;
+    delete baseline.ownRequests;
     const idleNode = await idleProcessMemory();
 
     const port = await freePort();
@@ -56,8 +60,15 @@ export async function run(): Promise<BenchReport> {
     const metricsUrl = `http://127.0.0.1:${port}/metrics`;
     await eventually(async () => (await fetch(`http://127.0.0.1:${port}/ready`)).ok, { what: 'operator ready', timeoutMs: 60_000 });
 
+    const projectRequests = await apiRequestTotal(kubeConfig);
     const ready = await projectsToReady(kubeConfig, PROJECT_COUNT);
+    const projectPerObject = (await apiRequestTotal(kubeConfig) - projectRequests - ready.ownRequests!) / PROJECT_COUNT;
+    delete ready.ownRequests;
+    const steadyRequests = await apiRequestTotal(kubeConfig);
     const steady = await steadyState(metricsUrl);
+    steady.apiRequestsPerProjectPerResync = (await apiRequestTotal(kubeConfig) - steadyRequests) / PROJECT_COUNT / (STEADY_WINDOW_MS / 1000 / RESYNC_SECONDS);
+    baseline.apiRequests = baselinePerObject;
+    ready.apiRequests = projectPerObject;
     const memory = { ...processMemory(operator.pid!), ...(await heapMiB(metricsUrl)) };
 
     const latency: Table = finishTable({
@@ -66,12 +77,15 @@ export async function run(): Promise<BenchReport> {
         { key: 'p50Ms', label: 'p50 ms', ratio: true },
         { key: 'p99Ms', label: 'p99 ms', ratio: true },
         { key: 'wallMs', label: 'all ready ms', ratio: true },
+        { key: 'apiRequests', label: 'API requests each', ratio: true },
       ],
       rows: [
         { case: 'create → ready', impl: 'bare Deployment → Available', baseline: true, figures: baseline },
         { case: 'create → ready', impl: 'Project → Ready (ours)', figures: ready },
       ],
-      note: 'A Project is ready once its namespace, database, 12 objects and runtime Pods are up and the runtime answers /ready; the baseline is the platform alone.',
+      note:
+        'A Project is ready once its namespace, database, 12 objects and runtime Pods are up and the runtime answers /ready; the baseline is the platform alone. ' +
+        "API requests each: the API server's apiserver_request_total over the burst (every client: operator, controller-manager, scheduler, kwok), less the bench's own creates and polls, per Project or bare Deployment.",
     });
     const writes: Table = {
       title: 'operator: steady state',
@@ -79,6 +93,7 @@ export async function run(): Promise<BenchReport> {
         { key: 'reconciles', label: 'reconciles' },
         { key: 'writes', label: 'writes' },
         { key: 'writesPerReconcile', label: 'writes/reconcile' },
+        { key: 'apiRequestsPerProjectPerResync', label: 'API requests per Project per resync' },
       ],
       rows: [{ case: `${STEADY_WINDOW_MS / 1000} s of resyncs every ${RESYNC_SECONDS} s`, impl: 'ours', figures: steady }],
       note: 'Every write to the API server (objects and status) counted by the operator itself; the goal is 0.',
@@ -128,8 +143,10 @@ async function deploymentsToAvailable(kubeConfig: k8s.KubeConfig, count: number)
     }),
   );
   const readyAt = new Map<string, number>();
+  let polls = 0;
   await eventually(
     async () => {
+      polls++;
       const list = await apps.listDeploymentForAllNamespaces({ labelSelector: undefined });
       for (const deployment of list.items) {
         const namespace = deployment.metadata!.namespace!;
@@ -140,7 +157,8 @@ async function deploymentsToAvailable(kubeConfig: k8s.KubeConfig, count: number)
     },
     { what: 'baseline Deployments available', timeoutMs: READY_TIMEOUT_MS, intervalMs: 100 },
   );
-  return figures(createdAt, readyAt, started);
+  // A namespace and a Deployment created per object, and one list per poll.
+  return { ...figures(createdAt, readyAt, started), ownRequests: 2 * count + polls };
 }
 
 async function projectsToReady(kubeConfig: k8s.KubeConfig, count: number): Promise<Record<string, number>> {
@@ -156,8 +174,10 @@ async function projectsToReady(kubeConfig: k8s.KubeConfig, count: number): Promi
     }),
   );
   const readyAt = new Map<string, number>();
+  let polls = 0;
   await eventually(
     async () => {
+      polls++;
       const list = (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PROJECTS })) as { items: Project[] };
       for (const project of list.items) {
         const name = project.metadata.name;
@@ -168,12 +188,34 @@ async function projectsToReady(kubeConfig: k8s.KubeConfig, count: number): Promi
     },
     { what: 'Projects ready', timeoutMs: READY_TIMEOUT_MS, intervalMs: 100 },
   );
-  return figures(createdAt, readyAt, started);
+  // A Project created per object, and one list per poll.
+  return { ...figures(createdAt, readyAt, started), ownRequests: count + polls };
 }
 
 function figures(createdAt: Map<string, number>, readyAt: Map<string, number>, started: number): Record<string, number> {
   const latencies = [...readyAt].map(([name, at]) => at - createdAt.get(name)!).sort((a, b) => a - b);
   return { p50Ms: percentile(latencies, 0.5), p99Ms: percentile(latencies, 0.99), wallMs: Math.max(...readyAt.values()) - started };
+}
+
+/** Every request the API server has served so far, by any client: the sum of its apiserver_request_total counters. */
+async function apiRequestTotal(kubeConfig: k8s.KubeConfig): Promise<number> {
+  const url = new URL('/metrics', kubeConfig.getCurrentCluster()!.server);
+  const options: https.RequestOptions = {};
+  await kubeConfig.applyToHTTPSOptions(options);
+  const text = await new Promise<string>((resolve, reject) => {
+    https
+      .get(url, options, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`GET /metrics answered ${res.statusCode}`))));
+      })
+      .on('error', reject);
+  });
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('apiserver_request_total{'))
+    .reduce((total, line) => total + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
 }
 
 /** Writes and reconciles counted by the operator over several resyncs once everything is ready. */
