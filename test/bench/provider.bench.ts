@@ -6,9 +6,9 @@ import { spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import tls from 'node:tls';
 import OpenAI from 'openai';
-import { generate } from 'selfsigned';
 import { openAIClient } from '@agentplane/lib/models/openai-client';
 import { ConnectionPool } from '@agentplane/lib/net/connection-pool';
+import { selfSignedCertificate } from '../harness/tls.js';
 import { FakeOpenAIServer } from '../fakes/openai-server.js';
 import {
   Teardown,
@@ -141,17 +141,9 @@ export async function run(): Promise<BenchReport> {
 
     // A throwaway certificate for 127.0.0.1, trusted by this process while the HTTPS cases run: every client
     // verifies it, as it would a provider's.
-    const pems = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
-      keyType: 'ec',
-      algorithm: 'sha256',
-      extensions: [
-        { name: 'basicConstraints', cA: true },
-        { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
-      ],
-    });
-    tls.setDefaultCACertificates([...trusted, pems.cert]);
+    const certificate = await selfSignedCertificate({ ip: '127.0.0.1' });
+    tls.setDefaultCACertificates([...trusted, certificate.cert]);
     teardown.add(() => tls.setDefaultCACertificates(trusted));
-    const certificate = { key: pems.private, cert: pems.cert };
     const https = await FakeOpenAIServer.start({ apiKey: API_KEY, chatModels: [MODEL], tls: certificate });
     teardown.add(() => https.close());
     report.tables.push(await latencyTable('https', https));

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import tls from 'node:tls';
-import { generate } from 'selfsigned';
+import { selfSignedCertificate } from '@agentplane/test/harness/tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionPool } from './connection-pool.js';
 import { guardedFetch } from './guarded-fetch.js';
@@ -176,16 +176,9 @@ describe('guardedFetch with a ConnectionPool over TLS', () => {
   beforeAll(async () => {
     // A throwaway certificate for model.test, trusted by this process only while these tests run: verification
     // stays on, as in production.
-    const pems = await generate([{ name: 'commonName', value: 'model.test' }], {
-      keyType: 'ec',
-      algorithm: 'sha256',
-      extensions: [
-        { name: 'basicConstraints', cA: true },
-        { name: 'subjectAltName', altNames: [{ type: 2, value: 'model.test' }] },
-      ],
-    });
-    tls.setDefaultCACertificates([...trusted, pems.cert]);
-    tlsServer = https.createServer({ key: pems.private, cert: pems.cert }, answer);
+    const certificate = await selfSignedCertificate({ dns: 'model.test' });
+    tls.setDefaultCACertificates([...trusted, certificate.cert]);
+    tlsServer = https.createServer(certificate, answer);
     tlsServer.on('secureConnection', () => handshakes++);
     await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
     tlsPort = (tlsServer.address() as AddressInfo).port;

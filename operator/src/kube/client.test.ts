@@ -1,6 +1,6 @@
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Socket } from 'node:net';
-import { generate } from 'selfsigned';
+import { selfSignedCertificate } from '@agentplane/test/harness/tls';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,16 +50,9 @@ describe('API calls against an API server over TLS', () => {
   let kubeConfig: k8s.KubeConfig;
 
   beforeAll(async () => {
-    const pems = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
-      keyType: 'ec',
-      algorithm: 'sha256',
-      extensions: [
-        { name: 'basicConstraints', cA: true },
-        { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
-      ],
-    });
+    const certificate = await selfSignedCertificate({ ip: '127.0.0.1' });
     // Answers every read with 404 as the API server does for an absent object.
-    server = createHttpsServer({ key: pems.private, cert: pems.cert }, (req, res) => {
+    server = createHttpsServer(certificate, (req, res) => {
       req.resume();
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
@@ -68,7 +61,7 @@ describe('API calls against an API server over TLS', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     kubeConfig = new k8s.KubeConfig();
     kubeConfig.loadFromOptions({
-      clusters: [{ name: 'tls', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caData: Buffer.from(pems.cert).toString('base64') }],
+      clusters: [{ name: 'tls', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caData: Buffer.from(certificate.cert).toString('base64') }],
       users: [{ name: 'admin', token: 'a-token' }],
       contexts: [{ name: 'tls', cluster: 'tls', user: 'admin' }],
       currentContext: 'tls',

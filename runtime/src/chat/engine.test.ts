@@ -14,7 +14,7 @@ import { script, ScriptedModels, type ScriptedPart } from '../models/scripted.js
 import { Conversations } from '../sessions/conversations.js';
 import { runtimeMigrations } from '../store/migrations.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import { TurnEngine, type Turn } from './engine.js';
+import { TurnEngine, type EngineDeps, type Turn } from './engine.js';
 import { UsageLimiter } from './limits.js';
 import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
 import type { Frame } from './schemas.js';
@@ -39,8 +39,14 @@ beforeAll(async () => {
   events = createMemoryEventBus();
   conversations = new Conversations(database.db, events.pubsub);
   runs = new RunStore(database.db, 'engine-test', 30);
+  engine = engineWith({});
+  await engine.listen();
+});
+
+/** An engine over the suite's store, events and scripted models; `change` swaps any of its parts. */
+function engineWith(change: Partial<EngineDeps>): TurnEngine {
   const limiter = new UsageLimiter(events.counters);
-  engine = new TurnEngine({
+  return new TurnEngine({
     events,
     conversations,
     runs,
@@ -52,9 +58,9 @@ beforeAll(async () => {
     logger: createLogger({ level: 'silent' }),
     leaseSeconds: 30,
     drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
+    ...change,
   });
-  await engine.listen();
-});
+}
 
 afterAll(async () => {
   await events?.close();
@@ -74,8 +80,8 @@ const clientTools = [
   { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
 ];
 
-/** Stores what ChatService.start would (session, user message, running run, `start` frame) and launches the run. */
-async function startTurn(message: string, overrides: Partial<Turn> & { sessionId?: string } = {}): Promise<Turn> {
+/** Stores what ChatService.start would (session, user message, running run) and gives the turn, not launched. */
+async function storeTurn(message: string, overrides: Partial<Turn> & { sessionId?: string } = {}): Promise<Turn> {
   const sessionId = overrides.sessionId ?? randomUUID();
   const runId = newRunId();
   await database.db.transaction().execute(async (trx) => {
@@ -102,9 +108,17 @@ async function startTurn(message: string, overrides: Partial<Turn> & { sessionId
     history,
     ...overrides,
   };
-  await engine.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
   return turn;
 }
+
+/** The turn stored, and launched on `on` with its `start` frame, as ChatService.start does. */
+async function startTurn(message: string, overrides: Partial<Turn> & { sessionId?: string } = {}, on: TurnEngine = engine): Promise<Turn> {
+  const turn = await storeTurn(message, overrides);
+  await on.launch(turn, startFrame(turn));
+  return turn;
+}
+
+const startFrame = (turn: Turn) => ({ type: 'start' as const, run_id: turn.runId, session_id: turn.sessionId, model: 'gpt-test' });
 
 /** Every frame of a run's log up to its terminal one. */
 async function framesOf(turn: Turn): Promise<Frame[]> {
@@ -297,37 +311,12 @@ describe('TurnEngine', () => {
       get: (target, key, receiver) =>
         key === 'append' ? () => Promise.reject(new AppError('unavailable', 'the event store is unreachable')) : Reflect.get(target, key, receiver),
     });
-    const limiter = new UsageLimiter(events.counters);
-    const broken = new TurnEngine({
-      events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters },
-      conversations,
-      runs,
-      records: new TurnRecords(database.db),
-      limiter,
-      usage: new UsageRecorder(database.db, limiter),
-      models: (target, modelId) => models.factory(target, modelId),
-      lifecycle: new Lifecycle(),
-      logger: createLogger({ level: 'silent' }),
-      leaseSeconds: 30,
-      drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
-    });
+    const broken = engineWith({ events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters } });
     models.push(script.text('never said'));
-    const sessionId = randomUUID();
-    const runId = newRunId();
-    await database.db.transaction().execute(async (trx) => {
-      await conversations.createSession(trx, { id: sessionId, tenantId, owner: 'alice' });
-      await conversations.append(tenantId, sessionId, [{ role: 'user', content: 'Hi', subject: 'alice' }], trx);
-      await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
-    });
-    const turn: Turn = {
-      runId, sessionId, tenantId, subject: 'alice', model: 'gpt-test',
-      target: { baseUrl: 'http://scripted.invalid/v1', apiKey: 'sk-test' },
-      price: undefined, tools: ToolSet.forTurn(permission, {}), systemPrompt: null, effort: undefined, limits: undefined,
-      maxToolIterations: undefined, maxContextTokens: undefined, autoTitle: false,
-      history: await conversations.messagesOf(sessionId),
-    };
+    const turn = await storeTurn('Hi');
+    const { runId, sessionId } = turn;
 
-    await expect(broken.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' })).rejects.toThrow('unreachable');
+    await expect(broken.launch(turn, startFrame(turn))).rejects.toThrow('unreachable');
     expect(broken.heldRuns).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(models.calls).toHaveLength(0);
@@ -337,41 +326,11 @@ describe('TurnEngine', () => {
   });
 
   it('renews the leases of all its runs in one statement, and a cancel asked only of the row reaches a run at the next renewal', async () => {
-    const limiter = new UsageLimiter(events.counters);
-    const quick = new TurnEngine({
-      events,
-      conversations,
-      runs,
-      records: new TurnRecords(database.db),
-      limiter,
-      usage: new UsageRecorder(database.db, limiter),
-      models: (target, modelId) => models.factory(target, modelId),
-      lifecycle: new Lifecycle(),
-      logger: createLogger({ level: 'silent' }),
-      leaseSeconds: 0.6, // renewed every 200 ms
-      drafts: new DraftKeeper(database.db, createLogger({ level: 'silent' }), 1_000),
-    });
+    const quick = engineWith({ leaseSeconds: 0.6 }); // renewed every 200 ms
     const hanging = Array.from({ length: 6 }, () => [{ type: 'hang' }] as ScriptedPart[]);
     models.push(...hanging);
     const turns: Turn[] = [];
-    for (let i = 0; i < hanging.length; i++) {
-      const sessionId = randomUUID();
-      const runId = newRunId();
-      await database.db.transaction().execute(async (trx) => {
-        await conversations.createSession(trx, { id: sessionId, tenantId, owner: 'alice' });
-        await conversations.append(tenantId, sessionId, [{ role: 'user', content: `Hang ${i}`, subject: 'alice' }], trx);
-        await runs.begin(trx, { id: runId, tenantId, sessionId, subject: 'alice', model: 'gpt-test' });
-      });
-      const turn: Turn = {
-        runId, sessionId, tenantId, subject: 'alice', model: 'gpt-test',
-        target: { baseUrl: 'http://scripted.invalid/v1', apiKey: 'sk-test' },
-        price: undefined, tools: ToolSet.forTurn(permission, {}), systemPrompt: null, effort: undefined, limits: undefined,
-        maxToolIterations: undefined, maxContextTokens: undefined, autoTitle: false,
-        history: await conversations.messagesOf(sessionId),
-      };
-      await quick.launch(turn, { type: 'start', run_id: runId, session_id: sessionId, model: 'gpt-test' });
-      turns.push(turn);
-    }
+    for (let i = 0; i < hanging.length; i++) turns.push(await startTurn(`Hang ${i}`, {}, quick));
     await expect.poll(() => models.calls.length).toBe(hanging.length);
 
     // Four renewal periods: one statement each for all six runs, not six.
