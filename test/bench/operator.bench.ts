@@ -23,7 +23,8 @@ const PROJECT_COUNT = Number(process.env.BENCH_OPERATOR_PROJECTS ?? 100);
 /** Long enough for several resyncs of every object while the steady state is watched. */
 const RESYNC_SECONDS = 10;
 const STEADY_WINDOW_MS = 3 * RESYNC_SECONDS * 1000 + 2000;
-const READY_TIMEOUT_MS = 15 * 60_000;
+/** How long the bench waits for every one to be ready (`BENCH_OPERATOR_READY_MINUTES`, default 15). */
+const READY_TIMEOUT_MS = Number(process.env.BENCH_OPERATOR_READY_MINUTES ?? 15) * 60_000;
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 export async function run(): Promise<BenchReport> {
@@ -78,6 +79,7 @@ export async function run(): Promise<BenchReport> {
         { key: 'p99Ms', label: 'p99 ms', ratio: true },
         { key: 'wallMs', label: 'all ready ms', ratio: true },
         { key: 'apiRequests', label: 'API requests each', ratio: true },
+        { key: 'ready', label: 'ready' },
       ],
       rows: [
         { case: 'create → ready', impl: 'bare Deployment → Available', baseline: true, figures: baseline },
@@ -85,6 +87,7 @@ export async function run(): Promise<BenchReport> {
       ],
       note:
         'A Project is ready once its namespace, database, 12 objects and runtime Pods are up and the runtime answers /ready; the baseline is the platform alone. ' +
+        `ready: how many of the ${PROJECT_COUNT} were ready within ${READY_TIMEOUT_MS / 60_000} min (the percentiles are of those). ` +
         "API requests each: the API server's apiserver_request_total over the burst (every client: operator, controller-manager, scheduler, kwok), less the bench's own creates and polls, per Project or bare Deployment.",
     });
     const writes: Table = {
@@ -156,7 +159,7 @@ async function deploymentsToAvailable(kubeConfig: k8s.KubeConfig, count: number)
       return readyAt.size === count;
     },
     { what: 'baseline Deployments available', timeoutMs: READY_TIMEOUT_MS, intervalMs: 100 },
-  );
+  ).catch(() => undefined); // past the deadline: the figures of those that made it, and how many did
   // A namespace and a Deployment created per object, and one list per poll.
   return { ...figures(createdAt, readyAt, started), ownRequests: 2 * count + polls };
 }
@@ -187,14 +190,14 @@ async function projectsToReady(kubeConfig: k8s.KubeConfig, count: number): Promi
       return readyAt.size === count;
     },
     { what: 'Projects ready', timeoutMs: READY_TIMEOUT_MS, intervalMs: 100 },
-  );
+  ).catch(() => undefined); // past the deadline: the figures of those that made it, and how many did
   // A Project created per object, and one list per poll.
   return { ...figures(createdAt, readyAt, started), ownRequests: count + polls };
 }
 
 function figures(createdAt: Map<string, number>, readyAt: Map<string, number>, started: number): Record<string, number> {
   const latencies = [...readyAt].map(([name, at]) => at - createdAt.get(name)!).sort((a, b) => a - b);
-  return { p50Ms: percentile(latencies, 0.5), p99Ms: percentile(latencies, 0.99), wallMs: Math.max(...readyAt.values()) - started };
+  return { p50Ms: percentile(latencies, 0.5), p99Ms: percentile(latencies, 0.99), wallMs: Math.max(...readyAt.values()) - started, ready: readyAt.size };
 }
 
 /** Every request the API server has served so far, by any client: the sum of its apiserver_request_total counters. */
