@@ -78,4 +78,17 @@ describe('DraftKeeper', () => {
     await sleep(INTERVAL_MS * 2);
     expect(await draftsOf(who.sessionId)).toMatchObject([{ id, content: 'First part' }]);
   });
+
+  it('skips the draft of a conversation deleted meanwhile and still writes the others', async () => {
+    const keeper = new DraftKeeper(database.db, createLogger({ level: 'silent' }), INTERVAL_MS);
+    const [gone, kept] = [await owner(), await owner()];
+    const [goneDraft, keptDraft] = [keeper.start(gone), keeper.start(kept)];
+    goneDraft.grow('about to vanish');
+    keptDraft.grow('still here');
+    await database.db.deleteFrom('sessions').where('id', '=', gone.sessionId).execute();
+    await sleep(INTERVAL_MS * 1.6);
+    expect(await goneDraft.settled()).toBeNull();
+    const id = await keptDraft.settled();
+    expect(await draftsOf(kept.sessionId)).toMatchObject([{ id, content: 'still here' }]);
+  });
 });

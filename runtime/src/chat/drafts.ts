@@ -128,20 +128,24 @@ export class DraftKeeper {
       }));
     const rewritten = batch.filter(({ entry }) => entry.written).map(({ entry, text }) => ({ id: entry.id, content: text }));
     try {
-      // The rows travel as one JSON parameter each way, so a batch of any size is one statement of fixed shape.
-      await sql`
+      // The rows travel as one JSON parameter each way, so a batch of any size is one statement of fixed shape. A
+      // conversation deleted meanwhile (its tenant erased) gets no draft, and does not fail the others' writes.
+      const { rows } = await sql<{ id: string }>`
         with fresh as (
           insert into messages (id, tenant_id, session_id, run_id, subject, role, content, model, metadata)
           select d.id, d.tenant_id, d.session_id, d.run_id, d.subject, 'assistant', d.content, d.model, ${JSON.stringify(metadata)}::jsonb
           from jsonb_to_recordset(${JSON.stringify(fresh)}::jsonb)
             as d(id uuid, tenant_id uuid, session_id uuid, run_id text, subject text, model text, content text)
+          where exists (select 1 from sessions where sessions.id = d.session_id)
+          returning id
         ), rewritten as (
           update messages set content = d.content
           from jsonb_to_recordset(${JSON.stringify(rewritten)}::jsonb) as d(id uuid, content text)
           where messages.id = d.id
         )
-        select 1`.execute(this.db);
-      for (const { entry } of batch) entry.written = true;
+        select id from fresh`.execute(this.db);
+      const inserted = new Set(rows.map((row) => row.id));
+      for (const { entry } of batch) if (entry.written || inserted.has(entry.id)) entry.written = true;
     } catch (error) {
       this.logger.warn({ err: error, drafts: batch.length }, 'could not save the drafts of answers being streamed');
       // Offered again at the next tick, unless newer text came meanwhile or the step was settled.
