@@ -36,3 +36,12 @@ export function untextualFields(value: unknown, where: string): FieldProblem[] {
   visit(value, [], 0);
   return problems;
 }
+
+/**
+ * Text from outside that we keep rather than refuse (a model's answer): each NUL and lone surrogate becomes U+FFFD,
+ * the replacement character, so the rest can be stored and shown as it came.
+ */
+export function storableText(text: string): string {
+  if (!text.includes(NUL) && text.isWellFormed()) return text;
+  return text.replaceAll(NUL, '\uFFFD').toWellFormed();
+}

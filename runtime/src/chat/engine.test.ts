@@ -346,6 +346,19 @@ describe('TurnEngine', () => {
     expect(quick.heldRuns).toBe(0);
   });
 
+  it('keeps a provider\'s text that holds NUL or a lone surrogate, as U+FFFD, instead of failing the run', async () => {
+    models.push([
+      { type: 'text-delta', text: 'a\u0000b' },
+      { type: 'text-delta', text: ' c\ud800d' },
+      { type: 'finish', finishReason: 'stop', usage: { inputTokens: 1, outputTokens: 2 } },
+    ]);
+    const turn = await startTurn('Say something odd');
+    const frames = await framesOf(turn);
+    expect(terminal(frames)).toMatchObject({ type: 'done', content: 'a\uFFFDb c\uFFFDd' });
+    expect(frames.filter((frame) => frame.type === 'token').map((frame) => (frame as { text: string }).text)).toEqual(['a\uFFFDb', ' c\uFFFDd']);
+    expect((await messagesOf(turn.sessionId)).at(-1)).toMatchObject({ role: 'assistant', content: 'a\uFFFDb c\uFFFDd' });
+  });
+
   it('the scripted model ends an aborted stream as a real adapter does', async () => {
     const controller = new AbortController();
     const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });

@@ -5,6 +5,7 @@
 import { AppError } from '@agentplane/lib/errors';
 import { LogClosedError, type EventBus } from '@agentplane/lib/events/port';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
+import { storableText } from '@agentplane/lib/http/text';
 import type { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Effort } from '@agentplane/lib/permissions';
@@ -439,10 +440,14 @@ export class TurnEngine {
       })) {
         if (part.type === 'text-delta') {
           if (part.text === '') continue;
-          text += part.text;
-          await tokens.send({ type: 'token', text: part.text });
+          // A provider's text may hold what no store takes (NUL, a lone surrogate): kept, as U+FFFD.
+          const piece = storableText(part.text);
+          text += piece;
+          await tokens.send({ type: 'token', text: piece });
           draft.grow(text);
-        } else if (part.type === 'tool-call') calls.push(part.call);
+        } else if (part.type === 'tool-call') {
+          calls.push({ ...part.call, name: storableText(part.call.name), arguments: storableText(part.call.arguments) });
+        }
         else if (part.type === 'finish') {
           finishReason = part.finishReason;
           usage = part.usage;

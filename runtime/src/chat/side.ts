@@ -2,6 +2,7 @@
 // for the person. They read the conversation but never write to it (the title aside) and never reach the agent.
 // Their model calls count against the project's limits and are recorded in usage like any other.
 import type { Kysely } from 'kysely';
+import { storableText } from '@agentplane/lib/http/text';
 import type { Logger } from '@agentplane/lib/logging';
 import { effectivePermission } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
@@ -78,7 +79,7 @@ export class SideGenerations {
         ],
       });
       await this.deps.usage.record({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, model: turn.model, price: turn.price, limits: turn.limits, usage: result.usage, purpose: 'title' });
-      const title = result.text.split('\n')[0]!.replace(/^["'\s]+|["'\s.]+$/g, '').slice(0, 200);
+      const title = storableText(result.text.split('\n')[0]!.replace(/^["'\s]+|["'\s.]+$/g, '').slice(0, 200));
       if (title === '') return;
       // Only if still untitled: a title the caller set meanwhile stands.
       await this.deps.db.updateTable('sessions').set({ title }).where('id', '=', turn.sessionId).where('title', '=', '').execute();
