@@ -446,7 +446,8 @@ export class TurnEngine {
           await tokens.send({ type: 'token', text: piece });
           draft.grow(text);
         } else if (part.type === 'tool-call') {
-          calls.push({ ...part.call, name: storableText(part.call.name), arguments: storableText(part.call.arguments) });
+          const { id, name, arguments: args } = part.call;
+          calls.push({ id: storableText(id), name: storableText(name), arguments: storableText(args) });
         }
         else if (part.type === 'finish') {
           finishReason = part.finishReason;
