@@ -74,7 +74,8 @@ export interface KubernetesOptions {
 /** The fake node Pods are scheduled on; kwok plays its kubelet. */
 export const fakeNodeName = 'kwok-node-0';
 
-const serviceClusterIpRange = '10.0.0.0/24';
+// Room for a Service per Project of a 1,000-Project benchmark (a /24 ran out at 254).
+const serviceClusterIpRange = '10.96.0.0/16';
 const podCidr = '10.244.0.1/16';
 const fakeNodeIp = '10.240.0.10';
 const adminUser = 'agentplane-test-admin';
@@ -322,7 +323,7 @@ function writePki(dir: string): Pki {
       'basicConstraints = critical,CA:FALSE',
       'keyUsage = critical,digitalSignature,keyEncipherment',
       'extendedKeyUsage = serverAuth',
-      'subjectAltName = IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1',
+      'subjectAltName = IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1',
       'authorityKeyIdentifier = keyid',
       '',
     ].join('\n'),
@@ -385,7 +386,8 @@ function httpsGet(url: string, ca: string | null, token: string | null): Promise
 
 /** The fake node kwok manages (it selects on the annotation); the API server accepts a Node's status on create. */
 function fakeNode(): k8s.V1Node {
-  const resources = { cpu: '32', memory: '256Gi', pods: '1000' };
+  // Room for the Pods of a 1,000-Project benchmark beside the 1,000 Deployments of its baseline.
+  const resources = { cpu: '64', memory: '512Gi', pods: '4000' };
   return {
     apiVersion: 'v1',
     kind: 'Node',
