@@ -386,8 +386,9 @@ function httpsGet(url: string, ca: string | null, token: string | null): Promise
 
 /** The fake node kwok manages (it selects on the annotation); the API server accepts a Node's status on create. */
 function fakeNode(): k8s.V1Node {
-  // Room for the Pods of a 1,000-Project benchmark beside the 1,000 Deployments of its baseline.
-  const resources = { cpu: '64', memory: '512Gi', pods: '4000' };
+  // Room for the Pods of a 1,000-Project benchmark beside the 1,000 Deployments of its baseline: each runtime Pod
+  // requests 250m of CPU and 256Mi (the chart's defaults), so 64 cores held only 256 of them.
+  const resources = { cpu: '1000', memory: '1Ti', pods: '4000' };
   return {
     apiVersion: 'v1',
     kind: 'Node',
