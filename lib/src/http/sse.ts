@@ -32,13 +32,13 @@ export interface SseWriter {
   end(): void;
 }
 
-/** Starts an event stream on `res` (status 200) and returns its writer. */
 /**
  * Why a writer's signal aborts (the client left, or the stream ended): one shared reason, because the default, an
  * AbortError, captures a stack trace on every stream and nobody reads it.
  */
 const WRITER_CLOSED = Object.freeze(new Error('the event stream is closed'));
 
+/** Starts an event stream on `res` (status 200) and returns its writer. */
 export function openSse(req: Request, res: Response, options: SseOptions = {}): SseWriter {
   const controller = new AbortController();
   res.status(200);

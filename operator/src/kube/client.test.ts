@@ -1,10 +1,10 @@
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Socket } from 'node:net';
-import { selfSignedCertificate } from '@agentplane/test/harness/tls';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withCallDeadline } from '@agentplane/lib/kubernetes/kube-config';
+import { selfSignedCertificate } from '@agentplane/test/harness/tls';
 import { KubeClient } from './client.js';
 
 describe('API calls against an API server that never answers', () => {

@@ -62,7 +62,7 @@ describe('DraftKeeper', () => {
       const id = await drafts[i]!.settled();
       expect(await draftsOf(who.sessionId)).toEqual([{ id, role: 'assistant', content: `step ${i} says more`, metadata: { incomplete: true, draft: true } }]);
     }
-    expect(keeper.waiting).toBe(0);
+    expect(keeper.open).toBe(0);
   });
 
   it('keeps text offered after a write for the next one, and settling drops what was not written yet', async () => {

@@ -53,8 +53,8 @@ export class DraftKeeper {
     private readonly intervalMs: number,
   ) {}
 
-  /** Drafts with text waiting for a write (tests and metrics). */
-  get waiting(): number {
+  /** Drafts offered text and not settled yet, written or not (tests and metrics). */
+  get open(): number {
     return this.entries.size;
   }
 

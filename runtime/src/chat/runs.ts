@@ -110,14 +110,9 @@ export class RunStore {
   }
 
   /**
-   * Extends the lease, and reads what others asked of the run meanwhile (a cancel or steer whose notice was missed).
-   * Undefined when the run is no longer this process's to run (finished, or swept as lost).
+   * Extends the leases of these runs, and reads what others asked of each meanwhile (a cancel or steer whose notice
+   * was missed). A run missing from the answer is no longer this process's to run (finished, or swept as lost).
    */
-  async renew(runId: string): Promise<{ cancelRequested: boolean; steerWaiting: boolean } | undefined> {
-    return (await this.renewAll([runId])).get(runId);
-  }
-
-  /** `renew` for many runs in one statement: the runs still this process's, by id; the others are missing. */
   async renewAll(runIds: string[]): Promise<Map<string, { cancelRequested: boolean; steerWaiting: boolean }>> {
     const renewed = new Map<string, { cancelRequested: boolean; steerWaiting: boolean }>();
     // A thousand ids a statement keeps each one's parameters far below PostgreSQL's limit of 65,535.
