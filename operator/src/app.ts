@@ -7,16 +7,19 @@ import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
 import { errorMessage } from '@agentplane/lib/errors';
 import { withCallDeadline } from '@agentplane/lib/kubernetes/kube-config';
+import { LABELS } from '@agentplane/lib/kubernetes/resources';
 import type { Logger } from '@agentplane/lib/logging';
 import { listen } from '@agentplane/lib/program';
 import type { OperatorConfig } from './config.js';
-import { parseKey } from './controllers/keys.js';
+import { objectKey, parseKey } from './controllers/keys.js';
 import { projectController, type Controller } from './controllers/project.js';
 import { tenantController } from './controllers/tenant.js';
 import { KubeClient, NotLeaderError } from './kube/client.js';
+import { OwnedObjectCache } from './kube/owned.js';
 import { LeaderElector } from './leader.js';
 import { createOperatorMetrics, type OperatorMetrics } from './metrics.js';
 import { WorkQueue, type ReconcileReport } from './queue.js';
+import { PROJECT_OBJECT_KINDS } from './resources/index.js';
 import { ProjectDatabases } from './reconcilers/project/database.js';
 import { ProjectReconciler } from './reconcilers/project/index.js';
 import { TenantReconciler } from './reconcilers/tenant/index.js';
@@ -71,7 +74,14 @@ export function createOperator(deps: OperatorDeps): Operator {
 
   let queue: WorkQueue;
   const metrics = createOperatorMetrics(() => queue?.depth ?? 0);
-  const connection = new KubeClient(kubeConfig);
+  const enqueue = (key: string) => queue.add(key);
+  // What the operator made, watched: the reconcilers read it from here. A runtime Deployment's changes (its
+  // availability) wake its Project at once; so does any owned object's deletion, which the Project puts back.
+  const owned = new OwnedObjectCache(kubeConfig, [{ apiVersion: 'v1', kind: 'Namespace', plural: 'namespaces' }, ...PROJECT_OBJECT_KINDS], logger, (kind, object, event) => {
+    const project = object.metadata?.labels?.[LABELS.project];
+    if (project && (kind === 'Deployment' || event === 'delete')) enqueue(objectKey('Project', project));
+  });
+  const connection = new KubeClient(kubeConfig, { cache: owned, onRead: (kind) => metrics.reads.inc({ kind }) });
   // Every write, to the API server, a project runtime or the database server, is made only while leading.
   const mayWrite = () => {
     if (!isLeader()) throw new NotLeaderError();
@@ -90,7 +100,6 @@ export function createOperator(deps: OperatorDeps): Operator {
   const databases = pool && adminUrl ? new ProjectDatabases({ pool, adminUrl, databaseHost: config.stores.databaseHost, logger, mayWrite }) : undefined;
   const runtime = (deps.runtimeClient ?? new RuntimeClient()).withOptions({ mayWrite });
 
-  const enqueue = (key: string) => queue.add(key);
   const tenants = tenantController({ kubeConfig, kube, reconciler: new TenantReconciler({ kube, config, logger, runtime }), enqueue, logger });
   const projects = projectController({
     kubeConfig,
@@ -101,7 +110,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     logger,
   });
   const controllers: Record<'Project' | 'Tenant', Controller> = { Project: projects, Tenant: tenants };
-  const watches = [...projects.watches, ...tenants.watches];
+  const watches = [...projects.watches, ...tenants.watches, ...owned.watches];
 
   queue = new WorkQueue({
     reconcile: async (key) => {

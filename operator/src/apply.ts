@@ -1,6 +1,6 @@
 // Apply the desired set, then prune (kagent's model, STYLE.md 7). Each desired object carries a hash of itself in
 // an annotation; an object whose stored hash matches is left alone, so a steady state costs reads and no writes.
-// A changed or missing object is server-side applied with our field manager (force: we own these objects). Then
+// Reads come from the watch caches where they can (KubeClient.getCached). A changed or missing object is server-side applied with our field manager (force: we own these objects). Then
 // objects of the project's kinds that carry its labels but are no longer desired are deleted.
 import type * as k8s from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY, SPEC_HASH_ANNOTATION } from '@agentplane/lib/kubernetes/resources';
@@ -41,7 +41,7 @@ export async function applyObjects(kube: KubeClient, desired: readonly k8s.Kuber
   const applied: string[] = [];
   let unchanged = 0;
   for (const object of desired) {
-    const existing = await kube.get({
+    const existing = await kube.getCached({
       apiVersion: object.apiVersion!,
       kind: object.kind!,
       name: object.metadata!.name!,
@@ -68,7 +68,7 @@ export async function pruneObjects(
   const pruned: string[] = [];
   for (const { apiVersion, kind } of kinds) {
     if (kind === 'Namespace') continue;
-    const owned = await kube.list(apiVersion, kind, namespace, ownedSelector(projectName));
+    const owned = await kube.listCached(apiVersion, kind, namespace, ownedSelector(projectName));
     for (const object of owned) {
       const name = object.metadata?.name;
       if (!name || wanted.has(`${kind}/${name}`) || object.metadata?.deletionTimestamp) continue;

@@ -1,6 +1,7 @@
 // The operator's Prometheus metrics (one registry per operator, so tests can run several in one process):
 // reconciles by kind and result, their duration, the queue's depth, and every write to the API server by verb and
-// kind, from which the benchmark reads "writes per reconcile at steady state".
+// kind, from which the benchmark reads "writes per reconcile at steady state", and every read that reached the API
+// server rather than a watch cache.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface OperatorMetrics {
@@ -9,9 +10,12 @@ export interface OperatorMetrics {
   reconcileDuration: Histogram<'kind'>;
   writes: Counter<'verb' | 'kind'>;
   conflicts: Counter<'kind'>;
+  reads: Counter<'kind'>;
   leader: Gauge;
   /** All writes so far, summed over verbs and kinds. */
   writesTotal(): Promise<number>;
+  /** Reads sent to the API server so far, of one kind or summed over kinds. */
+  readsTotal(kind?: string): Promise<number>;
   /** Reconciles so far that ended without error, summed over kinds. */
   reconcilesTotal(kind?: string): Promise<number>;
 }
@@ -44,6 +48,12 @@ export function createOperatorMetrics(queueDepth: () => number): OperatorMetrics
     labelNames: ['kind'] as const,
     registers: [registry],
   });
+  const reads = new Counter({
+    name: 'agentplane_operator_api_reads_total',
+    help: 'Reads (get, list) sent to the Kubernetes API server by the reconcilers, by kind; answers from the watch caches excluded',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
   new Gauge({
     name: 'agentplane_operator_queue_depth',
     help: 'Objects waiting in the work queue for a reconcile',
@@ -63,8 +73,10 @@ export function createOperatorMetrics(queueDepth: () => number): OperatorMetrics
     reconcileDuration,
     writes,
     conflicts,
+    reads,
     leader,
     writesTotal: () => sum(writes),
+    readsTotal: (kind) => sum(reads, (labels) => kind === undefined || labels.kind === kind),
     reconcilesTotal: (kind) => sum(reconciles, (labels) => labels.result !== 'error' && (kind === undefined || labels.kind === kind)),
   };
 }

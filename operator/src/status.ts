@@ -61,6 +61,9 @@ const plain = <T>(value: T): T => JSON.parse(JSON.stringify(value ?? {})) as T;
 
 /**
  * Applies `mutators` to the object's status and writes it if that changed anything; null when the object is gone.
+ * `read` is the object as the caller's pass read it, if it did: the first attempt starts from it instead of a read
+ * of its own (only the leading operator writes these statuses, so it lacks nothing but this pass's own writes, and a
+ * write from a stale copy is refused with 409 and retried from a fresh read).
  */
 export async function writeStatus<K extends CustomKind>(
   kube: KubeClient,
@@ -68,10 +71,11 @@ export async function writeStatus<K extends CustomKind>(
   name: string,
   namespace: string | undefined,
   mutators: ReadonlyArray<StatusMutator<K>>,
+  read?: ObjectOf<K>,
 ): Promise<StatusWriteResult<K> | null> {
   let conflicts = 0;
   for (let attempt = 1; ; attempt += 1) {
-    const object = (await kube.getCustom(kind, name, namespace)) as ObjectOf<K> | null;
+    const object = attempt === 1 && read ? read : ((await kube.getCustom(kind, name, namespace)) as ObjectOf<K> | null);
     if (!object) return null;
     const before = plain(object.status) as StatusOf<K>;
     const after = plain(before);

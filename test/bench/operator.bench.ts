@@ -4,7 +4,7 @@
 // same run: 100 bare Deployments created straight through the client and awaited to Available (what the platform
 // itself takes, with no operator), and an idle Node process with the operator's modules loaded, for memory.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
@@ -14,7 +14,7 @@ import { API_VERSION, GROUP, PROJECTS, VERSION, type Project } from '@agentplane
 import { eventually } from '../harness/eventually.js';
 import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../harness/kubernetes.js';
 import { postgresBinaries, startPostgres } from '../harness/postgres.js';
-import { freePort, typeScriptNodeArgs } from '../harness/process.js';
+import { freePort } from '../harness/process.js';
 import { installCrds, OPERATOR_NAMESPACE, prepareCluster, RUNTIME_CLUSTER_ROLE } from '../operator/fixture.js';
 import { finishTable, percentile, Teardown, type BenchReport, type Table } from './measure.js';
 
@@ -26,8 +26,11 @@ const STEADY_WINDOW_MS = 3 * RESYNC_SECONDS * 1000 + 2000;
 /** How long the bench waits for every one to be ready (`BENCH_OPERATOR_READY_MINUTES`, default 15). */
 const READY_TIMEOUT_MS = Number(process.env.BENCH_OPERATOR_READY_MINUTES ?? 15) * 60_000;
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+/** The compiled operator, as the image runs it (`node operator/dist/main.js`). */
+const OPERATOR_MAIN = 'operator/dist/main.js';
 
 export async function run(): Promise<BenchReport> {
+  if (!existsSync(`${repoRoot}/${OPERATOR_MAIN}`)) throw new Error('the benchmark runs the compiled operator: run `npm run build` first');
   const binaries = kubernetesBinaries();
   const pgBinaries = postgresBinaries();
   if (!binaries || !pgBinaries) return { name: 'operator', tables: [], skipped: ['operator: Kubernetes or PostgreSQL binaries missing (bash hack/test-deps.sh)'] };
@@ -96,10 +99,11 @@ export async function run(): Promise<BenchReport> {
         { key: 'reconciles', label: 'reconciles' },
         { key: 'writes', label: 'writes' },
         { key: 'writesPerReconcile', label: 'writes/reconcile' },
+        { key: 'readsPerReconcile', label: 'API reads/reconcile' },
         { key: 'apiRequestsPerProjectPerResync', label: 'API requests per Project per resync' },
       ],
       rows: [{ case: `${STEADY_WINDOW_MS / 1000} s of resyncs every ${RESYNC_SECONDS} s`, impl: 'ours', figures: steady }],
-      note: 'Every write to the API server (objects and status) counted by the operator itself; the goal is 0.',
+      note: 'Every write to the API server (objects and status) counted by the operator itself; the goal is 0. API reads: the reconcilers\' gets and lists that reached the API server rather than a watch cache.',
     };
     const memoryTable: Table = finishTable({
       title: 'operator: memory',
@@ -230,10 +234,11 @@ async function steadyState(metricsUrl: string): Promise<Record<string, number>> 
   const after = await counters(metricsUrl);
   const reconciles = after.reconciles - before.reconciles;
   const writes = after.writes - before.writes;
-  return { reconciles, writes, writesPerReconcile: reconciles === 0 ? Number.NaN : writes / reconciles };
+  const per = (count: number) => (reconciles === 0 ? Number.NaN : count / reconciles);
+  return { reconciles, writes, writesPerReconcile: per(writes), readsPerReconcile: per(after.reads - before.reads) };
 }
 
-async function counters(metricsUrl: string): Promise<{ reconciles: number; writes: number }> {
+async function counters(metricsUrl: string): Promise<{ reconciles: number; writes: number; reads: number }> {
   const text = await (await fetch(metricsUrl)).text();
   const sum = (metric: string, filter: (line: string) => boolean = () => true) =>
     text
@@ -243,11 +248,12 @@ async function counters(metricsUrl: string): Promise<{ reconciles: number; write
   return {
     reconciles: sum('agentplane_operator_reconciles_total', (line) => !line.includes('result="error"')),
     writes: sum('agentplane_operator_writes_total'),
+    reads: sum('agentplane_operator_api_reads_total'),
   };
 }
 
 function startOperatorProcess(cluster: KubernetesCluster, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [...typeScriptNodeArgs, 'operator/src/main.ts'], {
+  const child = spawn(process.execPath, [OPERATOR_MAIN], {
     cwd: repoRoot,
     env: {
       PATH: process.env.PATH,
@@ -285,17 +291,16 @@ function processMemory(pid: number): Record<string, number> {
 }
 
 /**
- * The same Node with the same TypeScript loader and the operator's whole module graph loaded (client-node, pg,
- * prom-client), doing nothing: what the operator's code costs before it watches or reconciles anything. Its heap is
+ * The same Node with the compiled operator's whole module graph loaded (client-node, pg, prom-client), doing nothing: what the operator's code costs before it watches or reconciles anything. Its heap is
  * read by the process itself, as prom-client's nodejs_heap_size_used_bytes reads the operator's.
  */
 async function idleProcessMemory(): Promise<Record<string, number>> {
   const script = [
-    "await import('./operator/src/app.ts');",
+    "await import('./operator/dist/app.js');",
     'setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 3000);',
     'setInterval(() => {}, 1000);',
   ].join(' ');
-  const child = spawn(process.execPath, [...typeScriptNodeArgs, '--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));

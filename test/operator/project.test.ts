@@ -159,7 +159,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
     expect(await env.admin.kube.get({ apiVersion: 'v1', kind: 'LimitRange', name: 'container-defaults', namespace })).toBeNull();
   });
 
-  it('makes no writes at steady state, over several resyncs', async () => {
+  it('makes no writes at steady state, and reads only the reconciled objects themselves from the API server', async () => {
     const tenant = await env.admin.createTenant('alpha', namespaceOf('alpha'), { default_model: 'model-a' });
     await waitForCondition(() => env.admin.tenant(namespaceOf('alpha'), tenant.metadata.name), 'Ready', 'True');
     const steady = await startOperator(env.cluster, env.config({ ...sharedStores, RESYNC_SECONDS: '1', LEADER_ELECTION_LEASE: 'steady-state' }), { runtimeClient: env.runtimeClient });
@@ -168,13 +168,43 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
       await eventually(async () => (await steady.metrics.reconcilesTotal('Project')) >= 1, { what: 'a first reconcile' });
       const writesBefore = await steady.metrics.writesTotal();
       const reconcilesBefore = await steady.metrics.reconcilesTotal();
+      const readsBefore = await steady.metrics.readsTotal();
+      const customReadsBefore = (await steady.metrics.readsTotal('Project')) + (await steady.metrics.readsTotal('Tenant'));
       // Every resync reconciles the Project and its Tenant again.
       await eventually(async () => (await steady.metrics.reconcilesTotal()) >= reconcilesBefore + 8, { what: 'several resyncs', timeoutMs: 30_000 });
       expect(await steady.metrics.writesTotal()).toBe(writesBefore);
       expect(writesBefore).toBe(0);
+      // The namespace, the Secret, the Deployment and the other owned objects come from the watch caches: a steady
+      // pass reads its Project (and a Tenant pass its Tenant and Project) fresh, and nothing else.
+      const reconciles = (await steady.metrics.reconcilesTotal()) - reconcilesBefore;
+      const reads = (await steady.metrics.readsTotal()) - readsBefore;
+      const customReads = (await steady.metrics.readsTotal('Project')) + (await steady.metrics.readsTotal('Tenant')) - customReadsBefore;
+      expect(reads).toBe(customReads);
+      expect(reads).toBeLessThanOrEqual(2 * reconciles + 2);
     } finally {
       await steady.stop();
     }
+  });
+
+  it('puts back an object someone deletes at once, without waiting for a resync', async () => {
+    // An operator that resyncs once an hour, settled: only the deletion's watch event can bring the Project back.
+    await operator.stop();
+    operator = await startOperator(env.cluster, env.config({ ...sharedStores, RESYNC_SECONDS: '3600' }), { runtimeClient: env.runtimeClient });
+    await eventually(async () => (await operator.metrics.reconcilesTotal('Project')) >= 1 && operator.queue.depth === 0, { what: 'a settled operator' });
+    const namespace = namespaceOf('alpha');
+    const policies = await env.admin.kube.list('networking.k8s.io/v1', 'NetworkPolicy', namespace, `${LABELS.project}=alpha`);
+    expect(policies.length).toBeGreaterThan(0);
+    const victim = policies[0]!;
+    await env.admin.kube.delete({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', name: victim.metadata!.name!, namespace });
+    const restored = await eventually(
+      async () => {
+        const found = await env.admin.kube.get({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', name: victim.metadata!.name!, namespace });
+        return found && found.metadata?.uid !== victim.metadata?.uid ? found : false;
+      },
+      { what: 'the NetworkPolicy back', timeoutMs: 30_000 },
+    );
+    expect(restored.metadata?.labels?.[LABELS.project]).toBe('alpha');
+    expect(restored.metadata?.annotations?.[SPEC_HASH_ANNOTATION]).toBe(victim.metadata?.annotations?.[SPEC_HASH_ANNOTATION]);
   });
 
   it("refuses a namespace the Project cannot have, and leaves it standing when the Project goes", async () => {

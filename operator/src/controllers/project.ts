@@ -1,8 +1,7 @@
-// Wires Projects to the work queue: a Project's own changes, and changes to the runtime Deployments the operator
-// made (found by the managed-by label, mapped back by the agentplane.io/project label), so availability changes
-// wake the Project at once.
+// Wires Projects to the work queue: a Project's own changes. (Changes to what the operator made for it, such as its
+// runtime Deployment's availability, wake it through the owned-object cache: ../kube/owned.ts, wired in app.ts.)
 import * as k8s from '@kubernetes/client-node';
-import { GROUP, LABELS, MANAGED_BY, PROJECTS, VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
+import { GROUP, PROJECTS, VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
 import type { Logger } from '@agentplane/lib/logging';
 import type { KubeClient } from '../kube/client.js';
 import { ObjectWatch } from '../kube/watch.js';
@@ -26,8 +25,6 @@ export function projectController(deps: {
   logger: Logger;
 }): Controller {
   const { kubeConfig, kube, enqueue, logger } = deps;
-  const apps = kubeConfig.makeApiClient(k8s.AppsV1Api);
-  const runtimes = `${LABELS.managedBy}=${MANAGED_BY}`;
   const projects = new ObjectWatch<k8s.KubernetesObject>(
     kubeConfig,
     {
@@ -42,22 +39,8 @@ export function projectController(deps: {
     },
     logger,
   );
-  const deployments = new ObjectWatch<k8s.KubernetesObject>(
-    kubeConfig,
-    {
-      name: 'deployments',
-      path: '/apis/apps/v1/deployments',
-      labelSelector: runtimes,
-      list: () => apps.listDeploymentForAllNamespaces({ labelSelector: runtimes }),
-      onChange: (deployment) => {
-        const project = deployment.metadata?.labels?.[LABELS.project];
-        if (project) enqueue(objectKey('Project', project));
-      },
-    },
-    logger,
-  );
   return {
-    watches: [projects, deployments],
+    watches: [projects],
     keys: () => projects.list().map((project) => objectKey('Project', project.metadata!.name!)),
     reconcile: (_namespace, name) => deps.reconciler.reconcile(name),
   };

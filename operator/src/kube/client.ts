@@ -2,10 +2,12 @@
 // client-node's KubernetesObjectApi) and for our own Projects and Tenants (through its CustomObjectsApi, which keeps
 // them plain JSON). A read of something absent answers null; failures become KubeApiError with the HTTP status, so a
 // 409 is recognisable. Every write passes the leadership guard first and is counted, which is how the benchmark and
-// the tests see "zero writes at steady state".
+// the tests see "zero writes at steady state". Reads of objects the operator made may come from its watch caches
+// (getCached, listCached: ./owned.ts); every read that reaches the API server is counted too.
 import * as k8s from '@kubernetes/client-node';
 import { AppError } from '@agentplane/lib/errors';
 import { GROUP, PROJECTS, TENANTS, VERSION, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
+import type { OwnedObjectCache } from './owned.js';
 
 export const FIELD_MANAGER = 'agentplane-operator';
 
@@ -79,6 +81,10 @@ export interface KubeClientOptions {
   onWrite?: (verb: WriteVerb, kind: string) => void;
   /** Called for every 409 the API server answers a write with. */
   onConflict?: (kind: string) => void;
+  /** Called for every read (get or list) sent to the API server; cache hits are not. */
+  onRead?: (kind: string) => void;
+  /** The watch caches getCached and listCached answer from when they can. */
+  cache?: OwnedObjectCache;
 }
 
 export class KubeClient {
@@ -103,7 +109,9 @@ export class KubeClient {
   // -------------------------------------------------------------------------------------------------------------
   // Built-in objects
 
+  /** The object as stored now, from the API server; null when absent. */
   async get<T extends k8s.KubernetesObject>(ref: ObjectRef): Promise<T | null> {
+    this.options.onRead?.(ref.kind);
     try {
       return await this.objects.read<T>({ apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) } });
     } catch (error) {
@@ -113,7 +121,16 @@ export class KubeClient {
     }
   }
 
+  /**
+   * The object from the watch cache when it holds it (possibly one event behind), else from the API server: for an
+   * object the operator made and is about to compare with what it wants.
+   */
+  async getCached<T extends k8s.KubernetesObject>(ref: ObjectRef): Promise<T | null> {
+    return this.options.cache?.get<T>(ref) ?? this.get<T>(ref);
+  }
+
   async list<T extends k8s.KubernetesObject>(apiVersion: string, kind: string, namespace: string | undefined, labelSelector?: string): Promise<T[]> {
+    this.options.onRead?.(kind);
     try {
       const list = await this.objects.list<T>(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector);
       return list.items;
@@ -123,6 +140,11 @@ export class KubeClient {
       if (isNotFound(failure)) return [];
       throw failure;
     }
+  }
+
+  /** Like list, from the watch cache when it can answer (a kind it watches, synced, an equality selector). */
+  async listCached<T extends k8s.KubernetesObject>(apiVersion: string, kind: string, namespace: string | undefined, labelSelector?: string): Promise<T[]> {
+    return this.options.cache?.list<T>(apiVersion, kind, namespace, labelSelector) ?? this.list<T>(apiVersion, kind, namespace, labelSelector);
   }
 
   async create<T extends k8s.KubernetesObject>(object: T): Promise<T> {
@@ -161,6 +183,7 @@ export class KubeClient {
 
   async getCustom<K extends CustomKind>(kind: K, name: string, namespace?: string): Promise<CustomObject<K> | null> {
     const { plural, namespaced } = CUSTOM[kind];
+    this.options.onRead?.(kind);
     try {
       const found = namespaced
         ? await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, plural, namespace: namespace!, name })
@@ -175,6 +198,7 @@ export class KubeClient {
 
   async listCustom<K extends CustomKind>(kind: K, namespace?: string): Promise<CustomObject<K>[]> {
     const { plural } = CUSTOM[kind];
+    this.options.onRead?.(kind);
     try {
       const list = (namespace
         ? await this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural, namespace })

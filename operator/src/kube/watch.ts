@@ -53,6 +53,11 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
     return this.informer.list(namespace);
   }
 
+  /** One object as the watch last saw it, from its cache. */
+  get(name: string, namespace?: string): T | undefined {
+    return this.informer.get(name, namespace);
+  }
+
   private async connect(): Promise<void> {
     const failuresBefore = this.failures;
     await this.informer.start();

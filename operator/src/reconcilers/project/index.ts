@@ -153,7 +153,7 @@ export class ProjectReconciler {
 
   private async ensureNamespace(pass: ProjectPass): Promise<StepOutcome> {
     const { kube, config } = this.deps;
-    const existing = await kube.get<k8s.V1Namespace>({ apiVersion: 'v1', kind: 'Namespace', name: pass.namespace });
+    const existing = await kube.getCached<k8s.V1Namespace>({ apiVersion: 'v1', kind: 'Namespace', name: pass.namespace });
     if (existing?.metadata?.deletionTimestamp) {
       pass.conditions.push({
         type: PROJECT_CONDITIONS.namespaceReady,
@@ -182,7 +182,7 @@ export class ProjectReconciler {
 
   private async ensureDatabase(pass: ProjectPass): Promise<StepOutcome> {
     const { kube, databases } = this.deps;
-    const secret = await kube.get<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace: pass.namespace });
+    const secret = await kube.getCached<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace: pass.namespace });
     pass.secret = secretValues(secret);
     if (!databases) {
       pass.conditions.push({
@@ -240,7 +240,7 @@ export class ProjectReconciler {
   }
 
   private async checkAvailability(pass: ProjectPass): Promise<StepOutcome> {
-    const deployment = await this.deps.kube.get<k8s.V1Deployment>({ apiVersion: 'apps/v1', kind: 'Deployment', name: RUNTIME_NAME, namespace: pass.namespace });
+    const deployment = await this.deps.kube.getCached<k8s.V1Deployment>({ apiVersion: 'apps/v1', kind: 'Deployment', name: RUNTIME_NAME, namespace: pass.namespace });
     const wanted = deployment?.spec?.replicas ?? 1;
     const status = deployment?.status;
     const caughtUp = (status?.observedGeneration ?? 0) >= (deployment?.metadata?.generation ?? 1);
@@ -305,7 +305,7 @@ export class ProjectReconciler {
         status.conditions = setCondition(status.conditions, readyCondition(pass, status.conditions, failure), generation);
         if (pass.applied && !failure) status.observedGeneration = generation;
       },
-    ]);
+    ], project);
   }
 }
 

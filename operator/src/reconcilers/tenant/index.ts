@@ -198,7 +198,7 @@ export class TenantReconciler {
         status.conditions = setCondition(status.conditions, readyOf(status.conditions), generation);
         if (pass.observed) status.observedGeneration = generation;
       },
-    ]);
+    ], tenant);
   }
 
   private async recordRegistrationAttempt(tenant: Tenant): Promise<void> {

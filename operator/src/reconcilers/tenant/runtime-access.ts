@@ -28,7 +28,7 @@ export interface RuntimeAccess {
 export async function runtimeAccess(deps: TenantReconcilerDeps, tenant: Tenant, project: Project | null): Promise<RuntimeAccess> {
   const namespace = tenant.metadata.namespace!;
   const stand = project ?? ({ apiVersion: 'agentplane.io/v1alpha1', kind: 'Project', metadata: { name: tenant.spec.project }, spec: {} } satisfies Project);
-  const secret = await deps.kube.get<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace });
+  const secret = await deps.kube.getCached<k8s.V1Secret>({ apiVersion: 'v1', kind: 'Secret', name: RUNTIME_SECRET_NAME, namespace });
   return { url: project?.status?.runtimeUrl ?? runtimeUrl(stand, deps.config), adminKey: secretValues(secret)['admin-key'] };
 }
 
