@@ -12,10 +12,14 @@ usage() {
 [ $# -ge 1 ] || usage
 program=$1
 shift
+# V8 flags per program. The operator's work comes in bursts of JSON (a hundred Projects at once), after which V8
+# kept young-generation semi-spaces of up to 32 MiB and the old space they promoted into: 2 MiB semi-spaces hold its
+# RSS after a 100-Project burst at 1.2x its idle RSS instead of 2x, at the same pace (docs/benchmarks.md).
+flags=
 case "$program" in
   control-api) main=control-api/dist/main.js ;;
   runtime) main=runtime/dist/main.js ;;
-  operator) main=operator/dist/main.js ;;
+  operator) main=operator/dist/main.js flags=--max-semi-space-size=2 ;;
   migrate) main=runtime/dist/migrate.js ;;
   *) usage ;;
 esac
@@ -26,4 +30,5 @@ if [ ! -f "$main" ]; then
   echo "entrypoint.sh: $main is missing; build it first with 'npm run build'" >&2
   exit 66
 fi
-exec node "$main" "$@"
+# shellcheck disable=SC2086 # flags is a list of words
+exec node $flags "$main" "$@"

@@ -2,12 +2,13 @@
 // scheduler, kwok), each given its own database on a real PostgreSQL. Figures: time from create to Ready (p50, p99),
 // writes per reconcile at steady state (the goal is zero), and the operator's memory. Baselines measured in the
 // same run: 100 bare Deployments created straight through the client and awaited to Available (what the platform
-// itself takes, with no operator), and an idle Node process with the operator's modules loaded, for memory.
+// itself takes, with no operator), and for memory the same operator process, started and idle before the burst.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { API_VERSION, GROUP, PROJECTS, VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
@@ -26,8 +27,9 @@ const STEADY_WINDOW_MS = 3 * RESYNC_SECONDS * 1000 + 2000;
 /** How long the bench waits for every one to be ready (`BENCH_OPERATOR_READY_MINUTES`, default 15). */
 const READY_TIMEOUT_MS = Number(process.env.BENCH_OPERATOR_READY_MINUTES ?? 15) * 60_000;
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-/** The compiled operator, as the image runs it (`node operator/dist/main.js`). */
+/** The compiled operator, as the image runs it: through its entrypoint, with the V8 flags the image uses. */
 const OPERATOR_MAIN = 'operator/dist/main.js';
+const ENTRYPOINT = 'hack/entrypoint.sh';
 
 export async function run(): Promise<BenchReport> {
   if (!existsSync(`${repoRoot}/${OPERATOR_MAIN}`)) throw new Error('the benchmark runs the compiled operator: run `npm run build` first');
@@ -52,7 +54,6 @@ export async function run(): Promise<BenchReport> {
     const baseline = await deploymentsToAvailable(kubeConfig, PROJECT_COUNT);
     const baselinePerObject = (await apiRequestTotal(kubeConfig) - baselineRequests - baseline.ownRequests!) / PROJECT_COUNT;
     delete baseline.ownRequests;
-    const idleNode = await idleProcessMemory();
 
     const port = await freePort();
     const operator = startOperatorProcess(cluster, {
@@ -63,6 +64,9 @@ export async function run(): Promise<BenchReport> {
     teardown.add(() => stopProcess(operator));
     const metricsUrl = `http://127.0.0.1:${port}/metrics`;
     await eventually(async () => (await fetch(`http://127.0.0.1:${port}/ready`)).ok, { what: 'operator ready', timeoutMs: 60_000 });
+    // Idle: watching (nothing yet), serving its metrics, no Project.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const idle = { ...processMemory(operator.pid!), ...(await heapMiB(metricsUrl)) };
 
     const projectRequests = await apiRequestTotal(kubeConfig);
     const ready = await projectsToReady(kubeConfig, PROJECT_COUNT);
@@ -114,7 +118,7 @@ export async function run(): Promise<BenchReport> {
         { key: 'heapTotalMiB', label: 'heap reserved MiB', ratio: true },
       ],
       rows: [
-        { case: 'resident memory', impl: 'operator code loaded, idle', baseline: true, figures: idleNode },
+        { case: 'resident memory', impl: 'operator started, no Project yet', baseline: true, figures: idle },
         { case: 'resident memory', impl: `operator, ${PROJECT_COUNT} Projects (ours)`, figures: memory },
       ],
     });
@@ -253,10 +257,11 @@ async function counters(metricsUrl: string): Promise<{ reconciles: number; write
 }
 
 function startOperatorProcess(cluster: KubernetesCluster, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [OPERATOR_MAIN], {
+  const child = spawn('sh', [ENTRYPOINT, 'operator'], {
     cwd: repoRoot,
     env: {
-      PATH: process.env.PATH,
+      // The node this bench runs on comes first: the entrypoint runs `node`.
+      PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
       KUBECONFIG: cluster.kubeconfigPath,
       OPERATOR_NAMESPACE,
       RUNTIME_CLUSTER_ROLE,
@@ -288,27 +293,6 @@ function processMemory(pid: number): Record<string, number> {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kib = (field: string) => Number(/(\d+) kB/.exec(status.split('\n').find((line) => line.startsWith(`${field}:`)) ?? '')?.[1] ?? Number.NaN);
   return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
-}
-
-/**
- * The same Node with the compiled operator's whole module graph loaded (client-node, pg, prom-client), doing nothing: what the operator's code costs before it watches or reconciles anything. Its heap is
- * read by the process itself, as prom-client's nodejs_heap_size_used_bytes reads the operator's.
- */
-async function idleProcessMemory(): Promise<Record<string, number>> {
-  const script = [
-    "await import('./operator/dist/app.js');",
-    'setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 3000);',
-    'setInterval(() => {}, 1000);',
-  ].join(' ');
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
-  try {
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const usage = await eventually(() => (output.includes('\n') ? (JSON.parse(output) as NodeJS.MemoryUsage) : false), { what: 'the idle process reporting', timeoutMs: 60_000 });
-    return { ...processMemory(child.pid!), heapMiB: usage.heapUsed / 2 ** 20, heapTotalMiB: usage.heapTotal / 2 ** 20 };
-  } finally {
-    await stopProcess(child);
-  }
 }
 
 /** The operator's V8 heap, live and reserved, from its own metrics (prom-client's process.memoryUsage()). */
