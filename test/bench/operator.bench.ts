@@ -116,6 +116,7 @@ export async function run(): Promise<BenchReport> {
         { key: 'peakMiB', label: 'peak RSS MiB', ratio: true },
         { key: 'heapMiB', label: 'heap used MiB', ratio: true },
         { key: 'heapTotalMiB', label: 'heap reserved MiB', ratio: true },
+        { key: 'externalMiB', label: 'external MiB', ratio: true },
       ],
       rows: [
         { case: 'resident memory', impl: 'operator started, no Project yet', baseline: true, figures: idle },
@@ -272,6 +273,8 @@ function startOperatorProcess(cluster: KubernetesCluster, env: Record<string, st
       LOG_FORMAT: 'json',
       // For a look inside while it runs, e.g. `--heapsnapshot-signal=SIGUSR2`.
       ...(process.env.BENCH_OPERATOR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_OPERATOR_NODE_OPTIONS } : {}),
+      // glibc's allocator tuning (MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_, ...), to see where memory outside the heap goes.
+      ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('MALLOC_'))),
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -296,13 +299,13 @@ function processMemory(pid: number): Record<string, number> {
 }
 
 /** The operator's V8 heap, live and reserved, from its own metrics (prom-client's process.memoryUsage()). */
-async function heapMiB(metricsUrl: string): Promise<{ heapMiB: number; heapTotalMiB: number }> {
+async function heapMiB(metricsUrl: string): Promise<{ heapMiB: number; heapTotalMiB: number; externalMiB: number }> {
   const text = await (await fetch(metricsUrl)).text();
   const read = (metric: string) => {
     const line = text.split('\n').find((l) => l.startsWith(`${metric} `));
     return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) / 2 ** 20 : Number.NaN;
   };
-  return { heapMiB: read('nodejs_heap_size_used_bytes'), heapTotalMiB: read('nodejs_heap_size_total_bytes') };
+  return { heapMiB: read('nodejs_heap_size_used_bytes'), heapTotalMiB: read('nodejs_heap_size_total_bytes'), externalMiB: read('nodejs_external_memory_bytes') };
 }
 
 /** Answers `/ready` like a runtime at rest. */

@@ -7,7 +7,6 @@
 import * as k8s from '@kubernetes/client-node';
 import { AppError } from '@agentplane/lib/errors';
 import { GROUP, PROJECTS, TENANTS, VERSION, type Project, type Tenant } from '@agentplane/lib/kubernetes/resources';
-import type { OwnedObjectCache } from './owned.js';
 
 export const FIELD_MANAGER = 'agentplane-operator';
 
@@ -83,8 +82,14 @@ export interface KubeClientOptions {
   onConflict?: (kind: string) => void;
   /** Called for every read (get or list) sent to the API server; cache hits are not. */
   onRead?: (kind: string) => void;
-  /** The watch caches getCached and listCached answer from when they can. */
-  cache?: OwnedObjectCache;
+  /** The watch caches getCached and listCached answer from when they can (./owned.ts). */
+  cache?: ObjectCache;
+}
+
+/** What the client asks of a cache: an object or a list, or undefined when the cache cannot say. */
+export interface ObjectCache {
+  get<T extends k8s.KubernetesObject>(ref: ObjectRef): T | undefined;
+  list<T extends k8s.KubernetesObject>(apiVersion: string, kind: string, namespace: string | undefined, labelSelector?: string): T[] | undefined;
 }
 
 export class KubeClient {

@@ -11,7 +11,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY } from '@agentplane/lib/kubernetes/resources';
 import type { Logger } from '@agentplane/lib/logging';
-import type { ObjectRef } from './client.js';
+import type { ObjectCache, ObjectRef } from './client.js';
 import { ObjectWatch } from './watch.js';
 
 /** One kind the cache watches: where it lives in the API. */
@@ -43,7 +43,7 @@ export function equalitySelector(selector: string | undefined): Array<[string, s
   return pairs;
 }
 
-export class OwnedObjectCache {
+export class OwnedObjectCache implements ObjectCache {
   private readonly byKind = new Map<string, ObjectWatch<k8s.KubernetesObject>>();
 
   constructor(kubeConfig: k8s.KubeConfig, kinds: readonly CachedKind[], logger: Logger, onChange: OwnedChange = () => {}) {
