@@ -202,10 +202,28 @@ describe('hostile input on every operation of both planes', () => {
 
   beforeAll(async () => {
     world = await chatWorld();
-    const token = await world.token({ roles: ['admin'], capabilities: ['chat', 'steer', 'ask_user', 'approvals', 'followups', 'recap', 'system_prompt', 'auto_title'] });
+    const documentCapabilities = ['documents:read', 'documents:write'];
+    const ceiling = world.tenant.configuration.ceiling;
+    const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
+    if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
+    const token = await world.token({
+      roles: ['admin'],
+      capabilities: ['chat', 'steer', 'ask_user', 'approvals', 'followups', 'recap', 'system_prompt', 'auto_title', ...documentCapabilities],
+    });
     const turn = await world.chat(token, { message: 'hello', model: MODEL });
     if (turn.status !== 200) throw new Error(`the seeding turn answered ${turn.status}`);
     const { session_id: sessionId, run_id: runId } = (await turn.json()) as { session_id: string; run_id: string };
+    // A document of this subject, and one still uploading in parts, for the document routes' ids.
+    const document = await world.rt.endUser('/documents', token, { method: 'POST', body: JSON.stringify({ text: 'seed', title: 'seed' }) });
+    if (document.status !== 201) throw new Error(`the seeding document answered ${document.status}`);
+    const { id: documentId } = (await document.json()) as { id: string };
+    const upload = await world.rt.endUser('/documents/presign-upload', token, {
+      method: 'POST',
+      body: JSON.stringify({ filename: 'seed.txt', content_type: 'text/plain', size: 6 * 1024 * 1024, multipart: true }),
+    });
+    if (upload.status !== 201) throw new Error(`the seeding upload answered ${upload.status}`);
+    const { document: uploading } = (await upload.json()) as { document: { id: string } };
+    const documentIdFor = (operation: Operation) => (/presign-parts|complete-upload|abort-upload/.test(operation.path) ? uploading.id : documentId);
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -213,7 +231,8 @@ describe('hostile input on every operation of both planes', () => {
       document: runtimeDocument,
       db: world.rt.runtime.database.db as Kysely<unknown>,
       credentials: { bearer: { authorization: `Bearer ${token}` }, adminKey: { 'x-admin-key': world.rt.adminKey } },
-      pathValues: (_operation, name) => ({ tenant_id: world.tenant.tenantId, session_id: sessionId, id: sessionId, run_id: runId })[name] ?? randomUUID(),
+      pathValues: (operation, name) =>
+        ({ tenant_id: world.tenant.tenantId, session_id: sessionId, id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : sessionId, run_id: runId })[name] ?? randomUUID(),
     });
 
     control = await startTestControl({ AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' });

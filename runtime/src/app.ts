@@ -31,6 +31,9 @@ import { ChatService } from './chat/service.js';
 import { SideGenerations } from './chat/side.js';
 import { UsageRecorder } from './chat/usage.js';
 import { TurnRecords } from './chat/turn-records.js';
+import { registerDocuments } from './documents/feature.js';
+import { documentRoutes } from './documents/routes.js';
+import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
 import type { ModelFactory } from './models/port.js';
 import { Conversations } from './sessions/conversations.js';
@@ -70,6 +73,7 @@ export interface Runtime {
   chat: ChatService;
   engine: TurnEngine;
   runs: RunStore;
+  documents: DocumentService;
   close(): Promise<void>;
 }
 
@@ -164,6 +168,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
+    const documents = new DocumentService(database.db, blobs, { logger });
+    registerDocuments(features, documents);
     const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, records, engine, limiter, logger });
 
     const { app, openapi } = createHttpApp({
@@ -180,6 +186,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...narrowingRoutes(narrowing),
         ...chatRoutes(chat, side),
         ...sessionRoutes(sessions, lifecycle.drainSignal),
+        ...documentRoutes(documents),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {
@@ -231,6 +238,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       chat,
       engine,
       runs,
+      documents,
       async close() {
         for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));
       },

@@ -95,10 +95,22 @@ describe('runtime service routes', () => {
         'DELETE /chat/sessions/{id}/messages/{message_id}/feedback',
         'GET /chat/sessions/{session_id}/events',
         'GET /chat/feedback',
+        'GET /documents',
+        'POST /documents',
+        'POST /documents/presign-upload',
+        'POST /documents/{id}/presign-parts',
+        'POST /documents/{id}/complete-upload',
+        'POST /documents/{id}/abort-upload',
+        'GET /documents/{id}',
+        'PATCH /documents/{id}',
+        'DELETE /documents/{id}',
+        'GET /documents/{id}/download-url',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);
     expect(doc.paths['/tenants']!.post!.requestBody).toBeDefined();
+    // A route that takes a small file inline documents both its JSON body and its form.
+    expect(Object.keys((doc.paths['/documents']!.post!.requestBody as { content: Record<string, unknown> }).content).sort()).toEqual(['application/json', 'multipart/form-data']);
     expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
     const schemas = ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue'];
     for (const name of [...schemas, 'TenantConfiguration', 'TenantConfigurationOut', 'CapabilityCeiling', 'Capabilities', 'TokenRequest', 'TokenResponse']) {

@@ -433,7 +433,7 @@ async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>):
   }
 }
 
-async function openStreamsTable(): Promise<Table> {
+export async function openStreamsTable(): Promise<Table> {
   const rows: Row[] = [];
   for (const streams of OPEN_STREAMS) {
     // Every stream is still open when the last one has opened: the answer outlasts the time to open them all.
@@ -490,7 +490,7 @@ async function openStreamsTable(): Promise<Table> {
   });
 }
 
-async function retentionTable(setup: string, env: Record<string, string>): Promise<Table> {
+export async function retentionTable(setup: string, env: Record<string, string>): Promise<Table> {
   const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
   try {
     const result = await runProbe<RetentionResult>({ probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16, env });

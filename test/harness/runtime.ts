@@ -108,7 +108,8 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
     endUser(path, token, init = {}) {
       const headers = new Headers(init.headers);
       headers.set('authorization', `Bearer ${token}`);
-      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      // Text is sent as JSON unless said otherwise; a form carries its own type (with its boundary).
+      if (typeof init.body === 'string' && !headers.has('content-type')) headers.set('content-type', 'application/json');
       return fetch(`${url}${path}`, { ...init, headers });
     },
     async stop() {

@@ -5,6 +5,7 @@ import express, { type Request, type Response, type Router } from 'express';
 import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { AppError, ValidationError, type FieldProblem } from '../errors.js';
+import { isMultipart, readMultipart, type MultipartSpec, type UploadedFile } from './multipart.js';
 import { untextualFields } from './text.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -24,6 +25,8 @@ export interface RouteInput<P, Q, B> {
   params: P;
   query: Q;
   body: B;
+  /** A `multipart/form-data` request to a route that takes one: its text fields (checked by `multipart.fields`) and its file. */
+  form?: { fields: unknown; file: UploadedFile | undefined };
   req: Request;
   res: Response;
 }
@@ -48,6 +51,11 @@ export interface RouteDefinition<
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * The route also takes a `multipart/form-data` body: one file part and text fields. The handler then gets `form`
+   * (and `body` is `{}`): the fields checked by `fields`, like a JSON body, after the route's authorization.
+   */
+  multipart?: MultipartSpec & { fields: z.ZodType };
   responses: Record<number, ResponseSpec>;
   /**
    * Runs after the credential and the path parameters are checked and before the query and body are: authorizes
@@ -164,14 +172,25 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
         const params = parsePart(route.params, req.params, 'path');
         if (route.authorize) await route.authorize({ params, req, res });
         if (res.locals[BODY_ERROR] !== undefined) throw res.locals[BODY_ERROR];
-        // express.json() leaves other media types unparsed; without this check their body would pass as `{}`.
-        if (route.body && hasBody(req) && !req.is('application/json')) {
-          throw new AppError('unsupported_media_type', 'request body must be JSON, sent with Content-Type: application/json');
+        const query = parsePart(route.query, req.query, 'query');
+        let form: RouteInput<unknown, unknown, unknown>['form'];
+        if (route.multipart && isMultipart(req)) {
+          const read = await readMultipart(req, route.multipart);
+          form = { fields: parsePart(route.multipart.fields, read.fields, 'body'), file: read.file };
+        } else if (route.body && hasBody(req) && !req.is('application/json')) {
+          // express.json() leaves other media types unparsed; without this check their body would pass as `{}`.
+          throw new AppError(
+            'unsupported_media_type',
+            route.multipart
+              ? 'request body must be JSON (Content-Type: application/json) or a form (Content-Type: multipart/form-data)'
+              : 'request body must be JSON, sent with Content-Type: application/json',
+          );
         }
         const input = {
           params,
-          query: parsePart(route.query, req.query, 'query'),
-          body: parsePart(route.body, req.body ?? {}, 'body'),
+          query,
+          body: form ? {} : parsePart(route.body, req.body ?? {}, 'body'),
+          ...(form ? { form } : {}),
           req,
           res,
         };
@@ -266,11 +285,25 @@ export function openApiPaths(routes: RouteDefinition[]): ZodOpenApiPathsObject {
         : {}),
       // A body whose every field is optional may be left out (it is read as `{}`); any other is required.
       ...(route.body
-        ? { requestBody: { required: !route.body.safeParse({}).success, content: { 'application/json': { schema: route.body } } } }
+        ? {
+            requestBody: {
+              required: !route.body.safeParse({}).success,
+              content: {
+                'application/json': { schema: route.body },
+                ...(route.multipart ? { 'multipart/form-data': { schema: formSchema(route.multipart) } } : {}),
+              },
+            },
+          }
         : {}),
       responses: responses as ZodOpenApiOperationObject['responses'],
     };
     paths[route.path] = { ...paths[route.path], [route.method]: operation };
   }
   return paths;
+}
+
+/** A form's OpenAPI schema: its text fields and its file part, as binary. */
+function formSchema(spec: NonNullable<RouteDefinition['multipart']>): z.ZodType {
+  const file = z.string().meta({ format: 'binary', description: `The file, at most ${spec.maxFileBytes} bytes` });
+  return spec.fields instanceof z.ZodObject ? spec.fields.extend({ [spec.file]: file }) : z.object({ [spec.file]: file });
 }

@@ -130,8 +130,10 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       const key = `${namespace()}missing`;
       await expect(store().get(key)).rejects.toMatchObject({ kind: 'not_found' });
       expect(await store().exists(key)).toBe(false);
-      await store().put(key, 'now here');
+      expect(await store().head(key)).toBeNull();
+      await store().put(key, 'now here', { contentType: 'text/plain' });
       expect(await store().exists(key)).toBe(true);
+      expect(await store().head(key)).toEqual({ size: 8, contentType: 'text/plain' });
     });
 
     it('deletes idempotently', async () => {

@@ -92,6 +92,16 @@ export class FsBlobStore implements BlobStore {
     return { body: handle.createReadStream(), size: info.size, contentType };
   }
 
+  async head(key: string): Promise<{ size: number; contentType: string | undefined } | null> {
+    assertBlobKey(key);
+    const info = await stat(this.objectPath(key)).catch((error: unknown) => {
+      if (isMissing(error)) return null;
+      throw error;
+    });
+    if (!info?.isFile()) return null;
+    return { size: info.size, contentType: await this.readContentType(key) };
+  }
+
   async exists(key: string): Promise<boolean> {
     assertBlobKey(key);
     const info = await stat(this.objectPath(key)).catch((error: unknown) => {

@@ -23,6 +23,8 @@ export interface BlobStore {
   /** Throws `not_found` when the key does not exist. The body must be consumed or destroyed. */
   get(key: string): Promise<StoredBlob>;
   exists(key: string): Promise<boolean>;
+  /** The object's size and content type without its bytes; null when the key does not exist. */
+  head(key: string): Promise<{ size: number; contentType: string | undefined } | null>;
   /** Succeeds whether or not the key exists. */
   delete(key: string): Promise<void>;
   /**

@@ -102,6 +102,17 @@ export class S3BlobStore implements BlobStore {
     return { body, size: response.ContentLength ?? 0, contentType: response.ContentType };
   }
 
+  async head(key: string): Promise<{ size: number; contentType: string | undefined } | null> {
+    assertBlobKey(key);
+    try {
+      const response = await this.send('head', () => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.root + key })), key);
+      return { size: response.ContentLength ?? 0, contentType: response.ContentType };
+    } catch (error) {
+      if (error instanceof AppError && error.kind === 'not_found') return null;
+      throw error;
+    }
+  }
+
   async exists(key: string): Promise<boolean> {
     assertBlobKey(key);
     try {

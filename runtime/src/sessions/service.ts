@@ -2,6 +2,7 @@
 // feedback, and following a conversation's new messages. Every read goes through the one visibility rule
 // (access.ts), so a conversation the caller may not see answers exactly like one that does not exist.
 import { sql, type Kysely } from 'kysely';
+import { pageOf } from '@agentplane/lib/db/paging';
 import { AppError, invalidArgument, notFound, permissionDenied, unauthenticated } from '@agentplane/lib/errors';
 import { ChangeNotice, type PubSub } from '@agentplane/lib/events/port';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
@@ -91,12 +92,8 @@ export class SessionService {
       .limit(input.limit + 1)
       .offset(input.offset)
       .execute();
-    const hasMore = rows.length > input.limit;
-    return {
-      sessions: rows.slice(0, input.limit).map(sessionOut),
-      has_more: hasMore,
-      next_offset: hasMore ? input.offset + input.limit : null,
-    };
+    const page = pageOf(rows, input);
+    return { sessions: page.rows.map(sessionOut), has_more: page.has_more, next_offset: page.next_offset };
   }
 
   /** Models the caller's visible conversations ran on: their rollup model and every assistant message's, sorted. */

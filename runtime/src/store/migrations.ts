@@ -177,4 +177,42 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 7,
+    name: 'documents',
+    statements: [
+      // A document: its record, who sees it (docs/decisions/0039) and where its bytes are. tenant_id null is the
+      // project's own corpus, uploaded on the control plane and seen by every tenant's end-users.
+      `create table documents (
+        id uuid primary key,
+        tenant_id uuid references tenants (tenant_id),
+        owner text,
+        visibility text not null,
+        scope text,
+        allowed_roles text[] not null default '{}',
+        allowed_groups text[] not null default '{}',
+        title text not null,
+        filename text,
+        content_type text not null,
+        declared_size bigint,
+        size_bytes bigint,
+        blob_key text not null,
+        status text not null,
+        failure text,
+        upload_id text,
+        upload_part_size bigint,
+        upload_part_count integer,
+        upload_expires_at timestamptz,
+        metadata jsonb not null default '{}',
+        chunk_count integer not null default 0,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        uploaded_at timestamptz,
+        ingested_at timestamptz
+      )`,
+      'create index documents_tenant on documents (tenant_id, created_at desc, id)',
+      // The sweeper's question: uploads abandoned past their deadline.
+      "create index documents_abandoned on documents (upload_expires_at) where status = 'uploading'",
+    ],
+  },
 ];

@@ -155,8 +155,49 @@ export interface MessageFeedbackTable {
   updated_at: Timestamp;
 }
 
+export type DocumentVisibility = 'project' | 'scope' | 'self';
+export type DocumentStatus = 'uploading' | 'uploaded' | 'processing' | 'ready' | 'failed';
+
+/** A document's record (docs/decisions/0039); its bytes are in the blob store under `blob_key`. */
+export interface DocumentsTable {
+  id: string;
+  /** Null: the project's corpus, uploaded on the control plane. */
+  tenant_id: string | null;
+  /** The subject that uploaded it; null for the project's corpus. */
+  owner: string | null;
+  visibility: DocumentVisibility;
+  /** For visibility `scope`: the subtree that sees it (the uploader's scope). */
+  scope: string | null;
+  allowed_roles: ColumnType<string[], string[] | undefined, string[]>;
+  allowed_groups: ColumnType<string[], string[] | undefined, string[]>;
+  title: string;
+  filename: string | null;
+  content_type: string;
+  /** What the upload said it would be; checked on complete. */
+  declared_size: number | null;
+  /** What arrived. */
+  size_bytes: number | null;
+  blob_key: string;
+  status: DocumentStatus;
+  /** Why it failed, for status `failed`. */
+  failure: string | null;
+  /** The multipart upload in progress, if any. */
+  upload_id: string | null;
+  upload_part_size: number | null;
+  upload_part_count: number | null;
+  /** When an upload not completed by then is abandoned (the sweeper removes it). */
+  upload_expires_at: Timestamp | null;
+  metadata: Json<Record<string, unknown>>;
+  chunk_count: Generated<number>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  uploaded_at: Timestamp | null;
+  ingested_at: Timestamp | null;
+}
+
 export interface RuntimeSchema {
   tenants: TenantsTable;
+  documents: DocumentsTable;
   sessions: SessionsTable;
   messages: MessagesTable;
   runs: RunsTable;

@@ -1,0 +1,144 @@
+// The document visibility rule, written twice (a predicate and a SQL filter), checked against each other and against
+// a third, plain statement of docs/decisions/0039 on random documents and callers, on PGlite and on PostgreSQL: every
+// caller's visible set must be exactly the same by all three. A leak or a wrongly hidden document fails the test.
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database } from '@agentplane/lib/db/database';
+import { migrate } from '@agentplane/lib/db/migrate';
+import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
+import { runtimeMigrations } from '../store/migrations.js';
+import type { DocumentVisibility, RuntimeSchema } from '../store/schema.js';
+import { canSeeDocument, visibleDocuments, type DocumentAcl, type DocumentReader } from './access.js';
+
+const TENANTS = [randomUUID(), randomUUID()];
+const PATHS = ['acme', 'acme:sales', 'acme:sales:alice', 'acme:sales:bob', 'acme:sales:bob:notes', 'acme:support', 'acme:support:erin', 'acme2', 'acme2:zed'];
+const ROLES = ['admin', 'owner', 'service', 'lead', 'member'];
+const GROUPS = ['sales', 'support', 'ops'];
+
+/** The rule as the decision states it, case by case, with nothing shared with access.ts. */
+function reference(reader: DocumentReader, doc: DocumentAcl): boolean {
+  const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}:`);
+  const sameTenant = doc.tenant_id === reader.tenantId;
+  const corpus = doc.tenant_id === null && doc.visibility === 'project';
+  if (!sameTenant && !corpus) return false;
+  if (reader.dataScope && doc.owner && !under(doc.owner, reader.dataScope)) return false;
+  if (doc.owner === reader.sub) return true;
+  if (doc.visibility === 'self') return false;
+  if (reader.roles.some((role) => role === 'admin' || role === 'owner' || role === 'service')) return true;
+  let placed = false;
+  if (doc.visibility === 'project') placed = true;
+  if (doc.visibility === 'scope' && doc.scope && under(reader.sub, doc.scope)) placed = true;
+  if (doc.owner && under(doc.owner, reader.scope)) placed = true;
+  if (!placed) return false;
+  const limited = doc.allowed_roles.length + doc.allowed_groups.length > 0;
+  return !limited || doc.allowed_roles.some((r) => reader.roles.includes(r)) || doc.allowed_groups.some((g) => reader.groups.includes(g));
+}
+
+const someOf = <T>(values: T[]) => fc.subarray(values, { maxLength: 2 });
+const reader = fc
+  .record({
+    tenantId: fc.constantFrom(...TENANTS),
+    sub: fc.constantFrom(...PATHS),
+    dataScope: fc.option(fc.constantFrom(...PATHS), { nil: undefined }),
+    roles: someOf(ROLES),
+    groups: someOf(GROUPS),
+    scopeDepth: fc.nat(),
+  })
+  // A token's scope is its subject or an ancestor of it.
+  .map(({ scopeDepth, ...rest }) => {
+    const segments = rest.sub.split(':');
+    return { ...rest, scope: segments.slice(0, Math.max(1, segments.length - (scopeDepth % segments.length))).join(':') };
+  });
+const document = fc
+  .record({
+    corpus: fc.boolean(),
+    tenant: fc.constantFrom(...TENANTS),
+    owner: fc.constantFrom(...PATHS),
+    visibility: fc.constantFrom<DocumentVisibility>('scope', 'self'),
+    ownerScopeDepth: fc.nat(),
+    allowed_roles: someOf(ROLES.slice(3)),
+    allowed_groups: someOf(GROUPS),
+  })
+  .map(({ corpus, tenant, owner, visibility, ownerScopeDepth, allowed_roles, allowed_groups }): DocumentAcl & { id: string } => {
+    const segments = owner.split(':');
+    const scope = segments.slice(0, Math.max(1, segments.length - (ownerScopeDepth % segments.length))).join(':');
+    return corpus
+      ? { id: randomUUID(), tenant_id: null, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
+      : { id: randomUUID(), tenant_id: tenant, owner, visibility, scope: visibility === 'scope' ? scope : null, allowed_roles, allowed_groups };
+  });
+
+const stores: { name: string; open: () => Promise<Database<RuntimeSchema>> }[] = [{ name: 'PGlite', open: () => openDatabase<RuntimeSchema>({ driver: 'pglite' }) }];
+let postgres: PostgresServer | undefined;
+if (postgresBinaries()) {
+  stores.push({
+    name: 'PostgreSQL',
+    open: async () => {
+      postgres ??= await startPostgres();
+      return openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
+    },
+  });
+}
+
+describe.each(stores)('document visibility on $name', ({ open }) => {
+  let database: Database<RuntimeSchema>;
+  beforeAll(async () => {
+    database = await open();
+    await migrate(database.db, runtimeMigrations);
+    for (const tenantId of TENANTS) {
+      await database.db
+        .insertInto('tenants')
+        .values({ tenant_id: tenantId, name: 't', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
+        .execute();
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await database?.close();
+    await postgres?.stop();
+    postgres = undefined;
+  });
+
+  it('admits exactly the documents the rule admits, for every caller: no leak, nothing wrongly hidden', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(document, { minLength: 1, maxLength: 60 }), fc.array(reader, { minLength: 1, maxLength: 20 }), async (docs, readers) => {
+        await database.db.deleteFrom('documents').execute();
+        await database.db
+          .insertInto('documents')
+          .values(
+            docs.map((doc) => ({
+              ...doc,
+              allowed_roles: [...doc.allowed_roles],
+              allowed_groups: [...doc.allowed_groups],
+              title: 't',
+              content_type: 'text/plain',
+              blob_key: `k/${doc.id}`,
+              status: 'ready' as const,
+              filename: null,
+              declared_size: null,
+              size_bytes: null,
+              failure: null,
+              upload_id: null,
+              upload_part_size: null,
+              upload_part_count: null,
+              upload_expires_at: null,
+              metadata: '{}',
+              created_at: new Date(),
+              updated_at: new Date(),
+              uploaded_at: null,
+              ingested_at: null,
+            })),
+          )
+          .execute();
+        for (const caller of readers) {
+          const rows = await database.db.selectFrom('documents').select('id').where(visibleDocuments(caller)).execute();
+          const bySql = rows.map((row) => row.id).sort();
+          const byPredicate = docs.filter((doc) => canSeeDocument(caller, doc)).map((doc) => doc.id).sort();
+          const byReference = docs.filter((doc) => reference(caller, doc)).map((doc) => doc.id).sort();
+          expect(byPredicate).toEqual(byReference);
+          expect(bySql).toEqual(byReference);
+        }
+      }),
+      { numRuns: 60, seed: 20261126 },
+    );
+  }, 300_000);
+});

@@ -1,0 +1,420 @@
+// Documents: records, uploads and who may do what (docs/decisions/0039). Bytes never pass through this process
+// except a small inline upload: a client PUTs a file straight to the blob store through a presigned URL (the
+// filesystem store serves its own signed URLs), in one piece or in parts, then completes the upload here, which
+// checks what arrived against what was declared. An upload not completed by its deadline is abandoned, and the
+// sweeper removes its record and bytes; abort and delete leave no bytes behind either.
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Selectable } from 'kysely';
+import { pageOf } from '@agentplane/lib/db/paging';
+import { AppError, conflict, notFound, permissionDenied, ValidationError } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
+import type { Principal } from '../auth/authenticate.js';
+import type { BlobStore } from '../blob/port.js';
+import type { DocumentsTable, DocumentVisibility, RuntimeSchema } from '../store/schema.js';
+import { canSeeDocument, ownsDocument, readerOf, visibleDocuments, type DocumentReader } from './access.js';
+import {
+  DEFAULT_PART_SIZE,
+  DOWNLOAD_URL_SECONDS,
+  MAX_PART_COUNT,
+  MAX_SINGLE_UPLOAD_BYTES,
+  UPLOAD_DEADLINE_SECONDS,
+  UPLOAD_URL_SECONDS,
+} from './limits.js';
+import { documentBlobKey } from './model.js';
+import type { DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput } from './schemas.js';
+
+export type DocumentRow = Selectable<DocumentsTable>;
+
+/** What a new document says about itself, whichever way its bytes come. */
+export interface NewDocument {
+  title?: string | undefined;
+  filename?: string | undefined;
+  contentType: string;
+  visibility: Exclude<DocumentVisibility, 'project'>;
+  allowedRoles: string[];
+  allowedGroups: string[];
+  metadata: Record<string, unknown>;
+}
+
+export type PresignedUploadOutput =
+  | { document: DocumentOutput; upload: { kind: 'single'; method: 'PUT'; url: string; headers: Record<string, string>; expires_at: string } }
+  | { document: DocumentOutput; upload: { kind: 'multipart'; part_size: number; part_count: number; expires_at: string } };
+
+// One wording for "does not exist" and "not visible to you" (STYLE.md 4).
+export const documentNotFound = (id: string) => notFound(`document ${id} not found`);
+const notOwned = (id: string) => permissionDenied(`document ${id} belongs to another subject: this token may read it but not change it`, { code: 'not_owner' });
+const projectCorpus = (id: string) =>
+  permissionDenied(`document ${id} is in the project's corpus: manage it on the control plane (/api/projects/:id/documents)`, { code: 'not_owner' });
+/** SPEC.md Errors: 409 "upload out of order". */
+const outOfOrder = (why: string) => conflict(`upload out of order: ${why}`, { code: 'upload_out_of_order' });
+
+const iso = (value: Date | string) => (value instanceof Date ? value : new Date(value)).toISOString();
+const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
+
+export function documentOut(row: DocumentRow): DocumentOutput {
+  return {
+    id: row.id,
+    title: row.title,
+    filename: row.filename,
+    content_type: row.content_type,
+    size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
+    status: row.status,
+    failure: row.failure,
+    corpus: row.tenant_id === null ? 'project' : 'tenant',
+    visibility: row.visibility,
+    owner: row.owner,
+    scope: row.scope,
+    allowed_roles: row.allowed_roles,
+    allowed_groups: row.allowed_groups,
+    metadata: row.metadata,
+    chunk_count: row.chunk_count,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+    uploaded_at: isoOrNull(row.uploaded_at),
+    ingested_at: isoOrNull(row.ingested_at),
+  };
+}
+
+export interface DocumentServiceOptions {
+  logger: Logger;
+  /** Called when a document's bytes are complete and it waits to be read (ingestion). */
+  onUploaded?: (document: DocumentRow) => Promise<void>;
+  now?: () => Date;
+}
+
+export class DocumentService {
+  private readonly now: () => Date;
+
+  constructor(
+    private readonly db: Kysely<RuntimeSchema>,
+    private readonly blobs: BlobStore,
+    private readonly options: DocumentServiceOptions,
+  ) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Authorization, in the security order: capability, then the document (not visible: the 404 an unknown id gets),
+  // then ownership (visible but another subject's, or the project's corpus: 403).
+
+  async authorizeRead(principal: Principal, id: string): Promise<DocumentRow> {
+    requireCapability(principal, 'documents:read');
+    return this.visible(readerOf(principal), id);
+  }
+
+  async authorizeChange(principal: Principal, id: string): Promise<DocumentRow> {
+    requireCapability(principal, 'documents:write');
+    const reader = readerOf(principal);
+    const row = await this.visible(reader, id);
+    if (row.tenant_id === null) throw projectCorpus(id);
+    if (!ownsDocument(reader, row)) throw notOwned(id);
+    return row;
+  }
+
+  authorizeCreate(principal: Principal): void {
+    requireCapability(principal, 'documents:write');
+  }
+
+  authorizeList(principal: Principal): void {
+    requireCapability(principal, 'documents:read');
+  }
+
+  private async visible(reader: DocumentReader, id: string): Promise<DocumentRow> {
+    const row = await this.db.selectFrom('documents').selectAll().where('id', '=', id).where(visibleDocuments(reader)).executeTakeFirst();
+    // The SQL filter and the rule on one record are the same rule; a row one admits and the other refuses is a bug,
+    // and the refusal wins.
+    if (!row || !canSeeDocument(reader, row)) throw documentNotFound(id);
+    return row;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Reads
+
+  async list(principal: Principal, input: DocumentListInput): Promise<{ documents: DocumentOutput[]; has_more: boolean; next_offset: number | null }> {
+    let query = this.db.selectFrom('documents').selectAll().where(visibleDocuments(readerOf(principal)));
+    if (input.status) query = query.where('status', '=', input.status);
+    const rows = await query
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(input.limit + 1)
+      .offset(input.offset)
+      .execute();
+    const page = pageOf(rows, input);
+    return { documents: page.rows.map(documentOut), has_more: page.has_more, next_offset: page.next_offset };
+  }
+
+  async downloadUrl(row: DocumentRow): Promise<{ url: string; expires_at: string }> {
+    if (row.status === 'uploading') throw outOfOrder(`document ${row.id} has no bytes until its upload completes`);
+    const url = await this.blobs.presignGet(row.blob_key, { expiresInSeconds: DOWNLOAD_URL_SECONDS });
+    return { url, expires_at: iso(new Date(this.now().getTime() + DOWNLOAD_URL_SECONDS * 1000)) };
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Uploads
+
+  /** A small document whose bytes came with the request: stored, and waiting to be read. */
+  async createInline(principal: Principal, document: NewDocument, bytes: Buffer): Promise<DocumentOutput> {
+    const id = randomUUID();
+    // The record first, as an upload with a deadline: should this process die before the bytes are stored, the
+    // sweeper removes both, and nothing is left half made.
+    const row = await this.insert(principal, id, document, { declaredSize: bytes.length, expiresAt: this.deadline(UPLOAD_URL_SECONDS) });
+    await this.blobs.put(row.blob_key, bytes, { contentType: document.contentType });
+    return documentOut(await this.markUploaded(row, bytes.length));
+  }
+
+  async presignUpload(principal: Principal, input: PresignUploadInput): Promise<PresignedUploadOutput> {
+    const multipart = input.multipart ?? input.size > MAX_SINGLE_UPLOAD_BYTES;
+    if (!multipart && input.size > MAX_SINGLE_UPLOAD_BYTES) {
+      throw new ValidationError([{ loc: ['body', 'multipart'], msg: `a single upload takes at most ${MAX_SINGLE_UPLOAD_BYTES} bytes: upload ${input.size} bytes in parts (multipart true)` }]);
+    }
+    const partSize = input.part_size ?? DEFAULT_PART_SIZE;
+    const partCount = Math.ceil(input.size / partSize);
+    if (multipart && partCount > MAX_PART_COUNT) {
+      throw new ValidationError([{ loc: ['body', 'part_size'], msg: `${input.size} bytes in parts of ${partSize} is ${partCount} parts; at most ${MAX_PART_COUNT}: choose larger parts` }]);
+    }
+    const document: NewDocument = {
+      title: input.title,
+      filename: input.filename,
+      contentType: input.content_type,
+      visibility: input.visibility,
+      allowedRoles: input.allowed_roles,
+      allowedGroups: input.allowed_groups,
+      metadata: input.metadata,
+    };
+    const id = randomUUID();
+    const key = documentBlobKey(principal.tenantId, id);
+    if (!multipart) {
+      const row = await this.insert(principal, id, document, { declaredSize: input.size, expiresAt: this.deadline(2 * UPLOAD_URL_SECONDS) });
+      const url = await this.blobs.presignPut(key, { expiresInSeconds: UPLOAD_URL_SECONDS, contentType: input.content_type });
+      return {
+        document: documentOut(row),
+        upload: { kind: 'single', method: 'PUT', url, headers: { 'content-type': input.content_type }, expires_at: iso(this.deadline(UPLOAD_URL_SECONDS)) },
+      };
+    }
+    const { uploadId } = await this.blobs.createMultipartUpload(key, { contentType: input.content_type });
+    const expiresAt = this.deadline(UPLOAD_DEADLINE_SECONDS);
+    try {
+      const row = await this.insert(principal, id, document, { declaredSize: input.size, expiresAt, upload: { id: uploadId, partSize, partCount } });
+      return { document: documentOut(row), upload: { kind: 'multipart', part_size: partSize, part_count: partCount, expires_at: iso(expiresAt) } };
+    } catch (error) {
+      await this.blobs.abortMultipartUpload(key, uploadId).catch(() => {});
+      throw error;
+    }
+  }
+
+  async presignParts(row: DocumentRow, partNumbers: number[]): Promise<{ parts: { part_number: number; method: 'PUT'; url: string; headers: Record<string, string>; expires_at: string }[] }> {
+    const upload = this.openUpload(row);
+    if (upload.id === null) throw outOfOrder(`document ${row.id} is uploaded in one piece, not in parts: PUT it to the URL presign-upload gave`);
+    const outside = partNumbers.filter((number) => number > upload.partCount);
+    if (outside.length > 0) throw outOfOrder(`part ${outside[0]} is outside 1 to ${upload.partCount}, the parts of document ${row.id}`);
+    const expiresAt = iso(this.deadline(UPLOAD_URL_SECONDS));
+    const parts = [];
+    for (const partNumber of [...new Set(partNumbers)].sort((a, b) => a - b)) {
+      const url = await this.blobs.presignPart(row.blob_key, upload.id, partNumber, { expiresInSeconds: UPLOAD_URL_SECONDS });
+      parts.push({ part_number: partNumber, method: 'PUT' as const, url, headers: {}, expires_at: expiresAt });
+    }
+    return { parts };
+  }
+
+  /**
+   * Ends an upload: the parts put together (for an upload in parts), then what arrived checked against what was
+   * declared. Completing again answers the document as it is.
+   */
+  async completeUpload(row: DocumentRow, parts: { part_number: number; etag: string }[] | undefined): Promise<DocumentOutput> {
+    if (row.status !== 'uploading') {
+      if (row.status === 'failed') throw outOfOrder(`document ${row.id} failed: ${row.failure ?? 'see its failure'}; delete it and upload again`);
+      return documentOut(row);
+    }
+    const upload = this.openUpload(row);
+    if (upload.id !== null) {
+      if (!parts || parts.length === 0) throw outOfOrder(`document ${row.id} is uploaded in ${upload.partCount} parts: list each with its ETag`);
+      const listed = new Set(parts.map((part) => part.part_number));
+      const outside = parts.find((part) => part.part_number > upload.partCount);
+      if (outside) throw outOfOrder(`part ${outside.part_number} is outside 1 to ${upload.partCount}, the parts of document ${row.id}`);
+      const missing = Array.from({ length: upload.partCount }, (_, i) => i + 1).filter((number) => !listed.has(number));
+      if (missing.length > 0 || listed.size !== parts.length) {
+        throw outOfOrder(
+          missing.length > 0
+            ? `part${missing.length > 1 ? 's' : ''} ${summarize(missing)} of document ${row.id} ${missing.length > 1 ? 'are' : 'is'} not listed; all ${upload.partCount} must have arrived`
+            : 'a part is listed more than once',
+        );
+      }
+      const ordered = [...parts].sort((a, b) => a.part_number - b.part_number).map((part) => ({ partNumber: part.part_number, etag: part.etag }));
+      try {
+        await this.blobs.completeMultipartUpload(row.blob_key, upload.id, ordered);
+      } catch (error) {
+        // A part that has not arrived, or arrived with another ETag, or is too small: the client's order of work.
+        if (error instanceof AppError && ['invalid_argument', 'not_found', 'conflict', 'unprocessable'].includes(error.kind)) throw outOfOrder(error.message);
+        throw error;
+      }
+    } else if (parts && parts.length > 0) {
+      throw outOfOrder(`document ${row.id} is uploaded in one piece: complete it without parts`);
+    }
+    const stored = await this.blobs.head(row.blob_key);
+    if (!stored) throw outOfOrder(`nothing has arrived for document ${row.id} yet: PUT its bytes to the upload URL first`);
+    // What arrived is not what was declared: the bytes go and the upload stays open (a single upload's URL can be
+    // used again until it expires), so the refusal changes no record.
+    // (An upload in parts was used up by completing it: a new one takes its place, to upload every part again.)
+    if (row.declared_size !== null && stored.size !== Number(row.declared_size)) {
+      await this.blobs.delete(row.blob_key);
+      if (upload.id !== null) {
+        const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
+        await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
+      }
+      const again = upload.id === null ? `PUT exactly ${row.declared_size} bytes again` : `upload all ${upload.partCount} parts again (presign-parts)`;
+      throw new ValidationError([{ loc: ['body'], msg: `the upload was ${stored.size} bytes, but ${row.declared_size} were declared; the bytes were removed: ${again}` }]);
+    }
+    if (stored.contentType !== undefined && stored.contentType.split(';')[0]!.trim().toLowerCase() !== row.content_type) {
+      await this.blobs.delete(row.blob_key);
+      throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload was sent as ${stored.contentType}, but ${row.content_type} was declared; PUT it again with Content-Type: ${row.content_type}` }]);
+    }
+    return documentOut(await this.markUploaded(row, stored.size));
+  }
+
+  /** Gives up an upload: its record and whatever bytes or parts arrived are removed. */
+  async abortUpload(row: DocumentRow): Promise<{ id: string; deleted: true }> {
+    if (row.status !== 'uploading') throw outOfOrder(`document ${row.id} is ${row.status}, not being uploaded: delete it instead`);
+    await this.removeBytes(row);
+    await this.db.deleteFrom('documents').where('id', '=', row.id).execute();
+    return { id: row.id, deleted: true };
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Changes
+
+  async update(principal: Principal, row: DocumentRow, input: DocumentUpdateInput): Promise<DocumentOutput> {
+    const updated = await this.db
+      .updateTable('documents')
+      .set({
+        ...(input.title !== undefined ? { title: input.title } : {}),
+        // Shared again with a scope: the owner's scope now, as at upload.
+        ...(input.visibility !== undefined ? { visibility: input.visibility, scope: input.visibility === 'scope' ? principal.claims.scope : null } : {}),
+        ...(input.allowed_roles !== undefined ? { allowed_roles: input.allowed_roles } : {}),
+        ...(input.allowed_groups !== undefined ? { allowed_groups: input.allowed_groups } : {}),
+        ...(input.metadata !== undefined ? { metadata: JSON.stringify(input.metadata) } : {}),
+        updated_at: this.now(),
+      })
+      .where('id', '=', row.id)
+      .returningAll()
+      .executeTakeFirst();
+    if (!updated) throw documentNotFound(row.id);
+    return documentOut(updated);
+  }
+
+  /** The record and its bytes; the bytes first, so a failure leaves the record to retry the delete from. */
+  async delete(row: DocumentRow): Promise<{ id: string; deleted: true }> {
+    await this.removeBytes(row);
+    await this.db.deleteFrom('documents').where('id', '=', row.id).execute();
+    return { id: row.id, deleted: true };
+  }
+
+  /** Removes uploads abandoned past their deadline, record and bytes; how many. */
+  async sweepAbandoned(limit = 100): Promise<number> {
+    const abandoned = await this.db
+      .selectFrom('documents')
+      .selectAll()
+      .where('status', '=', 'uploading')
+      .where('upload_expires_at', '<', this.now())
+      .orderBy('upload_expires_at')
+      .limit(limit)
+      .execute();
+    let removed = 0;
+    for (const row of abandoned) {
+      await this.removeBytes(row);
+      const gone = await this.db.deleteFrom('documents').where('id', '=', row.id).where('status', '=', 'uploading').executeTakeFirst();
+      removed += Number(gone.numDeletedRows);
+    }
+    if (removed > 0) this.options.logger.info({ removed }, 'abandoned document uploads removed');
+    return removed;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+
+  private async insert(
+    principal: Principal,
+    id: string,
+    document: NewDocument,
+    upload: { declaredSize: number; expiresAt: Date; upload?: { id: string; partSize: number; partCount: number } },
+  ): Promise<DocumentRow> {
+    const { claims } = principal;
+    const now = this.now();
+    return this.db
+      .insertInto('documents')
+      .values({
+        id,
+        tenant_id: principal.tenantId,
+        owner: claims.sub,
+        visibility: document.visibility,
+        scope: document.visibility === 'scope' ? claims.scope : null,
+        allowed_roles: document.allowedRoles,
+        allowed_groups: document.allowedGroups,
+        title: document.title ?? document.filename ?? 'Untitled document',
+        filename: document.filename ?? null,
+        content_type: document.contentType,
+        declared_size: upload.declaredSize,
+        size_bytes: null,
+        blob_key: documentBlobKey(principal.tenantId, id),
+        status: 'uploading',
+        failure: null,
+        upload_id: upload.upload?.id ?? null,
+        upload_part_size: upload.upload?.partSize ?? null,
+        upload_part_count: upload.upload?.partCount ?? null,
+        upload_expires_at: upload.expiresAt,
+        metadata: JSON.stringify(document.metadata),
+        created_at: now,
+        updated_at: now,
+        uploaded_at: null,
+        ingested_at: null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  private async markUploaded(row: DocumentRow, size: number): Promise<DocumentRow> {
+    const now = this.now();
+    const updated = await this.db
+      .updateTable('documents')
+      .set({ status: 'uploaded', size_bytes: size, uploaded_at: now, updated_at: now, upload_id: null, upload_part_size: null, upload_part_count: null, upload_expires_at: null })
+      .where('id', '=', row.id)
+      .where('status', '=', 'uploading')
+      .returningAll()
+      .executeTakeFirst();
+    if (!updated) {
+      // Completed by a concurrent request, or deleted meanwhile: answer what is there now.
+      const current = await this.db.selectFrom('documents').selectAll().where('id', '=', row.id).executeTakeFirst();
+      if (!current) throw documentNotFound(row.id);
+      return current;
+    }
+    await this.options.onUploaded?.(updated);
+    return updated;
+  }
+
+  /** The upload in progress on an `uploading` document; 409 when there is none or its deadline passed. */
+  private openUpload(row: DocumentRow): { id: string | null; partCount: number } {
+    if (row.status !== 'uploading') throw outOfOrder(`document ${row.id} is ${row.status}: its upload is over`);
+    if (row.upload_expires_at !== null && new Date(row.upload_expires_at).getTime() <= this.now().getTime()) {
+      throw outOfOrder(`the upload of document ${row.id} was abandoned at ${iso(row.upload_expires_at)}: delete it and upload again`);
+    }
+    return { id: row.upload_id, partCount: row.upload_part_count ?? 1 };
+  }
+
+  private async removeBytes(row: DocumentRow): Promise<void> {
+    if (row.upload_id !== null) await this.blobs.abortMultipartUpload(row.blob_key, row.upload_id);
+    await this.blobs.delete(row.blob_key);
+  }
+
+  private deadline(seconds: number): Date {
+    return new Date(this.now().getTime() + seconds * 1000);
+  }
+}
+
+function requireCapability(principal: Principal, capability: 'documents:read' | 'documents:write'): void {
+  if (!principal.permission.has(capability)) {
+    throw permissionDenied(`documents need capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
+  }
+}
+
+/** `3, 4, 7` or `3, 4, 7 and 12 more`. */
+function summarize(numbers: number[]): string {
+  return numbers.length <= 5 ? numbers.join(', ') : `${numbers.slice(0, 5).join(', ')} and ${numbers.length - 5} more`;
+}
