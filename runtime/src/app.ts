@@ -32,6 +32,8 @@ import { SideGenerations } from './chat/side.js';
 import { UsageRecorder } from './chat/usage.js';
 import { TurnRecords } from './chat/turn-records.js';
 import { registerDocuments } from './documents/feature.js';
+import { createEmbedder } from './documents/ingest/embed.js';
+import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { documentRoutes } from './documents/routes.js';
 import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
@@ -168,8 +170,24 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
-    const documents = new DocumentService(database.db, blobs, { logger });
-    registerDocuments(features, documents);
+    const ingest = new IngestWorker({
+      db: database.db,
+      blobs,
+      configurations,
+      embed: createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }),
+      logger,
+      owner: runs.owner,
+      leaseSeconds: config.ingestLeaseSeconds,
+      concurrency: config.ingestConcurrency,
+    });
+    const documents = new DocumentService(database.db, blobs, {
+      logger,
+      onUploaded: async (document) => {
+        await enqueueIngest(database.db, document);
+        ingest.wake();
+      },
+    });
+    registerDocuments(features, documents, ingest);
     const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, records, engine, limiter, logger });
 
     const { app, openapi } = createHttpApp({

@@ -37,6 +37,10 @@ export interface RuntimeConfig extends ServiceBasics {
   providerTimeoutMs: number;
   /** How long a run's lease lasts without renewal; a run whose process died is failed this long after. */
   runLeaseSeconds: number;
+  /** Documents read at once by this process. */
+  ingestConcurrency: number;
+  /** How long an ingest job's lease lasts without renewal; a job whose process died is taken up again this long after. */
+  ingestLeaseSeconds: number;
 }
 
 /** Shorter admin keys are refused, configured or read from the data dir. */
@@ -105,6 +109,8 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 60_000, { min: 100, max: 10 * 60_000 }),
     runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
+    ingestConcurrency: read.integer('INGEST_CONCURRENCY', 2, { min: 1, max: 64 }),
+    ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),
   };
   read.done();
   return config;

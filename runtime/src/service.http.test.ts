@@ -105,6 +105,8 @@ describe('runtime service routes', () => {
         'PATCH /documents/{id}',
         'DELETE /documents/{id}',
         'GET /documents/{id}/download-url',
+        'POST /documents/{id}/reingest',
+        'GET /documents/{id}/chunks',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

@@ -41,3 +41,5 @@ export const MAX_ACL_NAMES = 50;
 export const MAX_METADATA_BYTES = 16 * 1024;
 export const MAX_DOCUMENT_PAGE = 200;
 export const DEFAULT_DOCUMENT_PAGE = 50;
+/** The longest a request waits for its document to be read (`?wait=`). */
+export const MAX_INGEST_WAIT_SECONDS = 60;

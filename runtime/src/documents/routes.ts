@@ -6,6 +6,8 @@ import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { principalOf } from '../auth/guard.js';
 import { DOCUMENT_CONTENT_TYPES, MAX_INLINE_BYTES } from './limits.js';
 import {
+  ChunkPage,
+  ChunkPageQuery,
   CompleteUploadRequest,
   DocumentDeleted,
   DocumentIdParams,
@@ -14,12 +16,14 @@ import {
   DocumentPage,
   DocumentUpdate,
   DownloadUrl,
+  IngestWaitQuery,
   InlineDocumentForm,
   InlineDocumentRequest,
   PresignedParts,
   PresignedUpload,
   PresignPartsRequest,
   PresignUploadRequest,
+  type DocumentOutput,
   type InlineDocumentFormInput,
 } from './schemas.js';
 import { documentOut, type DocumentRow, type DocumentService } from './service.js';
@@ -30,6 +34,7 @@ const writeDenied = {
     'The token lacks capability `documents:write` (`code` `capability_denied`), or the document is another subject\'s or the project corpus\'s: this token may read it, not change it (`code` `not_owner`)',
 };
 const notFound = { description: 'No such document, or one this token may not see (the same answer)' };
+const ingestFailed = { description: 'With `wait`: the ingest failed on the document (its record, readable with GET, says why)' };
 const outOfOrder = { description: 'Upload out of order (`code` `upload_out_of_order`): a step before its time, a part number outside the upload, or parts not all arrived' };
 
 /** The row the route's authorization found, for its handler. */
@@ -64,17 +69,20 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
         'and the same fields as text (`allowed_roles` and `allowed_groups` comma-separated, `metadata` as JSON). Larger files go straight to the store: POST /documents/presign-upload. The document is `uploaded` and waits to be read.',
       tags: ['documents'],
       security: ['bearer'],
+      query: IngestWaitQuery,
       body: InlineDocumentRequest,
       multipart: { file: 'file', maxFileBytes: MAX_INLINE_BYTES, fields: InlineDocumentForm },
       responses: {
         201: { description: 'The document', schema: DocumentOut },
         403: writeDenied,
+        422: ingestFailed,
         413: { description: 'The file is larger than an inline upload takes' },
         415: { description: 'Neither JSON nor a form' },
       },
       authorize: ({ res }) => documents.authorizeCreate(principalOf(res)),
-      async handle({ body, form, res }) {
+      async handle({ body, form, query, res }) {
         const principal = principalOf(res);
+        const settled = async (created: DocumentOutput) => ({ status: 201, body: query.wait > 0 ? await documents.awaitIngest(created, query.wait) : created });
         if (form) {
           const fields = form.fields as InlineDocumentFormInput;
           if (!form.file) throw new ValidationError([{ loc: ['body', 'file'], msg: 'a form needs the file in part `file`' }]);
@@ -96,7 +104,7 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
             },
             form.file.bytes,
           );
-          return { status: 201, body: created };
+          return settled(created);
         }
         const created = await documents.createInline(
           principal,
@@ -111,7 +119,7 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
           },
           Buffer.from(body.text, 'utf8'),
         );
-        return { status: 201, body: created };
+        return settled(created);
       },
     }),
     defineRoute({
@@ -157,17 +165,19 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
       tags: ['documents'],
       security: ['bearer'],
       params: DocumentIdParams,
+      query: IngestWaitQuery,
       body: CompleteUploadRequest,
       responses: {
-        200: { description: 'The document, `uploaded`', schema: DocumentOut },
+        200: { description: 'The document, `uploaded` (or, with `wait`, read)', schema: DocumentOut },
         403: writeDenied,
         404: notFound,
         409: outOfOrder,
-        422: { description: 'The bytes that arrived are not what was declared (size or media type)' },
+        422: { description: 'The bytes that arrived are not what was declared (size or media type); or, with `wait`, the ingest failed' },
       },
       authorize: async ({ params, res }) => void (res.locals[FOUND] = await documents.authorizeChange(principalOf(res), params.id)),
-      async handle({ body, res }) {
-        return { body: await documents.completeUpload(found(res), body.parts) };
+      async handle({ body, query, res }) {
+        const completed = await documents.completeUpload(found(res), body.parts);
+        return { body: query.wait > 0 ? await documents.awaitIngest(completed, query.wait) : completed };
       },
     }),
     defineRoute({
@@ -225,6 +235,44 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
       authorize: async ({ params, res }) => void (res.locals[FOUND] = await documents.authorizeChange(principalOf(res), params.id)),
       async handle({ res }) {
         return { body: await documents.delete(found(res)) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/documents/{id}/reingest',
+      operationId: 'reingestDocument',
+      summary: 'Read the document again (its owner only): after the reader, the document processor or the embedding model changed',
+      description: 'The chunks it serves now keep answering until the new ones are complete. A reingest that fails leaves them, and says why in `failure`.',
+      tags: ['documents'],
+      security: ['bearer'],
+      params: DocumentIdParams,
+      query: IngestWaitQuery,
+      responses: {
+        202: { description: 'The document, `processing` (or, with `wait`, read)', schema: DocumentOut },
+        403: writeDenied,
+        404: notFound,
+        409: { description: 'The upload is not complete yet: nothing to read' },
+        422: ingestFailed,
+      },
+      authorize: async ({ params, res }) => void (res.locals[FOUND] = await documents.authorizeChange(principalOf(res), params.id)),
+      async handle({ query, res }) {
+        const queued = await documents.reingest(found(res));
+        return { status: 202, body: query.wait > 0 ? await documents.awaitIngest(queued, query.wait) : queued };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/documents/{id}/chunks',
+      operationId: 'listDocumentChunks',
+      summary: 'The chunks the document is searched by, in order, each with its place in the document',
+      tags: ['documents'],
+      security: ['bearer'],
+      params: DocumentIdParams,
+      query: ChunkPageQuery,
+      responses: { 200: { description: 'One page', schema: ChunkPage }, 403: readDenied, 404: notFound, 422: { description: 'The ingest failed on the document: `failure` on the document says why' } },
+      authorize: async ({ params, res }) => void (res.locals[FOUND] = await documents.authorizeRead(principalOf(res), params.id)),
+      async handle({ query, res }) {
+        return { body: await documents.chunks(found(res), query) };
       },
     }),
     defineRoute({

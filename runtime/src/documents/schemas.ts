@@ -16,6 +16,7 @@ import {
   TEXT_CONTENT_TYPES,
   MAX_DOCUMENT_PAGE,
   DEFAULT_DOCUMENT_PAGE,
+  MAX_INGEST_WAIT_SECONDS,
 } from './limits.js';
 
 const title = z.string().trim().min(1).max(MAX_TITLE_LENGTH).meta({ description: `At most ${MAX_TITLE_LENGTH} characters; default: the file name` });
@@ -223,3 +224,34 @@ export const PresignedParts = z
 
 export const DownloadUrl = z.object({ url: z.string(), expires_at: timestamp }).meta({ id: 'DocumentDownloadUrl' });
 export const DocumentDeleted = z.object({ id: z.uuid(), deleted: z.literal(true) }).meta({ id: 'DocumentDeleted' });
+
+export const IngestWaitQuery = z.object({
+  wait: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_INGEST_WAIT_SECONDS)
+    .default(0)
+    .meta({ description: `Seconds to wait for the document to be read (at most ${MAX_INGEST_WAIT_SECONDS}): the answer is then the document \`ready\`, a 422 if its ingest failed, or the document as it is when the wait ran out. Default 0: answer at once` }),
+});
+
+export const ChunkPageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_DOCUMENT_PAGE).default(DEFAULT_DOCUMENT_PAGE).meta({ description: `Page size, at most ${MAX_DOCUMENT_PAGE}` }),
+  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+});
+
+export const DocumentChunkOut = z
+  .object({
+    id: z.uuid(),
+    ordinal: z.int().meta({ description: 'Its place in the document, from 0' }),
+    text: z.string(),
+    heading_path: z.array(z.string()).meta({ description: 'The headings it is under, outermost first' }),
+    start: z.int().meta({ description: 'Where it starts in the document\'s text, in characters (UTF-16 code units)' }),
+    end: z.int(),
+    page: z.int().nullable().meta({ description: 'Its page, for paged formats (PDF)' }),
+    tokens: z.int(),
+  })
+  .meta({ id: 'DocumentChunk' });
+export type DocumentChunkOutput = z.infer<typeof DocumentChunkOut>;
+
+export const ChunkPage = z.object({ chunks: z.array(DocumentChunkOut), has_more: z.boolean(), next_offset: z.int().nullable() }).meta({ id: 'DocumentChunkPage' });

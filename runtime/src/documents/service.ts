@@ -21,7 +21,7 @@ import {
   UPLOAD_URL_SECONDS,
 } from './limits.js';
 import { documentBlobKey } from './model.js';
-import type { DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput } from './schemas.js';
+import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput } from './schemas.js';
 
 export type DocumentRow = Selectable<DocumentsTable>;
 
@@ -45,6 +45,9 @@ export const documentNotFound = (id: string) => notFound(`document ${id} not fou
 const notOwned = (id: string) => permissionDenied(`document ${id} belongs to another subject: this token may read it but not change it`, { code: 'not_owner' });
 const projectCorpus = (id: string) =>
   permissionDenied(`document ${id} is in the project's corpus: manage it on the control plane (/api/projects/:id/documents)`, { code: 'not_owner' });
+/** SPEC.md Errors: 422, "an ingest that failed on the document"; the record stays readable with its `failure`. */
+const ingestFailed = (document: DocumentOutput) =>
+  new ValidationError([{ loc: ['document', document.id], msg: `the ingest of document ${document.id} failed: ${document.failure ?? 'no reason recorded'}` }]);
 /** SPEC.md Errors: 409 "upload out of order". */
 const outOfOrder = (why: string) => conflict(`upload out of order: ${why}`, { code: 'upload_out_of_order' });
 
@@ -306,6 +309,68 @@ export class DocumentService {
     await this.removeBytes(row);
     await this.db.deleteFrom('documents').where('id', '=', row.id).execute();
     return { id: row.id, deleted: true };
+  }
+
+  /** Reads the document again (its processor, its embedding model or the reader changed): a new generation of chunks. */
+  async reingest(row: DocumentRow): Promise<DocumentOutput> {
+    if (row.status === 'uploading') throw outOfOrder(`document ${row.id} has no bytes to read until its upload completes`);
+    const updated = await this.db
+      .updateTable('documents')
+      .set({ status: 'processing', updated_at: this.now() })
+      .where('id', '=', row.id)
+      .returningAll()
+      .executeTakeFirst();
+    if (!updated) throw documentNotFound(row.id);
+    await this.options.onUploaded?.(updated);
+    return documentOut(updated);
+  }
+
+  /**
+   * Waits (at most `seconds`) for the document's ingestion to end, polling its record (the job may run on any
+   * replica): the document once ready, 422 when the ingest failed (the record stays readable), or the document as
+   * it is when the wait ran out.
+   */
+  async awaitIngest(document: DocumentOutput, seconds: number): Promise<DocumentOutput> {
+    const deadline = Date.now() + seconds * 1000;
+    let current = document;
+    while (current.status === 'uploaded' || current.status === 'processing') {
+      if (Date.now() >= deadline) return current;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const row = await this.db.selectFrom('documents').selectAll().where('id', '=', document.id).executeTakeFirst();
+      if (!row) throw documentNotFound(document.id);
+      current = documentOut(row);
+    }
+    if (current.status === 'failed') throw ingestFailed(current);
+    return current;
+  }
+
+  /** A page of the chunks the document serves now, in order; 422 when its ingest failed. */
+  async chunks(row: DocumentRow, page: { limit: number; offset: number }): Promise<{ chunks: DocumentChunkOutput[]; has_more: boolean; next_offset: number | null }> {
+    if (row.status === 'failed') throw ingestFailed(documentOut(row));
+    const rows = await this.db
+      .selectFrom('document_chunks')
+      .select(['id', 'ordinal', 'content', 'heading_path', 'start_offset', 'end_offset', 'page', 'tokens'])
+      .where('document_id', '=', row.id)
+      .where('generation', '=', row.generation)
+      .orderBy('ordinal')
+      .limit(page.limit + 1)
+      .offset(page.offset)
+      .execute();
+    const paged = pageOf(rows, page);
+    return {
+      chunks: paged.rows.map((chunk) => ({
+        id: chunk.id,
+        ordinal: chunk.ordinal,
+        text: chunk.content,
+        heading_path: chunk.heading_path,
+        start: chunk.start_offset,
+        end: chunk.end_offset,
+        page: chunk.page,
+        tokens: chunk.tokens,
+      })),
+      has_more: paged.has_more,
+      next_offset: paged.next_offset,
+    };
   }
 
   /** Removes uploads abandoned past their deadline, record and bytes; how many. */

@@ -215,4 +215,52 @@ export const runtimeMigrations: Migration[] = [
       "create index documents_abandoned on documents (upload_expires_at) where status = 'uploading'",
     ],
   },
+  {
+    version: 8,
+    name: 'document_chunks',
+    statements: [
+      // The generation of chunks a document serves: a reingest writes the next one beside it and swaps in one
+      // transaction, so retrieval answers from the old chunks until the new ones are complete.
+      'alter table documents add column generation integer not null default 0',
+      // A document's chunks (docs/decisions/0040), with a full-text vector for keyword search; the ACL stays on the
+      // document, which every search joins (docs/decisions/0039).
+      `create table document_chunks (
+        id uuid primary key,
+        document_id uuid not null references documents (id) on delete cascade,
+        tenant_id uuid references tenants (tenant_id),
+        generation integer not null,
+        ordinal integer not null,
+        content text not null,
+        heading_path text[] not null default '{}',
+        start_offset integer not null,
+        end_offset integer not null,
+        page integer,
+        tokens integer not null,
+        search tsvector generated always as (to_tsvector('simple', content)) stored,
+        unique (document_id, generation, ordinal)
+      )`,
+      'create index document_chunks_search on document_chunks using gin (search)',
+      // A chunk's vector in one embedding space (provider, model, dimensions): a change of model embeds into a new
+      // space beside the old one, which keeps answering until the new one is complete.
+      `create table chunk_embeddings (
+        chunk_id uuid not null references document_chunks (id) on delete cascade,
+        space text not null,
+        embedding vector not null,
+        primary key (chunk_id, space)
+      )`,
+      // Ingestion as durable jobs: one row per document waiting or being read, leased like a run, so a job
+      // survives a restart and a crash mid-document and is taken up again once its lease lapses.
+      `create table ingest_jobs (
+        document_id uuid primary key references documents (id) on delete cascade,
+        tenant_id uuid references tenants (tenant_id),
+        attempts integer not null default 0,
+        run_after timestamptz not null default now(),
+        lease_owner text,
+        lease_expires_at timestamptz,
+        last_error text,
+        created_at timestamptz not null default now()
+      )`,
+      'create index ingest_jobs_due on ingest_jobs (run_after)',
+    ],
+  },
 ];

@@ -193,11 +193,51 @@ export interface DocumentsTable {
   updated_at: Timestamp;
   uploaded_at: Timestamp | null;
   ingested_at: Timestamp | null;
+  /** The generation of chunks it serves (0: none yet). */
+  generation: Generated<number>;
+}
+
+export interface DocumentChunksTable {
+  id: string;
+  document_id: string;
+  tenant_id: string | null;
+  generation: number;
+  ordinal: number;
+  content: string;
+  heading_path: ColumnType<string[], string[] | undefined, string[]>;
+  start_offset: number;
+  end_offset: number;
+  page: number | null;
+  tokens: number;
+  /** Generated from `content`. */
+  search: ColumnType<string, never, never>;
+}
+
+export interface ChunkEmbeddingsTable {
+  chunk_id: string;
+  /** The embedding space: provider, model and dimensions. */
+  space: string;
+  /** pgvector's text form, `[0.1,0.2,...]`. */
+  embedding: string;
+}
+
+export interface IngestJobsTable {
+  document_id: string;
+  tenant_id: string | null;
+  attempts: Generated<number>;
+  run_after: Timestamp;
+  lease_owner: string | null;
+  lease_expires_at: Timestamp | null;
+  last_error: string | null;
+  created_at: Generated<Date>;
 }
 
 export interface RuntimeSchema {
   tenants: TenantsTable;
   documents: DocumentsTable;
+  document_chunks: DocumentChunksTable;
+  chunk_embeddings: ChunkEmbeddingsTable;
+  ingest_jobs: IngestJobsTable;
   sessions: SessionsTable;
   messages: MessagesTable;
   runs: RunsTable;

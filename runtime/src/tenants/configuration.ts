@@ -46,6 +46,30 @@ export function providerFor(document: TenantConfigurationDocument, model: string
   return { providerId: provider.id, kind: provider.kind, baseUrl: provider.base_url, apiKey: provider.api_key, price: provider.prices?.[model] };
 }
 
+/** Where a tenant's documents are embedded: the credential, the model and its space; undefined when none is set. */
+export interface EmbeddingTarget {
+  /** The embedding space a vector belongs to: vectors of different spaces are never compared. */
+  space: string;
+  baseUrl: string;
+  apiKey: string;
+  model: string;
+  dimensions: number;
+}
+
+export function embeddingFor(document: TenantConfigurationDocument): EmbeddingTarget | undefined {
+  const embedding = document.retrieval?.embedding;
+  if (!embedding) return undefined;
+  const provider = document.providers?.find((candidate) => candidate.id === embedding.provider);
+  if (!provider) return undefined;
+  return {
+    space: `${provider.base_url}|${embedding.model}|${embedding.dimensions}`,
+    baseUrl: provider.base_url,
+    apiKey: provider.api_key,
+    model: embedding.model,
+    dimensions: embedding.dimensions,
+  };
+}
+
 /** The key that fingerprints provider keys in the digest, derived from the master key (the same on every replica). */
 export function configurationDigestKey(masterKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'agentplane configuration digest', 32));

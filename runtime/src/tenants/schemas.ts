@@ -235,6 +235,20 @@ export const UsageLimitsSchema = z
   })
   .meta({ id: 'UsageLimits' });
 
+/** How documents are embedded and searched (docs/decisions/0041). */
+export const RetrievalSectionSchema = z
+  .strictObject({
+    embedding: z
+      .strictObject({
+        provider: configName.meta({ description: 'The id of the provider credential (in `providers`) that serves the embedding model' }),
+        model: configName,
+        dimensions: z.int().min(1).max(16_000).meta({ description: 'The model\'s dimension, as the control plane measured it' }),
+      })
+      .nullable()
+      .meta({ description: 'The project\'s embedding model; null: none, and documents are searched by their words only' }),
+  })
+  .meta({ id: 'RetrievalSection' });
+
 /**
  * What the control plane pushes for a tenant (DESIGN.md flow 2), replaced whole by each push. Later features add
  * their sections (providers, webhook tools, MCP servers, ...) as optional members; unknown members are refused
@@ -272,11 +286,20 @@ const configurationShape = z.strictObject({
         'The model a turn uses when nothing else names one. Unset or null: none (a turn ends `no_model`). One no provider serves (its provider was removed): a turn answers 409 `no_provider`',
     }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
+  retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
 });
 
 // A default model no provider serves is allowed: it is the project's choice whose provider was removed or rotated
 // out, and a turn on it answers 409 `no_provider` rather than `no_model` (docs/decisions/0030).
-export const TenantConfiguration = configurationShape.meta({ id: 'TenantConfiguration' });
+// The embedding model's credential must be one of the providers, so ingestion knows where to send it.
+export const TenantConfiguration = configurationShape
+  .superRefine((configuration, ctx) => {
+    const embedding = configuration.retrieval?.embedding;
+    if (embedding && !configuration.providers?.some((provider) => provider.id === embedding.provider)) {
+      ctx.addIssue({ code: 'custom', path: ['retrieval', 'embedding', 'provider'], message: `provider '${embedding.provider}' is not one of this configuration's providers` });
+    }
+  })
+  .meta({ id: 'TenantConfiguration' });
 
 export const ConfigurationPutQuery = z.object({
   replace_digest: z

@@ -8,6 +8,9 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import { Parser } from 'htmlparser2';
 import { storableText } from '@agentplane/lib/http/text';
 import type { DocumentContentType } from '../limits.js';
+import { UnreadableDocument } from './unreadable.js';
+
+export { UnreadableDocument } from './unreadable.js';
 
 export interface Section {
   /** The headings this section is under, outermost first; empty before the first heading. */
@@ -24,13 +27,6 @@ export interface ParsedDocument {
   sections: Section[];
 }
 
-/** The document cannot be read as its media type says: the reason becomes the document's `failure`. */
-export class UnreadableDocument extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'UnreadableDocument';
-  }
-}
 
 export async function parseDocument(contentType: DocumentContentType, bytes: Buffer): Promise<ParsedDocument> {
   switch (contentType) {
@@ -65,13 +61,16 @@ class Outline {
   private page: number | null = null;
   private sectionStart = 0;
 
-  /** A heading of `level` (1 outermost): the current section ends, and a new one starts with the heading's line. */
-  heading(level: number, title: string): void {
+  /**
+   * A heading of `level` (1 outermost): the current section ends, and a new one starts with the heading's line,
+   * as the source wrote it (`line`) or as its title alone.
+   */
+  heading(level: number, title: string, line = `${title.trim()}\n\n`): void {
     this.close();
     this.headings.length = Math.min(this.headings.length, level - 1);
     while (this.headings.length < level - 1) this.headings.push('');
     this.headings.push(title.replace(/\s+/g, ' ').trim());
-    this.append(`${title.trim()}\n\n`);
+    this.append(line);
   }
 
   /** A new page: the current section ends, and the next one is on `page`. */
@@ -118,7 +117,7 @@ function markdown(text: string): ParsedDocument {
     if (fence === null && opener) fence = opener[1]![0]!;
     else if (fence !== null && opener && opener[1]![0] === fence) fence = null;
     const heading = fence === null ? ATX.exec(line.replace(/\r?\n$/, '')) : null;
-    if (heading) outline.heading(heading[1]!.length, heading[2]!);
+    if (heading) outline.heading(heading[1]!.length, heading[2]!, line);
     else outline.append(line);
   }
   return outline.finish();

@@ -1,0 +1,258 @@
+// Ingestion as durable jobs (docs/decisions/0041): one `ingest_jobs` row per document waiting to be read, claimed
+// with a lease as runs are, so a job survives a restart, and a crash mid-document only delays it until the lease
+// lapses. A job reads the bytes, parses, chunks and embeds them outside any transaction, then writes the next
+// generation of chunks and vectors, swaps the document to it and ends the job in one transaction: a retry finds
+// either nothing written or everything, and never writes twice. A document that cannot be read fails with the
+// reason at once; a provider or store that fails is retried with backoff, and after the last attempt the document
+// fails with the last error. No failure touches another document.
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import { errorMessage } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
+import type { BlobStore } from '../../blob/port.js';
+import type { RuntimeSchema } from '../../store/schema.js';
+import { embeddingFor, type EmbeddingTarget, type TenantConfigurationService } from '../../tenants/configuration.js';
+import type { DocumentContentType } from '../limits.js';
+import { MAX_DOCUMENT_BYTES } from '../limits.js';
+import type { Chunk } from './chunk.js';
+import type { Embed } from './embed.js';
+import { UnreadableDocument } from './unreadable.js';
+
+/** The readers and the chunker (PDF.js, mammoth, the tokenizer) load with the first document, not at start. */
+const readers = () => Promise.all([import('./parse.js'), import('./chunk.js')]);
+
+/** Attempts before a document fails for good on errors that may pass (a provider down, a store unreachable). */
+export const MAX_INGEST_ATTEMPTS = 5;
+
+export interface IngestWorkerOptions {
+  db: Kysely<RuntimeSchema>;
+  blobs: BlobStore;
+  configurations: Pick<TenantConfigurationService, 'load'>;
+  embed: Embed;
+  logger: Logger;
+  /** Who holds a lease: this process. */
+  owner: string;
+  /** How long a claimed job is this process's before another may take it up; renewed while it runs. */
+  leaseSeconds: number;
+  /** Jobs run at once in this process. */
+  concurrency: number;
+  /** The first retry's delay; each next one doubles it. */
+  retryBaseMs?: number;
+}
+
+interface ClaimedJob {
+  document_id: string;
+  attempts: number;
+}
+
+/** Enqueues a document's ingestion (again): a job waiting to run now, its attempts counted from zero. */
+export async function enqueueIngest(db: Kysely<RuntimeSchema>, document: { id: string; tenant_id: string | null }): Promise<void> {
+  await db
+    .insertInto('ingest_jobs')
+    .values({ document_id: document.id, tenant_id: document.tenant_id, run_after: new Date(), lease_owner: null, lease_expires_at: null, last_error: null })
+    .onConflict((oc) => oc.column('document_id').doUpdateSet({ attempts: 0, run_after: new Date(), last_error: null }))
+    .execute();
+}
+
+export class IngestWorker {
+  private running = 0;
+  private stopped = false;
+  private readonly inFlight = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly abort = new AbortController();
+
+  constructor(private readonly options: IngestWorkerOptions) {}
+
+  /** Looks for work every `pollMs`, and at once when woken. */
+  start(pollMs = 1_000): void {
+    this.stopped = false;
+    this.timer = setInterval(() => this.wake(), pollMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  /** Claims jobs while there is room; a job enqueued in this process calls it so it starts without waiting. */
+  wake(): void {
+    // One claim per wake: when a claim finds nothing, another would find nothing either; one that found a job
+    // wakes the worker again when it ends.
+    if (this.stopped || this.running >= this.options.concurrency) return;
+    this.running += 1;
+    const work: Promise<void> = this.runOne()
+      .catch((error: unknown) => {
+        this.options.logger.warn({ err: errorMessage(error) }, 'ingest job failed to run');
+        return false;
+      })
+      .then((ran) => {
+        this.running -= 1;
+        this.inFlight.delete(work);
+        if (ran) this.wake();
+      });
+    this.inFlight.add(work);
+  }
+
+  /** Stops claiming, gives the running jobs `graceMs`, then abandons them to their leases. */
+  async stop(graceMs = 5_000): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    const settled = () => Promise.allSettled([...this.inFlight]);
+    const within = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
+    await Promise.race([settled(), within(graceMs)]);
+    // What still runs is cut off; its job waits for its lease to lapse, and is taken up again.
+    this.abort.abort();
+    await Promise.race([settled(), within(1_000)]);
+  }
+
+  /** Claims one due job and runs it; false when none was due. */
+  async runOne(): Promise<boolean> {
+    const job = await this.claim();
+    if (!job) return false;
+    const renew = setInterval(() => void this.renew(job).catch(() => {}), (this.options.leaseSeconds * 1000) / 3);
+    renew.unref();
+    try {
+      await this.ingest(job);
+    } finally {
+      clearInterval(renew);
+    }
+    return true;
+  }
+
+  private async claim(): Promise<ClaimedJob | undefined> {
+    const { owner, leaseSeconds } = this.options;
+    const { rows } = await sql<ClaimedJob>`
+      update ingest_jobs set lease_owner = ${owner}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
+      where document_id = (
+        select document_id from ingest_jobs
+        where run_after <= now() and (lease_expires_at is null or lease_expires_at < now())
+        order by run_after
+        limit 1
+        for update skip locked
+      )
+      returning document_id, attempts`.execute(this.options.db);
+    return rows[0];
+  }
+
+  private async renew(job: ClaimedJob): Promise<void> {
+    await sql`update ingest_jobs set lease_expires_at = now() + make_interval(secs => ${this.options.leaseSeconds})
+      where document_id = ${job.document_id} and lease_owner = ${this.options.owner}`.execute(this.options.db);
+  }
+
+  private async ingest(job: ClaimedJob): Promise<void> {
+    const { db, logger } = this.options;
+    const document = await db.selectFrom('documents').selectAll().where('id', '=', job.document_id).executeTakeFirst();
+    // Deleted meanwhile (its job went with it) or not uploaded yet: nothing to read.
+    if (!document || document.status === 'uploading') {
+      await this.endJob(job);
+      return;
+    }
+    await db.updateTable('documents').set({ status: 'processing', updated_at: new Date() }).where('id', '=', document.id).where('status', '<>', 'processing').execute();
+    let chunks: Chunk[];
+    let vectors: { space: string; values: number[][] } | undefined;
+    try {
+      const bytes = await this.read(document.blob_key);
+      const [{ parseDocument }, { chunkDocument, DEFAULT_CHUNKING }] = await readers();
+      chunks = chunkDocument(await parseDocument(document.content_type as DocumentContentType, bytes), DEFAULT_CHUNKING);
+      const target = document.tenant_id === null ? undefined : await this.embeddingTarget(document.tenant_id);
+      if (target && chunks.length > 0) {
+        vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
+      }
+    } catch (error) {
+      if (error instanceof UnreadableDocument) return this.fail(job, document.id, error.message);
+      if (job.attempts >= MAX_INGEST_ATTEMPTS) return this.fail(job, document.id, `gave up after ${job.attempts} attempts: ${errorMessage(error)}`);
+      const delayMs = (this.options.retryBaseMs ?? 5_000) * 2 ** (job.attempts - 1);
+      logger.warn({ document: document.id, attempt: job.attempts, retryInMs: delayMs, err: errorMessage(error) }, 'document ingestion failed; retrying');
+      await db
+        .updateTable('ingest_jobs')
+        .set({ run_after: new Date(Date.now() + delayMs), lease_owner: null, lease_expires_at: null, last_error: errorMessage(error).slice(0, 2000) })
+        .where('document_id', '=', job.document_id)
+        .where('lease_owner', '=', this.options.owner)
+        .execute();
+      return;
+    }
+    await this.write(job, document.id, document.tenant_id, chunks, vectors);
+  }
+
+  /** The next generation of chunks and vectors, the document swapped to it, the job ended: one transaction. */
+  private async write(job: ClaimedJob, documentId: string, tenantId: string | null, chunks: Chunk[], vectors: { space: string; values: number[][] } | undefined): Promise<void> {
+    await this.options.db.transaction().execute(async (trx) => {
+      // Still ours: a job whose lease lapsed and was taken up elsewhere leaves the writing to that one.
+      const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
+      if (Number(held.numDeletedRows) === 0) return;
+      const document = await trx.selectFrom('documents').select(['generation']).where('id', '=', documentId).forUpdate().executeTakeFirst();
+      if (!document) return;
+      const generation = document.generation + 1;
+      const ids = chunks.map(() => randomUUID());
+      for (let i = 0; i < chunks.length; i += 500) {
+        await trx
+          .insertInto('document_chunks')
+          .values(
+            chunks.slice(i, i + 500).map((chunk, j) => ({
+              id: ids[i + j]!,
+              document_id: documentId,
+              tenant_id: tenantId,
+              generation,
+              ordinal: chunk.ordinal,
+              content: chunk.text,
+              heading_path: chunk.headingPath,
+              start_offset: chunk.start,
+              end_offset: chunk.end,
+              page: chunk.page,
+              tokens: chunk.tokens,
+            })),
+          )
+          .execute();
+      }
+      if (vectors) {
+        for (let i = 0; i < ids.length; i += 200) {
+          await trx
+            .insertInto('chunk_embeddings')
+            .values(ids.slice(i, i + 200).map((id, j) => ({ chunk_id: id, space: vectors.space, embedding: `[${vectors.values[i + j]!.join(',')}]` })))
+            .execute();
+        }
+      }
+      await trx
+        .updateTable('documents')
+        .set({ status: 'ready', failure: null, generation, chunk_count: chunks.length, ingested_at: new Date(), updated_at: new Date() })
+        .where('id', '=', documentId)
+        .execute();
+      await trx.deleteFrom('document_chunks').where('document_id', '=', documentId).where('generation', '<>', generation).execute();
+    });
+    this.options.logger.info({ document: documentId, chunks: chunks.length, embedded: vectors !== undefined }, 'document ingested');
+  }
+
+  private async fail(job: ClaimedJob, documentId: string, reason: string): Promise<void> {
+    await this.options.db.transaction().execute(async (trx) => {
+      const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
+      if (Number(held.numDeletedRows) === 0) return;
+      const document = await trx.selectFrom('documents').select(['generation']).where('id', '=', documentId).forUpdate().executeTakeFirst();
+      if (!document) return;
+      // A reingest that failed leaves the chunks of the last one that succeeded answering, and says why it failed.
+      const served = document.generation > 0;
+      await trx
+        .updateTable('documents')
+        .set({ status: served ? 'ready' : 'failed', failure: (served ? `reingest failed: ${reason}` : reason).slice(0, 2000), updated_at: new Date() })
+        .where('id', '=', documentId)
+        .execute();
+    });
+    this.options.logger.info({ document: documentId, reason }, 'document ingestion failed');
+  }
+
+  private async endJob(job: ClaimedJob): Promise<void> {
+    await this.options.db.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).execute();
+  }
+
+  private async embeddingTarget(tenantId: string): Promise<EmbeddingTarget | undefined> {
+    const configuration = await this.options.configurations.load(tenantId);
+    return configuration ? embeddingFor(configuration.document) : undefined;
+  }
+
+  private async read(key: string): Promise<Buffer> {
+    const blob = await this.options.blobs.get(key);
+    if (blob.size > MAX_DOCUMENT_BYTES) {
+      blob.body.destroy();
+      throw new UnreadableDocument(`the document is ${blob.size} bytes; at most ${MAX_DOCUMENT_BYTES} are read`);
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of blob.body) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+}
