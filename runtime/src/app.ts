@@ -34,6 +34,7 @@ import { TurnRecords } from './chat/turn-records.js';
 import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
+import { Retriever } from './documents/retrieval.js';
 import { documentRoutes } from './documents/routes.js';
 import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
@@ -46,7 +47,7 @@ import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { Features } from './features.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
-import { configurationDigestKey, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
+import { configurationDigestKey, embeddingFor, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
 import { TenantEraser } from './tenants/erase.js';
 import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
 import { TenantService } from './tenants/service.js';
@@ -170,11 +171,14 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
+    const embed = createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
+    const retriever = new Retriever(database.db, embed, logger);
     const ingest = new IngestWorker({
+      indexSpace: (target) => retriever.ensureIndex(target),
       db: database.db,
       blobs,
       configurations,
-      embed: createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }),
+      embed,
       logger,
       owner: runs.owner,
       leaseSeconds: config.ingestLeaseSeconds,
@@ -182,6 +186,13 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     const documents = new DocumentService(database.db, blobs, {
       logger,
+      retrieval: {
+        retriever,
+        embeddingOf: async (tenantId) => {
+          const configuration = await configurations.load(tenantId);
+          return configuration ? embeddingFor(configuration.document) : undefined;
+        },
+      },
       onUploaded: async (document) => {
         await enqueueIngest(database.db, document);
         ingest.wake();

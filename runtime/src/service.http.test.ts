@@ -107,6 +107,7 @@ describe('runtime service routes', () => {
         'GET /documents/{id}/download-url',
         'POST /documents/{id}/reingest',
         'GET /documents/{id}/chunks',
+        'POST /documents/retrieve',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

@@ -43,3 +43,7 @@ export const MAX_DOCUMENT_PAGE = 200;
 export const DEFAULT_DOCUMENT_PAGE = 50;
 /** The longest a request waits for its document to be read (`?wait=`). */
 export const MAX_INGEST_WAIT_SECONDS = 60;
+/** Retrieval: the longest query, and how many chunks an answer may hold. */
+export const MAX_QUERY_LENGTH = 4_000;
+export const MAX_RETRIEVE_K = 50;
+export const DEFAULT_RETRIEVE_K = 8;

@@ -23,6 +23,8 @@ import {
   PresignedUpload,
   PresignPartsRequest,
   PresignUploadRequest,
+  RetrieveRequest,
+  RetrieveResponse,
   type DocumentOutput,
   type InlineDocumentFormInput,
 } from './schemas.js';
@@ -120,6 +122,22 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
           Buffer.from(body.text, 'utf8'),
         );
         return settled(created);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/documents/retrieve',
+      operationId: 'retrieveDocuments',
+      summary: 'The chunks of the documents this token sees that best answer a query',
+      description:
+        'By meaning (the project\'s embedding model) and by words, fused by reciprocal rank; the same search the agent\'s document tool makes. Documents the token may not see are never searched, so `k` visible chunks come back when there are that many.',
+      tags: ['documents'],
+      security: ['bearer'],
+      body: RetrieveRequest,
+      responses: { 200: { description: 'The best chunks, best first', schema: RetrieveResponse }, 403: readDenied },
+      authorize: ({ res }) => documents.authorizeList(principalOf(res)),
+      async handle({ body, res }) {
+        return { body: await documents.retrieve(principalOf(res), body) };
       },
     }),
     defineRoute({

@@ -17,6 +17,9 @@ import {
   MAX_DOCUMENT_PAGE,
   DEFAULT_DOCUMENT_PAGE,
   MAX_INGEST_WAIT_SECONDS,
+  MAX_QUERY_LENGTH,
+  MAX_RETRIEVE_K,
+  DEFAULT_RETRIEVE_K,
 } from './limits.js';
 
 const title = z.string().trim().min(1).max(MAX_TITLE_LENGTH).meta({ description: `At most ${MAX_TITLE_LENGTH} characters; default: the file name` });
@@ -255,3 +258,33 @@ export const DocumentChunkOut = z
 export type DocumentChunkOutput = z.infer<typeof DocumentChunkOut>;
 
 export const ChunkPage = z.object({ chunks: z.array(DocumentChunkOut), has_more: z.boolean(), next_offset: z.int().nullable() }).meta({ id: 'DocumentChunkPage' });
+
+export const RetrieveRequest = z
+  .strictObject({
+    query: z.string().trim().min(1).max(MAX_QUERY_LENGTH).meta({ description: `What to look for, in words (at most ${MAX_QUERY_LENGTH} characters)` }),
+    k: z.int().min(1).max(MAX_RETRIEVE_K).default(DEFAULT_RETRIEVE_K).meta({ description: `How many chunks to answer, at most ${MAX_RETRIEVE_K}` }),
+    document_ids: z.array(z.uuid()).min(1).max(100).optional().meta({ description: 'Search only these documents (of those this token sees)' }),
+  })
+  .meta({ id: 'RetrieveRequest' });
+export type RetrieveInput = z.infer<typeof RetrieveRequest>;
+
+export const RetrieveResponse = z
+  .object({
+    results: z.array(
+      z.object({
+        document_id: z.uuid(),
+        title: z.string(),
+        chunk_id: z.uuid(),
+        ordinal: z.int(),
+        text: z.string(),
+        heading_path: z.array(z.string()),
+        start: z.int(),
+        end: z.int(),
+        page: z.int().nullable(),
+        score: z.number().meta({ description: 'Reciprocal-rank-fused score, higher is better; comparable within one answer' }),
+        matched: z.array(z.enum(['vector', 'keyword'])).meta({ description: 'Which searches found the chunk' }),
+      }),
+    ),
+    mode: z.enum(['hybrid', 'keyword']).meta({ description: '`hybrid`: by meaning and by words; `keyword`: by words only (the project has no embedding model)' }),
+  })
+  .meta({ id: 'RetrieveResponse' });

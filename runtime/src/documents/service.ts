@@ -11,6 +11,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import type { Principal } from '../auth/authenticate.js';
 import type { BlobStore } from '../blob/port.js';
 import type { DocumentsTable, DocumentVisibility, RuntimeSchema } from '../store/schema.js';
+import type { EmbeddingTarget } from '../tenants/configuration.js';
 import { canSeeDocument, ownsDocument, readerOf, visibleDocuments, type DocumentReader } from './access.js';
 import {
   DEFAULT_PART_SIZE,
@@ -21,7 +22,8 @@ import {
   UPLOAD_URL_SECONDS,
 } from './limits.js';
 import { documentBlobKey } from './model.js';
-import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput } from './schemas.js';
+import type { RetrieveResult, Retriever } from './retrieval.js';
+import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput, RetrieveInput } from './schemas.js';
 
 export type DocumentRow = Selectable<DocumentsTable>;
 
@@ -80,6 +82,8 @@ export function documentOut(row: DocumentRow): DocumentOutput {
 
 export interface DocumentServiceOptions {
   logger: Logger;
+  /** Searches what a caller sees; with the project's embedding model from its configuration. */
+  retrieval?: { retriever: Retriever; embeddingOf(tenantId: string): Promise<EmbeddingTarget | undefined> };
   /** Called when a document's bytes are complete and it waits to be read (ingestion). */
   onUploaded?: (document: DocumentRow) => Promise<void>;
   now?: () => Date;
@@ -371,6 +375,14 @@ export class DocumentService {
       has_more: paged.has_more,
       next_offset: paged.next_offset,
     };
+  }
+
+  /** The chunks of the documents this caller sees that best answer the query (docs/decisions/0042). */
+  async retrieve(principal: Principal, input: RetrieveInput): Promise<RetrieveResult> {
+    const retrieval = this.options.retrieval;
+    if (!retrieval) return { results: [], mode: 'keyword' };
+    const target = await retrieval.embeddingOf(principal.tenantId);
+    return retrieval.retriever.retrieve(readerOf(principal), target, { query: input.query, k: input.k, documentIds: input.document_ids });
   }
 
   /** Removes uploads abandoned past their deadline, record and bytes; how many. */

@@ -38,6 +38,8 @@ export interface IngestWorkerOptions {
   concurrency: number;
   /** The first retry's delay; each next one doubles it. */
   retryBaseMs?: number;
+  /** Makes sure an embedding space has its index before its first vectors are written. */
+  indexSpace?: (target: EmbeddingTarget) => Promise<void>;
 }
 
 interface ClaimedJob {
@@ -154,6 +156,7 @@ export class IngestWorker {
       const target = document.tenant_id === null ? undefined : await this.embeddingTarget(document.tenant_id);
       if (target && chunks.length > 0) {
         vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
+        await this.options.indexSpace?.(target);
       }
     } catch (error) {
       if (error instanceof UnreadableDocument) return this.fail(job, document.id, error.message);
