@@ -13,10 +13,11 @@ import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
 import { run as provider } from './provider.bench.js';
 import { run as relational } from './relational.bench.js';
+import { run as retrieval } from './retrieval.bench.js';
 import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, soak };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, retrieval, soak };
 /** Run only when named: the soak takes an hour. */
 const byNameOnly = new Set(['soak']);
 

@@ -231,11 +231,18 @@ function json(text: string): ParsedDocument {
 
 async function pdf(bytes: Buffer): Promise<ParsedDocument> {
   if (bytes.subarray(0, 1024).indexOf('%PDF-') === -1) throw new UnreadableDocument('not a PDF: the file does not start with a PDF header');
-  const { extractText } = await import('unpdf');
+  const { extractText, getDocumentProxy } = await import('unpdf');
   let pages: string[];
   try {
-    // PDF.js takes (and detaches) its own copy.
-    ({ text: pages } = await extractText(new Uint8Array(bytes), { mergePages: false }));
+    // PDF.js takes (and detaches) its own copy; it reports what it mends in a file as warnings on the console,
+    // which a service does not want there (verbosity 0: errors only).
+    const proxy = await getDocumentProxy(new Uint8Array(bytes), { verbosity: 0 });
+    try {
+      ({ text: pages } = await extractText(proxy, { mergePages: false }));
+    } finally {
+      // What PDF.js holds of the document (fonts, pages, the parsed file) is let go now, not at some later GC.
+      await proxy.loadingTask.destroy();
+    }
   } catch (error) {
     throw new UnreadableDocument(`not readable as PDF: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
