@@ -122,6 +122,8 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(loaded.document.limits).toEqual({ rpm_limit: 60, tpm_limit: 50_000, budget: { amount_usd: 20, window: 'month' } });
     expect(loaded.document.ceiling.registeredModels).toEqual(['gpt-4o', 'gpt-4o-mini', 'llama-3.1-8b']);
     expect(providerFor(loaded.document, 'gpt-4o-mini')).toMatchObject({ providerId: second.id, apiKey: openaiKey, price: { input_per_million_usd: 0.15, output_per_million_usd: 0.6 } });
+    // Documents are embedded with the measured model of the oldest provider that has one (the gateway has none).
+    expect(loaded.document.retrieval).toEqual({ embedding: { provider: second.id, model: 'text-embedding-3-small', dimensions: 1536 } });
 
     // The runtime's own answer shows the keys redacted.
     const shown = await rt.admin(`/tenants/${tenantId}/configuration`);
@@ -140,6 +142,8 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(after.document.providers!.map((p) => p.id)).toEqual([before.document.providers![0]!.id]);
     expect(after.document.default_model).toBe('gpt-4o');
     expect(providerFor(after.document, 'gpt-4o')).toBeUndefined();
+    // Its embedding model went with it: documents are searched by their words until another provider has one.
+    expect(after.document).not.toHaveProperty('retrieval');
     expect(after.document.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
 
     // The last provider gone: no providers section, the default still named, and a turn on it is 409 no_provider

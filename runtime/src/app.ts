@@ -35,6 +35,7 @@ import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
+import { documentSearchTool } from './documents/search-tool.js';
 import { documentRoutes } from './documents/routes.js';
 import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
@@ -199,7 +200,18 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       },
     });
     registerDocuments(features, documents, ingest);
-    const chat = new ChatService({ db: database.db, events, conversations, sessions, runs, records, engine, limiter, logger });
+    const chat = new ChatService({
+      db: database.db,
+      events,
+      conversations,
+      sessions,
+      runs,
+      records,
+      engine,
+      limiter,
+      logger,
+      serverTools: (principal) => [documentSearchTool(documents, principal)],
+    });
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',

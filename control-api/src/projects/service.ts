@@ -8,7 +8,7 @@ import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, exportKeyRing, importKeyRing, MAX_TRUSTED_KEYS, pruneKeyRing, ringHasRoom, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
-import { pushedProviders, unpricedModels } from '../providers/configuration.js';
+import { pushedEmbedding, pushedProviders, unpricedModels } from '../providers/configuration.js';
 import { registeredModels } from '../providers/registered.js';
 import type { BudgetWindow, ControlSchema, StoredCeiling } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
@@ -176,10 +176,15 @@ export class ProjectService {
     const read = await this.db.transaction().execute(async (trx) => {
       const row = await trx.selectFrom('projects').selectAll().where('id', '=', projectId).forShare().executeTakeFirst();
       if (!row || !row.signing_keys) return null;
-      return { row, registered: await registeredModels(trx, row.id), providers: await pushedProviders(trx, this.secrets, row.id) };
+      return {
+        row,
+        registered: await registeredModels(trx, row.id),
+        providers: await pushedProviders(trx, this.secrets, row.id),
+        embedding: await pushedEmbedding(trx, row.id),
+      };
     });
     if (!read) return null;
-    const { row, registered, providers } = read;
+    const { row, registered, providers, embedding } = read;
     const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys!, signingKeysAad(row.id))));
     const ceiling = permissionCeiling(row.ceiling, registered);
     const limits = pushedLimits(row);
@@ -206,6 +211,8 @@ export class ProjectService {
       ...(providers.length > 0 ? { providers } : {}),
       ...(providers.length > 0 || row.default_model !== null ? { default_model: row.default_model } : {}),
       ...(limits ? { limits } : {}),
+      // Left out for a project with no measured embedding model: its documents are searched by their words.
+      ...(embedding ? { retrieval: { embedding } } : {}),
     };
   }
 

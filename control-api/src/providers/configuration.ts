@@ -21,6 +21,26 @@ export async function pushedProviders(db: Kysely<ControlSchema> | Transaction<Co
   }));
 }
 
+/**
+ * The embedding model documents are embedded with: the measured one of the project's oldest provider that has one
+ * (its dimension measured by a real call when the provider was registered or refreshed); null when none has.
+ */
+export async function pushedEmbedding(
+  db: Kysely<ControlSchema> | Transaction<ControlSchema>,
+  projectId: string,
+): Promise<{ provider: string; model: string; dimensions: number } | null> {
+  const row = await db
+    .selectFrom('providers')
+    .select(['id', 'embedding_model', 'embedding_dim'])
+    .where('project_id', '=', projectId)
+    .where('embedding_model', 'is not', null)
+    .where('embedding_dim', 'is not', null)
+    .orderBy('created_at')
+    .orderBy('id')
+    .executeTakeFirst();
+  return row ? { provider: row.id, model: row.embedding_model!, dimensions: row.embedding_dim! } : null;
+}
+
 /** Registered models without a price, sorted: a budget counts their calls as costing nothing. */
 export async function unpricedModels(db: Kysely<ControlSchema> | Transaction<ControlSchema>, projectId: string): Promise<string[]> {
   const rows = await db.selectFrom('providers').select(['models', 'prices']).where('project_id', '=', projectId).execute();

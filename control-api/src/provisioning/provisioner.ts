@@ -46,6 +46,8 @@ export interface TenantConfigurationDocument {
   default_model?: string | null;
   /** Present when the project has any cap. */
   limits?: PushedLimits;
+  /** Present when a provider of the project has a measured embedding model. */
+  retrieval?: { embedding: { provider: string; model: string; dimensions: number } };
 }
 
 /** Which project and tenant an outbox entry is about. */

@@ -30,7 +30,8 @@ import {
   type RunStatus,
   type RunStore,
 } from './runs.js';
-import type { ChatResponseOutput, Frame } from './schemas.js';
+import { citeSources } from './citations.js';
+import type { ChatResponseOutput, CitationOutput, Frame } from './schemas.js';
 import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
 
@@ -63,6 +64,8 @@ export interface TurnTotals {
   inputTokens: number;
   outputTokens: number;
   costUsd: number | null;
+  /** What the turn's document searches found, numbered as the answer cites them. */
+  citations: CitationOutput[];
 }
 
 /** The `usage` of a ChatResponse. */
@@ -75,7 +78,7 @@ export function usageOut(totals: TurnTotals): ChatResponseOutput['usage'] {
   };
 }
 
-export const emptyTotals = (): TurnTotals => ({ inputTokens: 0, outputTokens: 0, costUsd: null });
+export const emptyTotals = (): TurnTotals => ({ inputTokens: 0, outputTokens: 0, costUsd: null, citations: [] });
 
 /** Finish reasons of the model that the turn reports (null: the agent finished on its own). */
 const reportedFinish: Partial<Record<ModelFinishReason, 'length' | 'content_filter'>> = { length: 'length', content_filter: 'content_filter' };
@@ -414,7 +417,7 @@ export class TurnEngine {
       history.push(kept);
       lastMessageId = kept.id;
       toolRounds += 1;
-      const { pending, answers } = await this.handleCalls(turn, step.calls);
+      const { pending, answers } = await this.handleCalls(turn, step.calls, signal, totals);
       history.push(...answers);
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
     }
@@ -471,7 +474,7 @@ export class TurnEngine {
    * Tool calls of one step. Calls outside the turn's set, or with arguments that are not a JSON object, are answered
    * with a refusal the model can read (and the turn goes on); client calls, approvals and questions pause the turn.
    */
-  private async handleCalls(turn: Turn, calls: ModelToolCall[]): Promise<{ pending: SessionPending | null; answers: MessageRow[] }> {
+  private async handleCalls(turn: Turn, calls: ModelToolCall[], signal: AbortSignal, totals: TurnTotals): Promise<{ pending: SessionPending | null; answers: MessageRow[] }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
     const answers: NewMessage[] = [];
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
@@ -490,7 +493,16 @@ export class TurnEngine {
         await refuse(call, `The arguments of '${call.name}' were not a JSON object; call it again with valid JSON arguments.`, call.arguments);
         continue;
       }
-      if (tool.kind === 'ask_user') {
+      if (tool.kind === 'server' && tool.server) {
+        await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
+        const outcome = await tool.server.run(args, signal).catch((error: unknown): { ok: false; message: string } => {
+          this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
+          return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
+        });
+        const result = outcome.ok ? citeSources(totals.citations, outcome.sources) : outcome.message;
+        await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
+        answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
+      } else if (tool.kind === 'ask_user') {
         const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
         pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
       } else if (tool.kind === 'request_approval') {
@@ -616,6 +628,7 @@ export class TurnEngine {
       approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => ({ ...approval, arguments: approval.arguments as never })) ?? [],
       questions: pending?.questions ?? [],
       usage: usageOut(totals),
+      citations: totals.citations,
     };
   }
 

@@ -122,6 +122,20 @@ export const UsageOut = z
 
 export const FINISH_REASONS = ['max_tool_iterations', 'guardrail', 'no_model', 'needs_input', 'no_answer', 'subagents_incomplete', 'cancelled', 'length', 'content_filter'] as const;
 
+export const CitationOut = z
+  .object({
+    index: z.int().meta({ description: 'The marker the answer cites it by: [index]' }),
+    document_id: z.uuid(),
+    title: z.string(),
+    chunk_id: z.uuid(),
+    ordinal: z.int().meta({ description: 'The chunk\'s place in the document (GET /documents/{id}/chunks)' }),
+    heading_path: z.array(z.string()),
+    page: z.int().nullable(),
+    score: z.number().meta({ description: 'The search\'s fused score; comparable within one search only' }),
+  })
+  .meta({ id: 'Citation' });
+export type CitationOutput = z.infer<typeof CitationOut>;
+
 export const ChatResponse = z
   .object({
     run_id: z.string(),
@@ -138,6 +152,7 @@ export const ChatResponse = z
     approvals: z.array(ApprovalOut).meta({ description: 'Calls waiting for a decision; answer with `approval_decisions`' }),
     questions: z.array(QuestionOut).meta({ description: 'Questions the agent asked (`ask_user`); answer with `question_answers`' }),
     usage: UsageOut,
+    citations: z.array(CitationOut).meta({ description: 'The passages the turn\'s document searches found, numbered as the answer cites them; empty when it searched nothing' }),
   })
   .meta({ id: 'ChatResponse' });
 export type ChatResponseOutput = z.infer<typeof ChatResponse>;

@@ -19,7 +19,7 @@ import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
-import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
+import { approvalMessage, refusalMessage, ToolSet, type ServerTool } from './tools.js';
 import type { TurnRecords } from './turn-records.js';
 
 /**
@@ -49,6 +49,8 @@ export interface ChatServiceDeps {
   engine: TurnEngine;
   limiter: UsageLimiter;
   logger: Logger;
+  /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
+  serverTools?: (principal: Principal) => ServerTool[];
 }
 
 /** What a turn's start stored: a run to launch (with the prompt's history), the same pause again, or no model to call. */
@@ -86,7 +88,7 @@ export class ChatService {
       request: requestFlagsOf(request),
     });
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request);
+    const tools = ToolSet.forTurn(permission, request, deps.serverTools?.(principal) ?? []);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's

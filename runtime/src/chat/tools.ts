@@ -2,16 +2,25 @@
 // capability survives ceiling ∩ token ∩ flag, and the client tools the request declares, each passed through the
 // same permission check. A call to anything outside this set is refused, never run.
 import { invalidArgument } from '@agentplane/lib/errors';
-import type { EffectivePermission } from '@agentplane/lib/permissions';
+import type { Capability, EffectivePermission } from '@agentplane/lib/permissions';
 import type { ModelTool } from '../models/port.js';
+import type { Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
 
-export type ToolKind = 'client' | 'ask_user' | 'request_approval';
+export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
+
+/** A tool this service runs itself, for the caller (the document search): offered only with the capabilities it needs. */
+export interface ServerTool {
+  definition: ModelTool;
+  needs: readonly Capability[];
+  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[] } | { ok: false; message: string }>;
+}
 
 export interface OfferedTool {
   kind: ToolKind;
   definition: ModelTool;
   requiresApproval: boolean;
+  server?: ServerTool;
 }
 
 export const ASK_USER: ModelTool = {
@@ -47,16 +56,20 @@ const BUILTIN_NAMES = new Set([ASK_USER.name, REQUEST_APPROVAL.name]);
 export class ToolSet {
   private constructor(private readonly tools: Map<string, OfferedTool>) {}
 
-  /** Refuses (400) client tools that collide with each other or with a built-in. */
-  static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>): ToolSet {
+  /** Refuses (400) client tools that collide with each other or with a built-in or server tool. */
+  static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>, serverTools: readonly ServerTool[] = []): ToolSet {
     const tools = new Map<string, OfferedTool>();
+    for (const server of serverTools) {
+      if (permission.toolAllowed(server.definition.name, server.needs)) tools.set(server.definition.name, { kind: 'server', definition: server.definition, requiresApproval: false, server });
+    }
+    const reserved = new Set([...BUILTIN_NAMES, ...serverTools.map((tool) => tool.definition.name)]);
     if (permission.toolAllowed(ASK_USER.name)) tools.set(ASK_USER.name, { kind: 'ask_user', definition: ASK_USER, requiresApproval: false });
     if (permission.toolAllowed(REQUEST_APPROVAL.name)) {
       tools.set(REQUEST_APPROVAL.name, { kind: 'request_approval', definition: REQUEST_APPROVAL, requiresApproval: false });
     }
     const seen = new Set<string>();
     for (const tool of request.tools ?? []) {
-      if (BUILTIN_NAMES.has(tool.name)) throw invalidArgument(`tool name '${tool.name}' is reserved for a built-in tool; rename the client tool`);
+      if (reserved.has(tool.name)) throw invalidArgument(`tool name '${tool.name}' is reserved for a built-in tool; rename the client tool`);
       if (seen.has(tool.name)) throw invalidArgument(`tool '${tool.name}' is declared twice`);
       seen.add(tool.name);
       if (!permission.toolAllowed(tool.name)) continue;
