@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { run as blobs } from './blobs.bench.js';
 import { run as chat } from './chat.bench.js';
 import { run as events } from './events.bench.js';
+import { run as ingest } from './ingest.bench.js';
 import { formatTable, type BenchReport } from './measure.js';
 import { run as memory } from './memory.bench.js';
 import { run as operator } from './operator.bench.js';
@@ -17,7 +18,7 @@ import { run as retrieval } from './retrieval.bench.js';
 import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, retrieval, soak };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, retrieval, ingest, soak };
 /** Run only when named: the soak takes an hour. */
 const byNameOnly = new Set(['soak']);
 

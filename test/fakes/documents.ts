@@ -10,7 +10,9 @@ export function minimalPdf(pages: string[]): Buffer {
   objects[2] = `<< /Type /Pages /Kids [${pageIds.map((id) => `${id} 0 R`).join(' ')}] /Count ${pages.length} >>`;
   objects[3] = '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>';
   pages.forEach((text, i) => {
-    const stream = `BT /F1 12 Tf 72 720 Td (${text.replace(/[()\\]/g, '\\$&')}) Tj ET`;
+    // One line of text per `\n`, each moved down by the leading (T*), as a text PDF lays out its lines.
+    const lines = text.split('\n').map((line) => `(${line.replace(/[()\\]/g, '\\$&')}) Tj T*`);
+    const stream = `BT /F1 12 Tf 14 TL 72 720 Td ${lines.join(' ')} ET`;
     objects[pageIds[i]!] = `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${pageIds[i]! + 1} 0 R >>`;
     objects[pageIds[i]! + 1] = `<< /Length ${stream.length} >>\nstream\n${stream}\nendstream`;
   });
