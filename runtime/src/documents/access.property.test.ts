@@ -9,31 +9,13 @@ import { migrate } from '@agentplane/lib/db/migrate';
 import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
 import { runtimeMigrations } from '../store/migrations.js';
 import type { DocumentVisibility, RuntimeSchema } from '../store/schema.js';
-import { canSeeDocument, visibleDocuments, type DocumentAcl, type DocumentReader } from './access.js';
+import { canSeeDocument, visibleDocuments, type DocumentAcl } from './access.js';
+import { referenceCanSee as reference } from '@agentplane/test/fakes/document-acl';
 
 const TENANTS = [randomUUID(), randomUUID()];
 const PATHS = ['acme', 'acme:sales', 'acme:sales:alice', 'acme:sales:bob', 'acme:sales:bob:notes', 'acme:support', 'acme:support:erin', 'acme2', 'acme2:zed'];
 const ROLES = ['admin', 'owner', 'service', 'lead', 'member'];
 const GROUPS = ['sales', 'support', 'ops'];
-
-/** The rule as the decision states it, case by case, with nothing shared with access.ts. */
-function reference(reader: DocumentReader, doc: DocumentAcl): boolean {
-  const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}:`);
-  const sameTenant = doc.tenant_id === reader.tenantId;
-  const corpus = doc.tenant_id === null && doc.visibility === 'project';
-  if (!sameTenant && !corpus) return false;
-  if (reader.dataScope && doc.owner && !under(doc.owner, reader.dataScope)) return false;
-  if (doc.owner === reader.sub) return true;
-  if (doc.visibility === 'self') return false;
-  if (reader.roles.some((role) => role === 'admin' || role === 'owner' || role === 'service')) return true;
-  let placed = false;
-  if (doc.visibility === 'project') placed = true;
-  if (doc.visibility === 'scope' && doc.scope && under(reader.sub, doc.scope)) placed = true;
-  if (doc.owner && under(doc.owner, reader.scope)) placed = true;
-  if (!placed) return false;
-  const limited = doc.allowed_roles.length + doc.allowed_groups.length > 0;
-  return !limited || doc.allowed_roles.some((r) => reader.roles.includes(r)) || doc.allowed_groups.some((g) => reader.groups.includes(g));
-}
 
 const someOf = <T>(values: T[]) => fc.subarray(values, { maxLength: 2 });
 const reader = fc

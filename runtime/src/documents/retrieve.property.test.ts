@@ -1,0 +1,160 @@
+// Retrieval against a brute-force reference of who may see what, on PGlite and on PostgreSQL: 400 documents with
+// random owners, visibilities, scopes, roles and groups (and some of the project's corpus) in two tenants, and
+// 10,000 random callers. Every document has one chunk holding a word every query matches and a vector, so both
+// halves of the search (keyword and vector) run, and k is larger than any caller's share: each caller must get back
+// exactly the documents the reference says they may see. One leak or one wrongly hidden document fails the test.
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database } from '@agentplane/lib/db/database';
+import { migrate } from '@agentplane/lib/db/migrate';
+import { silentLogger } from '@agentplane/lib/logging';
+import { referenceCanSee } from '@agentplane/test/fakes/document-acl';
+import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
+import { runtimeMigrations } from '../store/migrations.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import type { EmbeddingTarget } from '../tenants/configuration.js';
+import type { DocumentAcl, DocumentReader } from './access.js';
+import { Retriever } from './retrieval.js';
+
+const TENANTS = [randomUUID(), randomUUID()];
+const PATHS = ['acme', 'acme:sales', 'acme:sales:alice', 'acme:sales:bob', 'acme:sales:bob:notes', 'acme:support', 'acme:support:erin', 'acme2', 'acme2:zed'];
+const ROLES = ['admin', 'owner', 'service', 'lead', 'member'];
+const GROUPS = ['sales', 'support', 'ops'];
+const DOCUMENTS = 400;
+const CALLERS = 10_000;
+const DIMENSIONS = 8;
+const target: EmbeddingTarget = { space: `test|property|${DIMENSIONS}`, baseUrl: 'http://unused', apiKey: 'unused', model: 'property', dimensions: DIMENSIONS };
+
+const ancestorOf = (path: string, depth: number) => {
+  const segments = path.split(':');
+  return segments.slice(0, Math.max(1, segments.length - (depth % segments.length))).join(':');
+};
+const someOf = <T>(values: T[]) => fc.subarray(values, { maxLength: 2 });
+const documentArbitrary = fc
+  .record({
+    corpus: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+    tenant: fc.constantFrom(...TENANTS),
+    owner: fc.constantFrom(...PATHS),
+    self: fc.boolean(),
+    depth: fc.nat(),
+    allowed_roles: someOf(ROLES.slice(3)),
+    allowed_groups: someOf(GROUPS),
+  })
+  .map(({ corpus, tenant, owner, self, depth, allowed_roles, allowed_groups }): DocumentAcl & { id: string } =>
+    corpus
+      ? { id: randomUUID(), tenant_id: null, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
+      : { id: randomUUID(), tenant_id: tenant, owner, visibility: self ? 'self' : 'scope', scope: self ? null : ancestorOf(owner, depth), allowed_roles, allowed_groups },
+  );
+const callerArbitrary = fc
+  .record({
+    tenantId: fc.constantFrom(...TENANTS),
+    sub: fc.constantFrom(...PATHS),
+    depth: fc.nat(),
+    dataScope: fc.option(fc.constantFrom(...PATHS), { nil: undefined, freq: 4 }),
+    roles: someOf(ROLES),
+    groups: someOf(GROUPS),
+  })
+  .map(({ depth, ...caller }): DocumentReader => ({ ...caller, scope: ancestorOf(caller.sub, depth) }));
+
+const stores: { name: string; open: () => Promise<Database<RuntimeSchema>> }[] = [{ name: 'PGlite', open: () => openDatabase<RuntimeSchema>({ driver: 'pglite' }) }];
+let postgres: PostgresServer | undefined;
+if (postgresBinaries()) {
+  stores.push({
+    name: 'PostgreSQL',
+    open: async () => {
+      postgres ??= await startPostgres();
+      return openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
+    },
+  });
+}
+
+describe.each(stores)('retrieval against the visibility reference on $name', ({ open }) => {
+  let database: Database<RuntimeSchema>;
+  const documents = fc.sample(documentArbitrary, { numRuns: DOCUMENTS, seed: 14 });
+  const callers = fc.sample(callerArbitrary, { numRuns: CALLERS, seed: 15 });
+
+  beforeAll(async () => {
+    database = await open();
+    await migrate(database.db, runtimeMigrations);
+    for (const tenantId of TENANTS) {
+      await database.db
+        .insertInto('tenants')
+        .values({ tenant_id: tenantId, name: 't', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
+        .execute();
+    }
+    const now = new Date();
+    await database.db
+      .insertInto('documents')
+      .values(
+        documents.map((doc, i) => ({
+          ...doc,
+          allowed_roles: [...doc.allowed_roles],
+          allowed_groups: [...doc.allowed_groups],
+          title: `document ${i}`,
+          content_type: 'text/plain',
+          blob_key: `k/${doc.id}`,
+          status: 'ready' as const,
+          generation: 1,
+          chunk_count: 1,
+          metadata: '{}',
+          created_at: now,
+          updated_at: now,
+          filename: null,
+          declared_size: null,
+          size_bytes: null,
+          failure: null,
+          upload_id: null,
+          upload_part_size: null,
+          upload_part_count: null,
+          upload_expires_at: null,
+          uploaded_at: now,
+          ingested_at: now,
+        })),
+      )
+      .execute();
+    const chunks = documents.map((doc, i) => ({
+      id: randomUUID(),
+      document_id: doc.id,
+      tenant_id: doc.tenant_id,
+      generation: 1,
+      ordinal: 0,
+      content: `handbook passage ${i}`,
+      start_offset: 0,
+      end_offset: 10,
+      page: null,
+      tokens: 3,
+    }));
+    await database.db.insertInto('document_chunks').values(chunks).execute();
+    await database.db
+      .insertInto('chunk_embeddings')
+      .values(chunks.map((chunk, i) => ({ chunk_id: chunk.id, space: target.space, embedding: `[${Array.from({ length: DIMENSIONS }, (_, d) => Math.sin(i * 7 + d)).join(',')}]` })))
+      .execute();
+  }, 120_000);
+  afterAll(async () => {
+    await database?.close();
+    await postgres?.stop();
+    postgres = undefined;
+  });
+
+  it(`answers each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
+    const query = [1, 0, 0, 0, 0, 0, 0, 0];
+    const retriever = new Retriever(database.db, async () => [query], silentLogger());
+    const problems: string[] = [];
+    let visibleTotal = 0;
+    for (const caller of callers) {
+      const expected = new Set(documents.filter((doc) => referenceCanSee(caller, doc)).map((doc) => doc.id));
+      visibleTotal += expected.size;
+      const { results } = await retriever.retrieve(caller, target, { query: 'handbook', k: DOCUMENTS });
+      const got = new Set(results.map((result) => result.document_id));
+      const leaked = [...got].filter((id) => !expected.has(id));
+      const hidden = [...expected].filter((id) => !got.has(id));
+      if (leaked.length > 0 || hidden.length > 0) problems.push(`${JSON.stringify(caller)}: ${leaked.length} leaked, ${hidden.length} wrongly hidden`);
+      if (problems.length >= 5) break;
+    }
+    expect(problems).toEqual([]);
+    // The population is not degenerate: callers see something, and not everything.
+    expect(visibleTotal / CALLERS).toBeGreaterThan(5);
+    expect(visibleTotal / CALLERS).toBeLessThan(DOCUMENTS / 2);
+  }, 900_000);
+});
