@@ -36,6 +36,7 @@ import { createEmbedder } from './documents/ingest/embed.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
 import { documentSearchTool } from './documents/search-tool.js';
+import { EmbeddingSpaces } from './documents/spaces.js';
 import { documentRoutes } from './documents/routes.js';
 import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
@@ -48,7 +49,7 @@ import { minAdminKeyLength, type RuntimeConfig } from './config.js';
 import { Features } from './features.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
-import { configurationDigestKey, embeddingFor, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
+import { configurationDigestKey, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
 import { TenantEraser } from './tenants/erase.js';
 import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
 import { TenantService } from './tenants/service.js';
@@ -174,7 +175,9 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     registerBlobs(features, blobs);
     const embed = createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
     const retriever = new Retriever(database.db, embed, logger);
+    const spaces = new EmbeddingSpaces(database.db);
     const ingest = new IngestWorker({
+      spaces,
       indexSpace: (target) => retriever.ensureIndex(target),
       db: database.db,
       blobs,
@@ -191,7 +194,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         retriever,
         embeddingOf: async (tenantId) => {
           const configuration = await configurations.load(tenantId);
-          return configuration ? embeddingFor(configuration.document) : undefined;
+          return configuration ? spaces.forSearch(tenantId, configuration.document) : undefined;
         },
       },
       onUploaded: async (document) => {

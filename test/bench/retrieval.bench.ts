@@ -64,7 +64,7 @@ export async function run(): Promise<BenchReport> {
       .insertInto('tenants')
       .values({ tenant_id: tenantId, name: 'bench', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
       .execute();
-    const target: EmbeddingTarget = { space: `bench|model|${DIMENSIONS}`, baseUrl: 'http://unused', apiKey: 'unused', model: 'model', dimensions: DIMENSIONS };
+    const target: EmbeddingTarget = { space: `bench|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'model', dimensions: DIMENSIONS };
     const loadStarted = performance.now();
     const visibleDocuments = Math.round(DOCUMENTS * VISIBLE_SHARE);
     await load(database.db, tenantId, target, { near, rand, visibleDocuments });

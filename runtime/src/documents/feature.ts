@@ -12,7 +12,7 @@ export function registerDocuments(host: FeatureHost, documents: DocumentService,
   worker.start();
   host.onShutdown(() => worker.stop());
   host.every('document upload sweep', SWEEP_INTERVAL_MS, () => documents.sweepAbandoned(), { now: true });
-  for (const table of ['ingest_jobs', 'document_chunks', 'documents'] as const) {
+  for (const table of ['ingest_jobs', 'embedding_jobs', 'embedding_spaces', 'document_chunks', 'documents'] as const) {
     host.eraseRows({
       table,
       purge: async (trx, tenantId) => Number((await trx.deleteFrom(table).where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),

@@ -20,7 +20,7 @@ describe.each(availableSetups())('document ingestion (%s)', (setup) => {
 
   beforeAll(async () => {
     services = setup === 'scale' ? await ScaleServices.start() : undefined;
-    fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0001', chatModels: ['chat-model'], embeddingModels: { [EMBEDDING_MODEL]: DIMENSIONS } });
+    fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0001', chatModels: ['chat-model'], embeddingModels: { [EMBEDDING_MODEL]: DIMENSIONS, 'embed-large': 12 } });
     rt = await startTestRuntime({ env: { ...((await services?.env()) ?? {}), AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', INGEST_LEASE_SECONDS: '2' } });
   });
   afterAll(async () => {
@@ -177,5 +177,40 @@ describe.each(availableSetups())('document ingestion (%s)', (setup) => {
     const early = await post(`/documents/${started.document.id}/reingest`, token, undefined);
     expect(early.status).toBe(409);
     expect(((await early.json()) as { detail: string }).detail).toMatch(/^upload out of order: /);
+  });
+
+  it('embeds what was read into a new model in the background, and searches the old index until the new one is complete', async () => {
+    const t = await tenant();
+    const token = await t.token();
+    const doc = await json<DocumentOutput>(await post('/documents?wait=20', token, { text: guide, content_type: 'text/markdown' }), 201);
+    const spaceOf = (model: string, dimensions: number) => `${fake.url}|${model}|${dimensions}`;
+    const lastEmbeddingModel = () => (fake.requestsTo('/embeddings').at(-1)!.body as { model: string }).model;
+    const providers = [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models: ['chat-model'] }];
+    expect((await t.reconfigure({ providers, retrieval: { embedding: { provider: 'cred-1', model: 'embed-large', dimensions: 12 } } } as never)).status).toBe(200);
+
+    // The first search after the change finds the new space incomplete: it asks the old model, in the old space.
+    const during = await json<{ mode: string; results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query: '# Shipping\nOrders ship from Lisbon every weekday.', k: 1 }), 200);
+    expect(lastEmbeddingModel()).toBe(EMBEDDING_MODEL);
+    expect(during.results[0]).toMatchObject({ document_id: doc.id, matched: ['vector', 'keyword'] });
+
+    // In the background every chunk gets its vector in the new space; then searches use it.
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const space = await db().selectFrom('embedding_spaces').select('ready_at').where('tenant_id', '=', t.tenantId).where('space', '=', spaceOf('embed-large', 12)).executeTakeFirst();
+      if (space?.ready_at) break;
+      if (Date.now() > deadline) throw new Error('the new space was never ready');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const chunks = await chunksOf(token, doc.id);
+    const vectors = await db().selectFrom('chunk_embeddings').select(['space']).where('chunk_id', 'in', chunks.map((c) => c.id)).execute();
+    expect(vectors.filter((v) => v.space === spaceOf(EMBEDDING_MODEL, DIMENSIONS))).toHaveLength(3);
+    expect(vectors.filter((v) => v.space === spaceOf('embed-large', 12))).toHaveLength(3);
+    const after = await json<{ results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query: '# Shipping\nOrders ship from Lisbon every weekday.', k: 1 }), 200);
+    expect(lastEmbeddingModel()).toBe('embed-large');
+    expect(after.results[0]).toMatchObject({ document_id: doc.id, matched: ['vector', 'keyword'] });
+    // A document uploaded now is embedded in the new model only, and found by it.
+    const later = await json<DocumentOutput>(await post('/documents?wait=20', token, { text: 'A later note about Porto.', title: 'later' }), 201);
+    const laterChunks = await chunksOf(token, later.id);
+    expect((await db().selectFrom('chunk_embeddings').select('space').where('chunk_id', '=', laterChunks[0]!.id).execute()).map((v) => v.space)).toEqual([spaceOf('embed-large', 12)]);
   });
 });

@@ -263,4 +263,37 @@ export const runtimeMigrations: Migration[] = [
       'create index ingest_jobs_due on ingest_jobs (run_after)',
     ],
   },
+  {
+    version: 9,
+    name: 'embedding_spaces',
+    statements: [
+      // The embedding spaces a tenant's documents have been embedded in (provider, model, dimension), and whether
+      // every document has its vectors there yet: retrieval answers from the newest complete one, so a change of
+      // model keeps the old index answering until the new one is built (docs/decisions/0041).
+      `create table embedding_spaces (
+        tenant_id uuid not null references tenants (tenant_id),
+        space text not null,
+        provider text not null,
+        model text not null,
+        dimensions integer not null,
+        created_at timestamptz not null default now(),
+        ready_at timestamptz,
+        primary key (tenant_id, space)
+      )`,
+      // A document's chunks to embed into a space they have no vectors in yet (a change of model), leased like
+      // ingest jobs; the chunks themselves are left as they are.
+      `create table embedding_jobs (
+        document_id uuid not null references documents (id) on delete cascade,
+        space text not null,
+        tenant_id uuid references tenants (tenant_id),
+        attempts integer not null default 0,
+        run_after timestamptz not null default now(),
+        lease_owner text,
+        lease_expires_at timestamptz,
+        last_error text,
+        primary key (document_id, space)
+      )`,
+      'create index embedding_jobs_due on embedding_jobs (run_after)',
+    ],
+  },
 ];

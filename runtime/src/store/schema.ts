@@ -232,8 +232,33 @@ export interface IngestJobsTable {
   created_at: Generated<Date>;
 }
 
+export interface EmbeddingSpacesTable {
+  tenant_id: string;
+  space: string;
+  /** The provider credential's id, the model and its dimension: enough to embed a query in this space. */
+  provider: string;
+  model: string;
+  dimensions: number;
+  created_at: Generated<Date>;
+  /** When every document had its vectors here; null while they are being made. */
+  ready_at: Timestamp | null;
+}
+
+export interface EmbeddingJobsTable {
+  document_id: string;
+  space: string;
+  tenant_id: string | null;
+  attempts: Generated<number>;
+  run_after: Timestamp;
+  lease_owner: string | null;
+  lease_expires_at: Timestamp | null;
+  last_error: string | null;
+}
+
 export interface RuntimeSchema {
   tenants: TenantsTable;
+  embedding_spaces: EmbeddingSpacesTable;
+  embedding_jobs: EmbeddingJobsTable;
   documents: DocumentsTable;
   document_chunks: DocumentChunksTable;
   chunk_embeddings: ChunkEmbeddingsTable;

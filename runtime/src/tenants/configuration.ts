@@ -50,6 +50,8 @@ export function providerFor(document: TenantConfigurationDocument, model: string
 export interface EmbeddingTarget {
   /** The embedding space a vector belongs to: vectors of different spaces are never compared. */
   space: string;
+  /** The provider credential's id in the configuration. */
+  providerId: string;
   baseUrl: string;
   apiKey: string;
   model: string;
@@ -58,11 +60,16 @@ export interface EmbeddingTarget {
 
 export function embeddingFor(document: TenantConfigurationDocument): EmbeddingTarget | undefined {
   const embedding = document.retrieval?.embedding;
-  if (!embedding) return undefined;
+  return embedding ? embeddingTargetOf(document, embedding) : undefined;
+}
+
+/** A space's target from the configuration's providers; undefined when its provider is no longer configured. */
+export function embeddingTargetOf(document: TenantConfigurationDocument, embedding: { provider: string; model: string; dimensions: number }): EmbeddingTarget | undefined {
   const provider = document.providers?.find((candidate) => candidate.id === embedding.provider);
   if (!provider) return undefined;
   return {
     space: `${provider.base_url}|${embedding.model}|${embedding.dimensions}`,
+    providerId: provider.id,
     baseUrl: provider.base_url,
     apiKey: provider.api_key,
     model: embedding.model,

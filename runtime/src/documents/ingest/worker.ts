@@ -12,6 +12,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import type { BlobStore } from '../../blob/port.js';
 import type { RuntimeSchema } from '../../store/schema.js';
 import { embeddingFor, type EmbeddingTarget, type TenantConfigurationService } from '../../tenants/configuration.js';
+import type { EmbeddingSpaces } from '../spaces.js';
 import type { DocumentContentType } from '../limits.js';
 import { MAX_DOCUMENT_BYTES } from '../limits.js';
 import type { Chunk } from './chunk.js';
@@ -40,6 +41,8 @@ export interface IngestWorkerOptions {
   retryBaseMs?: number;
   /** Makes sure an embedding space has its index before its first vectors are written. */
   indexSpace?: (target: EmbeddingTarget) => Promise<void>;
+  /** The tenants' embedding spaces: a new one gets the documents already read embedded into it. */
+  spaces?: EmbeddingSpaces;
 }
 
 interface ClaimedJob {
@@ -104,18 +107,94 @@ export class IngestWorker {
     await Promise.race([settled(), within(1_000)]);
   }
 
-  /** Claims one due job and runs it; false when none was due. */
+  /** Claims one due job (documents to read first, then documents to embed into a new space) and runs it; false when none was due. */
   async runOne(): Promise<boolean> {
     const job = await this.claim();
-    if (!job) return false;
-    const renew = setInterval(() => void this.renew(job).catch(() => {}), (this.options.leaseSeconds * 1000) / 3);
-    renew.unref();
-    try {
-      await this.ingest(job);
-    } finally {
-      clearInterval(renew);
+    if (job) {
+      const renew = setInterval(() => void this.renew(job).catch(() => {}), (this.options.leaseSeconds * 1000) / 3);
+      renew.unref();
+      try {
+        await this.ingest(job);
+      } finally {
+        clearInterval(renew);
+      }
+      return true;
     }
+    const embedding = await this.claimEmbedding();
+    if (!embedding) return false;
+    await this.embedInto(embedding);
     return true;
+  }
+
+  private async claimEmbedding(): Promise<{ document_id: string; space: string; tenant_id: string; attempts: number } | undefined> {
+    const { owner, leaseSeconds } = this.options;
+    const { rows } = await sql<{ document_id: string; space: string; tenant_id: string; attempts: number }>`
+      update embedding_jobs set lease_owner = ${owner}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
+      where (document_id, space) = (
+        select document_id, space from embedding_jobs
+        where run_after <= now() and (lease_expires_at is null or lease_expires_at < now())
+        order by run_after
+        limit 1
+        for update skip locked
+      )
+      returning document_id, space, tenant_id, attempts`.execute(this.options.db);
+    return rows[0];
+  }
+
+  /**
+   * Adds a document's vectors in a space it has none in yet (the tenant changed embedding model): the chunks it
+   * serves are left as they are, so searches in the old space go on finding it meanwhile.
+   */
+  private async embedInto(job: { document_id: string; space: string; tenant_id: string; attempts: number }): Promise<void> {
+    const { db, logger, owner } = this.options;
+    const held = () => db.deleteFrom('embedding_jobs').where('document_id', '=', job.document_id).where('space', '=', job.space).where('lease_owner', '=', owner);
+    try {
+      const configuration = await this.options.configurations.load(job.tenant_id);
+      const target = configuration && this.options.spaces ? await this.options.spaces.target(job.tenant_id, job.space, configuration.document) : undefined;
+      if (!target) {
+        logger.warn({ document: job.document_id, space: job.space }, 'embedding space no longer configured; its job is dropped');
+        await held().execute();
+      } else {
+        const chunks = await db
+          .selectFrom('document_chunks as c')
+          .innerJoin('documents', (join) => join.onRef('documents.id', '=', 'c.document_id').onRef('documents.generation', '=', 'c.generation'))
+          .select(['c.id', 'c.content'])
+          .where('c.document_id', '=', job.document_id)
+          .where((eb) => eb.not(eb.exists(eb.selectFrom('chunk_embeddings as e').select('e.chunk_id').whereRef('e.chunk_id', '=', 'c.id').where('e.space', '=', job.space))))
+          .orderBy('c.ordinal')
+          .execute();
+        const values = chunks.length > 0 ? await this.options.embed(target, chunks.map((chunk) => chunk.content), this.abort.signal) : [];
+        if (values.length > 0) await this.options.indexSpace?.(target);
+        await db.transaction().execute(async (trx) => {
+          const deleted = await trx.deleteFrom('embedding_jobs').where('document_id', '=', job.document_id).where('space', '=', job.space).where('lease_owner', '=', owner).executeTakeFirst();
+          if (Number(deleted.numDeletedRows) === 0) return;
+          for (let i = 0; i < chunks.length; i += 200) {
+            await trx
+              .insertInto('chunk_embeddings')
+              .values(chunks.slice(i, i + 200).map((chunk, j) => ({ chunk_id: chunk.id, space: job.space, embedding: `[${values[i + j]!.join(',')}]` })))
+              .onConflict((oc) => oc.columns(['chunk_id', 'space']).doNothing())
+              .execute();
+          }
+        });
+      }
+    } catch (error) {
+      if (job.attempts >= MAX_INGEST_ATTEMPTS) {
+        // The space is finished without this document's vectors (its words still find it), rather than never.
+        logger.warn({ document: job.document_id, space: job.space, err: errorMessage(error) }, 'embedding into a new space failed for good');
+        await held().execute();
+      } else {
+        const delayMs = (this.options.retryBaseMs ?? 5_000) * 2 ** (job.attempts - 1);
+        await db
+          .updateTable('embedding_jobs')
+          .set({ run_after: new Date(Date.now() + delayMs), lease_owner: null, lease_expires_at: null, last_error: errorMessage(error).slice(0, 2000) })
+          .where('document_id', '=', job.document_id)
+          .where('space', '=', job.space)
+          .where('lease_owner', '=', owner)
+          .execute();
+        return;
+      }
+    }
+    await this.options.spaces?.markReadyIfDone(job.tenant_id, job.space);
   }
 
   private async claim(): Promise<ClaimedJob | undefined> {
@@ -154,6 +233,7 @@ export class IngestWorker {
       const [{ parseDocument }, { chunkDocument, DEFAULT_CHUNKING }] = await readers();
       chunks = chunkDocument(await parseDocument(document.content_type as DocumentContentType, bytes), DEFAULT_CHUNKING);
       const target = document.tenant_id === null ? undefined : await this.embeddingTarget(document.tenant_id);
+      if (target && document.tenant_id !== null) await this.options.spaces?.note(document.tenant_id, target);
       if (target && chunks.length > 0) {
         vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
         await this.options.indexSpace?.(target);
@@ -218,6 +298,22 @@ export class IngestWorker {
         .where('id', '=', documentId)
         .execute();
       await trx.deleteFrom('document_chunks').where('document_id', '=', documentId).where('generation', '<>', generation).execute();
+      // A space still being built for the tenant (its model changed) needs this generation's vectors too.
+      if (tenantId !== null && chunks.length > 0) {
+        await trx
+          .insertInto('embedding_jobs')
+          .columns(['document_id', 'space', 'tenant_id', 'run_after'])
+          .expression((eb) =>
+            eb
+              .selectFrom('embedding_spaces')
+              .select((inner) => [inner.val(documentId).as('document_id'), 'embedding_spaces.space', 'embedding_spaces.tenant_id', inner.fn<Date>('now').as('run_after')])
+              .where('embedding_spaces.tenant_id', '=', tenantId)
+              .where('embedding_spaces.ready_at', 'is', null)
+              .$if(vectors !== undefined, (query) => query.where('embedding_spaces.space', '<>', vectors!.space)),
+          )
+          .onConflict((oc) => oc.columns(['document_id', 'space']).doNothing())
+          .execute();
+      }
     });
     this.options.logger.info({ document: documentId, chunks: chunks.length, embedded: vectors !== undefined }, 'document ingested');
   }
