@@ -41,7 +41,7 @@ describe('configuration push: providers, default model, prices and limits', () =
   beforeAll(async () => {
     rt = await startTestRuntime();
     gateway = await FakeOpenAIServer.start({ apiKey: gatewayKey, chatModels: ['llama-3.1-8b', 'qwen-2.5'] });
-    openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536 } });
+    openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536, 'text-embedding-3-large': 3072 } });
     const captured = new Writable({
       write(chunk, _encoding, done) {
         logText += String(chunk);
@@ -131,6 +131,30 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(text).not.toContain(gatewayKey);
     expect(text).not.toContain(openaiKey);
     expect((JSON.parse(text) as { providers: { api_key: string }[] }).providers.map((p) => p.api_key)).toEqual(['****WXYZ', '****QRST']);
+  });
+
+  it('lets the project choose its embedding model, measured by a real call, pushes it, and goes back to the provider\'s own', async () => {
+    const before = await delivered();
+    const openaiId = before.document.providers!.find((p) => p.kind === 'openai')!.id;
+    const probed = await call('/retrieval/probe', { method: 'POST', body: JSON.stringify({ provider_id: openaiId, model: 'text-embedding-3-large' }) });
+    expect(await json(probed)).toEqual({ provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 });
+    expect((await delivered()).version).toBe(before.version);
+
+    const refused = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'no-such-embedder' } }) });
+    expect(refused.status).toBe(400);
+    expect((await json<{ code: string }>(refused)).code).toBe('provider_rejected');
+    const unknown = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: '00000000-0000-4000-8000-000000000000', model: 'x' } }) });
+    expect(unknown.status).toBe(404);
+
+    const chosen = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
+    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true });
+    const pushed = await delivered();
+    expect(pushed.version).toBeGreaterThan(before.version);
+    expect(pushed.document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-large', dimensions: 3072 } });
+
+    const back = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: null }) });
+    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false });
+    expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 } });
   });
 
   it('leaves a removed provider out of the next push, keeping the default it served, so a turn answers 409 no_provider', async () => {

@@ -54,6 +54,8 @@ export type ProjectChange = Partial<{
   tpm_limit: number | null;
   budget_amount_usd: number | null;
   budget_window: BudgetWindow | null;
+  /** JSON of the chosen embedding model, or null. */
+  embedding: string | null;
 }>;
 
 export class ProjectService {
@@ -180,7 +182,7 @@ export class ProjectService {
         row,
         registered: await registeredModels(trx, row.id),
         providers: await pushedProviders(trx, this.secrets, row.id),
-        embedding: await pushedEmbedding(trx, row.id),
+        embedding: await pushedEmbedding(trx, row.id, row.embedding),
       };
     });
     if (!read) return null;

@@ -28,7 +28,13 @@ export async function pushedProviders(db: Kysely<ControlSchema> | Transaction<Co
 export async function pushedEmbedding(
   db: Kysely<ControlSchema> | Transaction<ControlSchema>,
   projectId: string,
+  chosen: { provider_id: string; model: string; dimensions: number } | null = null,
 ): Promise<{ provider: string; model: string; dimensions: number } | null> {
+  // The project's own choice, while its provider is registered; else the oldest provider's measured model.
+  if (chosen) {
+    const provider = await db.selectFrom('providers').select('id').where('project_id', '=', projectId).where('id', '=', chosen.provider_id).executeTakeFirst();
+    if (provider) return { provider: chosen.provider_id, model: chosen.model, dimensions: chosen.dimensions };
+  }
   const row = await db
     .selectFrom('providers')
     .select(['id', 'embedding_model', 'embedding_dim'])

@@ -96,9 +96,66 @@ const upstream = {
   504: { description: 'The provider did not answer in time (the upstream request timed out)' },
 };
 
+const EmbeddingChoice = z.strictObject({
+  provider_id: z.uuid().meta({ description: 'One of the project\'s provider credentials (GET providers)' }),
+  model: modelName.meta({ description: 'An embedding model that credential serves' }),
+});
+
+const RetrievalSettingsOut = z
+  .object({
+    embedding: z
+      .object({ provider_id: z.uuid(), model: z.string(), dimensions: z.int() })
+      .nullable()
+      .meta({ description: 'What documents are embedded with; null: nothing, and they are searched by their words only' }),
+    chosen: z.boolean().meta({ description: 'true: the project\'s own choice; false: the measured model of its oldest provider that has one' }),
+  })
+  .meta({ id: 'RetrievalSettings' });
+
 export function providerRoutes(providers: ProviderService, keys: ProjectKeyService): RouteDefinition[] {
   const admin = authorizeAdmin(keys);
   return [
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/retrieval',
+      operationId: 'setRetrieval',
+      summary: "Choose the project's embedding model (null: its oldest provider's own)",
+      description:
+        'The model is measured with a real embeddings call before it is stored, and pushed to the runtime, which embeds the documents already read again in the background and keeps searching the old index until the new one is complete.',
+      tags: ['retrieval'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z.strictObject({ embedding: EmbeddingChoice.nullable() }).meta({ id: 'RetrievalSettingsSet' }),
+      responses: {
+        200: { description: 'The settings in force', schema: RetrievalSettingsOut },
+        400: { description: 'The provider refused the model (`code` `provider_rejected`)' },
+        403: forbidden,
+        404: hidden,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body, res }) {
+        return { body: await providers.setEmbedding(params.id, body.embedding) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/retrieval/probe',
+      operationId: 'probeEmbedding',
+      summary: "Measure an embedding model's dimension with one of the project's credentials (nothing is stored)",
+      tags: ['retrieval'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: EmbeddingChoice.meta({ id: 'EmbeddingProbe' }),
+      responses: {
+        200: { description: 'The measured dimension', schema: z.object({ provider_id: z.uuid(), model: z.string(), dimensions: z.int() }).meta({ id: 'EmbeddingProbed' }) },
+        400: { description: 'The provider refused the model (`code` `provider_rejected`)' },
+        403: forbidden,
+        404: hidden,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body, res }) {
+        return { body: await providers.probeEmbedding(params.id, body.provider_id, body.model) };
+      },
+    }),
     defineRoute({
       method: 'get',
       path: '/api/projects/{id}/providers',

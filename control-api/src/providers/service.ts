@@ -8,7 +8,7 @@ import { AppError, conflict, invalidArgument, notFound } from '@agentplane/lib/e
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import type { ProjectService } from '../projects/service.js';
 import type { ControlSchema, ProviderKind, StoredPrice } from '../store/schema.js';
-import { apiKeyAad } from './configuration.js';
+import { apiKeyAad, pushedEmbedding } from './configuration.js';
 import { modelNotRegistered, registeredModels } from './registered.js';
 import type { ProviderTarget, ProviderUpstream } from './upstream.js';
 
@@ -214,6 +214,46 @@ export class ProviderService {
     return { model: project.default_model };
   }
 
+  /**
+   * Measures an embedding model's dimension with one of the project's credentials (`POST .../retrieval/probe`): a
+   * real embeddings call; a model the provider refuses is a 400 naming it.
+   */
+  async probeEmbedding(projectId: string, providerId: string, model: string): Promise<{ provider_id: string; model: string; dimensions: number }> {
+    const row = await this.row(projectId, providerId);
+    const target: ProviderTarget = { baseUrl: row.base_url, apiKey: this.secrets.open(row.api_key, apiKeyAad(projectId, row.id)) };
+    const dimensions = (await this.measure(target, model, true, []))!;
+    return { provider_id: row.id, model, dimensions };
+  }
+
+  /**
+   * Chooses the project's embedding model (measured first, so what is pushed is known to work), or with null goes
+   * back to the oldest provider's own. Documents already read are embedded again in the background by the runtime,
+   * which keeps searching the old index until the new one is complete.
+   */
+  async setEmbedding(projectId: string, choice: { provider_id: string; model: string } | null): Promise<RetrievalSettings> {
+    const measured = choice ? await this.probeEmbedding(projectId, choice.provider_id, choice.model) : null;
+    await this.projects.applyChange(projectId, async (trx) => {
+      // Still registered at the moment of storing (a concurrent removal would leave the choice pointing nowhere);
+      // read in the change's own transaction, which holds the embedded store's one connection.
+      if (measured) {
+        const still = await trx.selectFrom('providers').select('id').where('id', '=', measured.provider_id).where('project_id', '=', projectId).executeTakeFirst();
+        if (!still) throw providerNotFound(measured.provider_id);
+      }
+      return { set: { embedding: measured ? JSON.stringify(measured) : null }, result: undefined };
+    });
+    return this.retrieval(projectId);
+  }
+
+  /** What documents are embedded with now, and whether the project chose it. */
+  async retrieval(projectId: string): Promise<RetrievalSettings> {
+    const project = await this.db.selectFrom('projects').select(['embedding']).where('id', '=', projectId).executeTakeFirst();
+    const effective = await pushedEmbedding(this.db, projectId, project?.embedding ?? null);
+    return {
+      embedding: effective ? { provider_id: effective.provider, model: effective.model, dimensions: effective.dimensions } : null,
+      chosen: project?.embedding != null && effective?.provider === project.embedding.provider_id && effective.model === project.embedding.model,
+    };
+  }
+
   /** The credential's key in clear, for the turn engine's push (never for an HTTP answer). */
   async apiKeyOf(projectId: string, providerId: string): Promise<string> {
     const row = await this.row(projectId, providerId);
@@ -253,6 +293,13 @@ export class ProviderService {
 }
 
 const providerNotFound = (providerId: string) => notFound(`provider ${providerId} not found`);
+
+export interface RetrievalSettings {
+  /** The embedding model documents are embedded with; null: none, and they are searched by their words. */
+  embedding: { provider_id: string; model: string; dimensions: number } | null;
+  /** Whether that is the project's own choice (PUT .../retrieval) rather than its oldest provider's model. */
+  chosen: boolean;
+}
 
 // Four characters of a short key would be much of it.
 const lastFour = (key: string) => (key.length >= 12 ? key.slice(-4) : null);

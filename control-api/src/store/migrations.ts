@@ -145,4 +145,13 @@ export const controlMigrations: Migration[] = [
       `alter table control.outbox add constraint outbox_kind_check check (kind in ('register_tenant', 'push_configuration', 'remove_project'))`,
     ],
   },
+  {
+    version: 8,
+    name: 'retrieval settings',
+    statements: [
+      // The project's chosen embedding model (provider, model, measured dimension); null: the measured model of its
+      // oldest provider that has one (docs/decisions/0042).
+      'alter table control.projects add column embedding jsonb',
+    ],
+  },
 ];

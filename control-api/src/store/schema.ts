@@ -51,6 +51,8 @@ export interface ControlSchema {
     /** Set together with `budget_window`, or neither. */
     budget_amount_usd: number | null;
     budget_window: BudgetWindow | null;
+    /** The chosen embedding model, measured; null: the oldest provider's own. */
+    embedding: ColumnType<{ provider_id: string; model: string; dimensions: number } | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;
