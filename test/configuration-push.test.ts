@@ -155,6 +155,11 @@ describe('configuration push: providers, default model, prices and limits', () =
     const back = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: null }) });
     expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false });
     expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 } });
+
+    // The citation style travels in the same section.
+    expect(await json(call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'list' }) }))).toEqual({ style: 'list' });
+    expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, citations: 'list' });
+    expect((await call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'footnotes' }) })).status).toBe(422);
   });
 
   it('leaves a removed provider out of the next push, keeping the default it served, so a turn answers 409 no_provider', async () => {
@@ -166,8 +171,9 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(after.document.providers!.map((p) => p.id)).toEqual([before.document.providers![0]!.id]);
     expect(after.document.default_model).toBe('gpt-4o');
     expect(providerFor(after.document, 'gpt-4o')).toBeUndefined();
-    // Its embedding model went with it: documents are searched by their words until another provider has one.
-    expect(after.document).not.toHaveProperty('retrieval');
+    // Its embedding model went with it: documents are searched by their words until another provider has one (the
+    // citation style chosen above stays).
+    expect(after.document.retrieval).toEqual({ embedding: null, citations: 'list' });
     expect(after.document.ceiling.registeredModels).toEqual(['llama-3.1-8b']);
 
     // The last provider gone: no providers section, the default still named, and a turn on it is 409 no_provider

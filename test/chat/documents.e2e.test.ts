@@ -82,4 +82,21 @@ describe('retrieval in turns', () => {
     const toolMessage = fake.chatRequests().at(-1)!.messages.find((m) => m.role === 'tool') as { content: string };
     expect(toolMessage.content).toBe("Tool 'search_documents' is not available in this conversation; do not call it again.");
   });
+
+  it('leaves the markers out when the project lists its sources beside the answer instead', async () => {
+    const configured = world.tenant.configuration as unknown as { retrieval: Record<string, unknown> };
+    expect((await world.tenant.reconfigure({ retrieval: { ...configured.retrieval, citations: 'list' } } as never)).status).toBe(200);
+    try {
+      const dave = await world.token({ capabilities, sub: 'acme:dave', scope: 'acme:dave' });
+      const doc = await upload(dave, 'Holidays', '# Holidays\nThe office closes on 24 December.');
+      fake.script({ toolCalls: [{ name: 'search_documents', arguments: { query: 'office closes' } }] }, 'It closes on 24 December.');
+      const body = (await (await world.chat(dave, { message: 'When does the office close?', model: MODEL })).json()) as { citations: { document_id: string }[] };
+      expect(body.citations.map((c) => c.document_id)).toEqual([doc.id]);
+      const toolMessage = fake.chatRequests().at(-1)!.messages.find((m) => m.role === 'tool') as { content: string };
+      expect(toolMessage.content).toMatch(/without markers or a list of sources in your text/);
+      expect(toolMessage.content).not.toMatch(/Cite what you use/);
+    } finally {
+      expect((await world.tenant.reconfigure({ retrieval: configured.retrieval } as never)).status).toBe(200);
+    }
+  });
 });

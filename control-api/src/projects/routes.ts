@@ -234,6 +234,22 @@ export function projectRoutes(
     }),
     defineRoute({
       method: 'put',
+      path: '/api/projects/{id}/citations',
+      operationId: 'setCitations',
+      summary: 'How answers cite the documents they used: inline [n] markers (the default), or only the list beside the answer',
+      description: 'Either way the blocking response and the `done` frame carry `citations`: document, title, chunk, heading path, page and score.',
+      tags: ['retrieval'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z.strictObject({ style: z.enum(['inline', 'list']) }).meta({ id: 'CitationStyle' }),
+      responses: { 200: { description: 'The style in force', schema: z.object({ style: z.enum(['inline', 'list']) }).meta({ id: 'CitationStyleOut' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body, res }) {
+        return { body: await projects.setCitations(params.id, body.style) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
       path: '/api/projects/{id}/origins',
       operationId: 'setOrigins',
       summary: 'Set the browser origins allowed to call the data plane with this project\'s tokens (replaces the list)',

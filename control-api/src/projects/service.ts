@@ -56,6 +56,7 @@ export type ProjectChange = Partial<{
   budget_window: BudgetWindow | null;
   /** JSON of the chosen embedding model, or null. */
   embedding: string | null;
+  citations: 'inline' | 'list' | null;
 }>;
 
 export class ProjectService {
@@ -153,6 +154,12 @@ export class ProjectService {
     return this.change(projectId, () => ({ system_prompt: systemPrompt }));
   }
 
+  /** How answers cite documents: inline markers, or only the list beside the answer. Pushed like any change. */
+  async setCitations(projectId: string, style: 'inline' | 'list'): Promise<{ style: 'inline' | 'list' }> {
+    await this.change(projectId, () => ({ citations: style }));
+    return { style };
+  }
+
   async setOrigins(projectId: string, origins: string[]): Promise<ProjectDetail> {
     return this.change(projectId, () => ({ origins: JSON.stringify(origins) }));
   }
@@ -213,8 +220,9 @@ export class ProjectService {
       ...(providers.length > 0 ? { providers } : {}),
       ...(providers.length > 0 || row.default_model !== null ? { default_model: row.default_model } : {}),
       ...(limits ? { limits } : {}),
-      // Left out for a project with no measured embedding model: its documents are searched by their words.
-      ...(embedding ? { retrieval: { embedding } } : {}),
+      // Left out for a project with no measured embedding model and no citation style: its documents are searched
+      // by their words and cited inline, and its document stays what it was before this section existed.
+      ...(embedding || row.citations !== null ? { retrieval: { embedding: embedding ?? null, ...(row.citations !== null ? { citations: row.citations } : {}) } } : {}),
     };
   }
 

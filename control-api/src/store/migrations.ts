@@ -154,4 +154,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column embedding jsonb',
     ],
   },
+  {
+    version: 9,
+    name: 'citation style',
+    statements: [
+      // How answers cite documents: inline markers or only the list beside the answer; null: inline (the default).
+      "alter table control.projects add column citations text check (citations in ('inline', 'list'))",
+    ],
+  },
 ];

@@ -53,6 +53,8 @@ export interface ControlSchema {
     budget_window: BudgetWindow | null;
     /** The chosen embedding model, measured; null: the oldest provider's own. */
     embedding: ColumnType<{ provider_id: string; model: string; dimensions: number } | null, string | null | undefined, string | null>;
+    /** How answers cite documents; null: inline markers (the default). */
+    citations: 'inline' | 'list' | null;
   };
   providers: {
     id: string;

@@ -15,8 +15,11 @@ export interface Source {
   text: string;
 }
 
+/** How the project wants sources cited: markers in the answer's text, or only the list beside it. */
+export type CitationStyle = 'inline' | 'list';
+
 /** Numbers the sources (reusing the number of one already cited) and writes them as the tool's answer to the model. */
-export function citeSources(cited: CitationOutput[], sources: Source[]): string {
+export function citeSources(cited: CitationOutput[], sources: Source[], style: CitationStyle = 'inline'): string {
   if (sources.length === 0) return 'No passage of the documents you may read matches. Say so rather than answering from memory.';
   const parts: string[] = [];
   for (const source of sources) {
@@ -37,5 +40,9 @@ export function citeSources(cited: CitationOutput[], sources: Source[]): string 
     const where = [source.title, ...source.heading_path].join(' › ') + (source.page === null ? '' : ` (page ${source.page})`);
     parts.push(`[${citation.index}] ${where}\n${source.text}`);
   }
-  return `${parts.join('\n\n')}\n\nCite what you use with its marker, such as [${cited[0]!.index}].`;
+  const instruction =
+    style === 'inline'
+      ? `Cite what you use with its marker, such as [${cited[0]!.index}].`
+      : 'Answer from these passages without markers or a list of sources in your text: the sources are shown with your answer.';
+  return `${parts.join('\n\n')}\n\n${instruction}`;
 }

@@ -4,7 +4,7 @@
 import { invalidArgument } from '@agentplane/lib/errors';
 import type { Capability, EffectivePermission } from '@agentplane/lib/permissions';
 import type { ModelTool } from '../models/port.js';
-import type { Source } from './citations.js';
+import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
@@ -13,7 +13,7 @@ export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 export interface ServerTool {
   definition: ModelTool;
   needs: readonly Capability[];
-  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[] } | { ok: false; message: string }>;
+  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: false; message: string }>;
 }
 
 export interface OfferedTool {

@@ -34,6 +34,7 @@ export function documentSearchTool(documents: DocumentService, principal: Princi
       const { results } = await documents.retrieve(principal, { query, k });
       return {
         ok: true,
+        style: principal.configuration.document.retrieval?.citations ?? 'inline',
         sources: results.map((result) => ({
           document_id: result.document_id,
           title: result.title,

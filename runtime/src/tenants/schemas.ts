@@ -246,6 +246,10 @@ export const RetrievalSectionSchema = z
       })
       .nullable()
       .meta({ description: 'The project\'s embedding model; null: none, and documents are searched by their words only' }),
+    citations: z
+      .enum(['inline', 'list'])
+      .optional()
+      .meta({ description: '`inline` (default): the answer cites passages by their [n] markers; `list`: no markers in the text, the sources only listed with the answer' }),
   })
   .meta({ id: 'RetrievalSection' });
 
