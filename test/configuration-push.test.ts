@@ -160,6 +160,14 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(await json(call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'list' }) }))).toEqual({ style: 'list' });
     expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, citations: 'list' });
     expect((await call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'footnotes' }) })).status).toBe(422);
+
+    // So does the document processor; null goes back to the runtime's default and leaves the section.
+    const processor = { chunk_tokens: 200, overlap_tokens: 20 };
+    expect(await json(call('/document-processor', { method: 'PUT', body: JSON.stringify({ processor }) }))).toEqual(processor);
+    expect((await delivered()).document.retrieval).toMatchObject({ processor, citations: 'list' });
+    expect((await call('/document-processor', { method: 'PUT', body: JSON.stringify({ processor: { chunk_tokens: 200, overlap_tokens: 150 } }) })).status).toBe(422);
+    expect(await json(call('/document-processor', { method: 'PUT', body: JSON.stringify({ processor: null }) }))).toEqual({ chunk_tokens: 400, overlap_tokens: 60 });
+    expect((await delivered()).document.retrieval).not.toHaveProperty('processor');
   });
 
   it('leaves a removed provider out of the next push, keeping the default it served, so a turn answers 409 no_provider', async () => {

@@ -234,6 +234,33 @@ export function projectRoutes(
     }),
     defineRoute({
       method: 'put',
+      path: '/api/projects/{id}/document-processor',
+      operationId: 'setDocumentProcessor',
+      summary: 'How documents are cut into chunks: tokens per chunk and overlap (null: 400 and 60)',
+      description: 'Applies to documents read after the change; `POST /documents/{id}/reingest` on the data plane reads one again with it.',
+      tags: ['retrieval'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z
+        .strictObject({
+          processor: z
+            .strictObject({ chunk_tokens: z.int().min(100).max(2000), overlap_tokens: z.int().min(0).max(500) })
+            .refine((p) => p.overlap_tokens * 2 <= p.chunk_tokens, { message: 'overlap_tokens must be at most half of chunk_tokens', path: ['overlap_tokens'] })
+            .nullable(),
+        })
+        .meta({ id: 'DocumentProcessorSet' }),
+      responses: {
+        200: { description: 'The chunking in force', schema: z.object({ chunk_tokens: z.int(), overlap_tokens: z.int() }).meta({ id: 'DocumentProcessor' }) },
+        403: forbidden,
+        404: hidden,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body, res }) {
+        return { body: await projects.setProcessor(params.id, body.processor) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
       path: '/api/projects/{id}/citations',
       operationId: 'setCitations',
       summary: 'How answers cite the documents they used: inline [n] markers (the default), or only the list beside the answer',

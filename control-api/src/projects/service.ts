@@ -57,7 +57,11 @@ export type ProjectChange = Partial<{
   /** JSON of the chosen embedding model, or null. */
   embedding: string | null;
   citations: 'inline' | 'list' | null;
+  processor: string | null;
 }>;
+
+/** The runtime's chunking when a project chose none (docs/decisions/0040). */
+export const DEFAULT_PROCESSOR = { chunk_tokens: 400, overlap_tokens: 60 };
 
 export class ProjectService {
   constructor(
@@ -154,6 +158,12 @@ export class ProjectService {
     return this.change(projectId, () => ({ system_prompt: systemPrompt }));
   }
 
+  /** How documents are cut into chunks (null: the runtime's default). Pushed like any change; reingest applies it. */
+  async setProcessor(projectId: string, processor: { chunk_tokens: number; overlap_tokens: number } | null): Promise<{ chunk_tokens: number; overlap_tokens: number }> {
+    await this.change(projectId, () => ({ processor: processor ? JSON.stringify(processor) : null }));
+    return processor ?? DEFAULT_PROCESSOR;
+  }
+
   /** How answers cite documents: inline markers, or only the list beside the answer. Pushed like any change. */
   async setCitations(projectId: string, style: 'inline' | 'list'): Promise<{ style: 'inline' | 'list' }> {
     await this.change(projectId, () => ({ citations: style }));
@@ -222,7 +232,15 @@ export class ProjectService {
       ...(limits ? { limits } : {}),
       // Left out for a project with no measured embedding model and no citation style: its documents are searched
       // by their words and cited inline, and its document stays what it was before this section existed.
-      ...(embedding || row.citations !== null ? { retrieval: { embedding: embedding ?? null, ...(row.citations !== null ? { citations: row.citations } : {}) } } : {}),
+      ...(embedding || row.citations !== null || row.processor !== null
+        ? {
+            retrieval: {
+              embedding: embedding ?? null,
+              ...(row.processor !== null ? { processor: row.processor } : {}),
+              ...(row.citations !== null ? { citations: row.citations } : {}),
+            },
+          }
+        : {}),
     };
   }
 

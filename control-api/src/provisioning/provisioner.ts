@@ -47,7 +47,11 @@ export interface TenantConfigurationDocument {
   /** Present when the project has any cap. */
   limits?: PushedLimits;
   /** Present when a provider of the project has a measured embedding model. */
-  retrieval?: { embedding: { provider: string; model: string; dimensions: number } | null; citations?: 'inline' | 'list' };
+  retrieval?: {
+    embedding: { provider: string; model: string; dimensions: number } | null;
+    processor?: { chunk_tokens: number; overlap_tokens: number };
+    citations?: 'inline' | 'list';
+  };
 }
 
 /** Which project and tenant an outbox entry is about. */

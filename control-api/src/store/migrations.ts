@@ -162,4 +162,12 @@ export const controlMigrations: Migration[] = [
       "alter table control.projects add column citations text check (citations in ('inline', 'list'))",
     ],
   },
+  {
+    version: 10,
+    name: 'document processor',
+    statements: [
+      // How documents are cut into chunks (chunk_tokens, overlap_tokens); null: the runtime's default.
+      'alter table control.projects add column processor jsonb',
+    ],
+  },
 ];

@@ -55,6 +55,8 @@ export interface ControlSchema {
     embedding: ColumnType<{ provider_id: string; model: string; dimensions: number } | null, string | null | undefined, string | null>;
     /** How answers cite documents; null: inline markers (the default). */
     citations: 'inline' | 'list' | null;
+    /** How documents are cut into chunks; null: the runtime's default. */
+    processor: ColumnType<{ chunk_tokens: number; overlap_tokens: number } | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

@@ -213,4 +213,17 @@ describe.each(availableSetups())('document ingestion (%s)', (setup) => {
     const laterChunks = await chunksOf(token, later.id);
     expect((await db().selectFrom('chunk_embeddings').select('space').where('chunk_id', '=', laterChunks[0]!.id).execute()).map((v) => v.space)).toEqual([spaceOf('embed-large', 12)]);
   });
+
+  it('cuts documents as the project\'s processor says, and a reingest applies a change of it', async () => {
+    const t = await tenant({ embedding: false });
+    const token = await t.token();
+    const paragraph = Array.from({ length: 60 }, (_, i) => `Sentence ${i} of the long policy says one more thing.`).join(' ');
+    const doc = await json<DocumentOutput>(await post('/documents?wait=20', token, { text: paragraph, title: 'long' }), 201);
+    expect(doc.chunk_count).toBe(2);
+    const providers = [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models: ['chat-model'] }];
+    expect((await t.reconfigure({ providers, retrieval: { embedding: null, processor: { chunk_tokens: 100, overlap_tokens: 0 } } } as never)).status).toBe(200);
+    const again = await json<DocumentOutput>(await post(`/documents/${doc.id}/reingest?wait=20`, token, undefined), 202);
+    expect(again.chunk_count).toBeGreaterThanOrEqual(7);
+    for (const chunk of await chunksOf(token, doc.id)) expect(chunk.tokens).toBeLessThanOrEqual(100);
+  });
 });

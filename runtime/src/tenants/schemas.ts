@@ -246,6 +246,14 @@ export const RetrievalSectionSchema = z
       })
       .nullable()
       .meta({ description: 'The project\'s embedding model; null: none, and documents are searched by their words only' }),
+    processor: z
+      .strictObject({
+        chunk_tokens: z.int().min(100).max(2000).meta({ description: 'The most tokens in one chunk' }),
+        overlap_tokens: z.int().min(0).max(500).meta({ description: 'A short last passage up to this size starts the next chunk too' }),
+      })
+      .refine((processor) => processor.overlap_tokens * 2 <= processor.chunk_tokens, { message: 'overlap_tokens must be at most half of chunk_tokens', path: ['overlap_tokens'] })
+      .optional()
+      .meta({ description: 'How documents are cut into chunks; unset: 400 tokens with a 60-token overlap. Applies to documents read (or reingested) after it changes' }),
     citations: z
       .enum(['inline', 'list'])
       .optional()

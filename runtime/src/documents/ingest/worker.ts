@@ -231,8 +231,11 @@ export class IngestWorker {
     try {
       const bytes = await this.read(document.blob_key);
       const [{ parseDocument }, { chunkDocument, DEFAULT_CHUNKING }] = await readers();
-      chunks = chunkDocument(await parseDocument(document.content_type as DocumentContentType, bytes), DEFAULT_CHUNKING);
-      const target = document.tenant_id === null ? undefined : await this.embeddingTarget(document.tenant_id);
+      const configuration = document.tenant_id === null ? undefined : await this.options.configurations.load(document.tenant_id);
+      const processor = configuration?.document.retrieval?.processor;
+      const chunking = processor ? { maxTokens: processor.chunk_tokens, overlapTokens: processor.overlap_tokens } : DEFAULT_CHUNKING;
+      chunks = chunkDocument(await parseDocument(document.content_type as DocumentContentType, bytes), chunking);
+      const target = configuration ? embeddingFor(configuration.document) : undefined;
       if (target && document.tenant_id !== null) await this.options.spaces?.note(document.tenant_id, target);
       if (target && chunks.length > 0) {
         vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
@@ -339,10 +342,6 @@ export class IngestWorker {
     await this.options.db.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).execute();
   }
 
-  private async embeddingTarget(tenantId: string): Promise<EmbeddingTarget | undefined> {
-    const configuration = await this.options.configurations.load(tenantId);
-    return configuration ? embeddingFor(configuration.document) : undefined;
-  }
 
   private async read(key: string): Promise<Buffer> {
     const blob = await this.options.blobs.get(key);
