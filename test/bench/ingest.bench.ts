@@ -18,6 +18,7 @@ import { parseDocument } from '@agentplane/runtime/documents/ingest/parse';
 import { enqueueIngest, IngestWorker } from '@agentplane/runtime/documents/ingest/worker';
 import { runtimeMigrations } from '@agentplane/runtime/store/migrations';
 import type { RuntimeSchema } from '@agentplane/runtime/store/schema';
+import { documentRow, insertTenants } from '../fakes/document-rows.js';
 import { minimalPdf } from '../fakes/documents.js';
 import { postgresBinaries, startPostgres } from '../harness/postgres.js';
 import { makeTempDir } from '../harness/process.js';
@@ -45,10 +46,7 @@ async function localEmbed(_target: unknown, texts: string[]): Promise<number[][]
 async function pipeline(database: Database<RuntimeSchema>, dir: string): Promise<Record<string, number>> {
   await migrate(database.db, runtimeMigrations);
   const tenantId = randomUUID();
-  await database.db
-    .insertInto('tenants')
-    .values({ tenant_id: tenantId, name: 'bench', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
-    .execute();
+  await insertTenants(database.db, [tenantId]);
   const blobs = new FsBlobStore({ root: join(dir, 'blobs'), signer: new BlobUrlSigner({ secret: 'x'.repeat(32), publicBaseUrl: 'http://127.0.0.1' }) });
   const ids: string[] = [];
   for (let n = 0; n < DOCUMENTS; n++) {
@@ -57,11 +55,12 @@ async function pipeline(database: Database<RuntimeSchema>, dir: string): Promise
     await blobs.put(key, handbook(n), { contentType: 'text/markdown' });
     await database.db
       .insertInto('documents')
-      .values({
-        id, tenant_id: tenantId, owner: 'acme:alice', visibility: 'scope', scope: 'acme:alice', title: `handbook ${n}`, content_type: 'text/markdown', blob_key: key,
-        status: 'uploaded', metadata: '{}', created_at: new Date(), updated_at: new Date(), filename: null, declared_size: null, size_bytes: null, failure: null,
-        upload_id: null, upload_part_size: null, upload_part_count: null, upload_expires_at: null, uploaded_at: new Date(), ingested_at: null,
-      })
+      .values(
+        documentRow({
+          id, tenant_id: tenantId, owner: 'acme:alice', visibility: 'scope', scope: 'acme:alice', allowed_roles: [], allowed_groups: [],
+          title: `handbook ${n}`, content_type: 'text/markdown', blob_key: key, status: 'uploaded', uploaded_at: new Date(),
+        }),
+      )
       .execute();
     ids.push(id);
   }

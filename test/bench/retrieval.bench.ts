@@ -14,6 +14,7 @@ import { Retriever } from '@agentplane/runtime/documents/retrieval';
 import { runtimeMigrations } from '@agentplane/runtime/store/migrations';
 import type { RuntimeSchema } from '@agentplane/runtime/store/schema';
 import type { EmbeddingTarget } from '@agentplane/runtime/tenants/configuration';
+import { documentRow, insertTenants } from '../fakes/document-rows.js';
 import { postgresBinaries, startPostgres } from '../harness/postgres.js';
 import { finishTable, percentile, Teardown, type BenchReport, type Table } from './measure.js';
 
@@ -60,10 +61,7 @@ export async function run(): Promise<BenchReport> {
     };
 
     const tenantId = randomUUID();
-    await database.db
-      .insertInto('tenants')
-      .values({ tenant_id: tenantId, name: 'bench', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
-      .execute();
+    await insertTenants(database.db, [tenantId]);
     const target: EmbeddingTarget = { space: `bench|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'model', dimensions: DIMENSIONS };
     const loadStarted = performance.now();
     const visibleDocuments = Math.round(DOCUMENTS * VISIBLE_SHARE);
@@ -160,32 +158,18 @@ async function load(
     const documents = Array.from({ length: Math.min(100, DOCUMENTS - start) }, (_, j) => {
       const index = start + j;
       const mine = visible.has(index);
-      return {
+      return documentRow({
         id: randomUUID(),
         tenant_id: tenantId,
         owner: mine ? 'acme:alice' : `acme:other${index}`,
-        visibility: (mine || index % 2 === 0 ? 'scope' : 'self') as 'scope' | 'self',
+        visibility: mine || index % 2 === 0 ? 'scope' : 'self',
         scope: mine ? 'acme:alice' : index % 2 === 0 ? `acme:other${index}` : null,
+        allowed_roles: [],
+        allowed_groups: [],
         chunk_count: CHUNKS_PER_DOCUMENT,
         title: `document ${index}`,
-        content_type: 'text/plain',
-        blob_key: `bench/${index}`,
-        status: 'ready' as const,
         generation: 1,
-        metadata: '{}',
-        created_at: new Date(),
-        updated_at: new Date(),
-        filename: null,
-        declared_size: null,
-        size_bytes: null,
-        failure: null,
-        upload_id: null,
-        upload_part_size: null,
-        upload_part_count: null,
-        upload_expires_at: null,
-        uploaded_at: null,
-        ingested_at: null,
-      };
+      });
     });
     await db.insertInto('documents').values(documents).execute();
     const chunks = documents.flatMap((document) =>

@@ -4,13 +4,11 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '@agentplane/lib/db/database';
-import { migrate } from '@agentplane/lib/db/migrate';
-import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
-import { runtimeMigrations } from '../store/migrations.js';
+import type { Database } from '@agentplane/lib/db/database';
+import { referenceCanSee as reference } from '@agentplane/test/fakes/document-acl';
+import { documentRow, insertTenants, storesUnderTest } from '@agentplane/test/fakes/document-rows';
 import type { DocumentVisibility, RuntimeSchema } from '../store/schema.js';
 import { canSeeDocument, visibleDocuments, type DocumentAcl } from './access.js';
-import { referenceCanSee as reference } from '@agentplane/test/fakes/document-acl';
 
 const TENANTS = [randomUUID(), randomUUID()];
 const PATHS = ['acme', 'acme:sales', 'acme:sales:alice', 'acme:sales:bob', 'acme:sales:bob:notes', 'acme:support', 'acme:support:erin', 'acme2', 'acme2:zed'];
@@ -50,34 +48,17 @@ const document = fc
       : { id: randomUUID(), tenant_id: tenant, owner, visibility, scope: visibility === 'scope' ? scope : null, allowed_roles, allowed_groups };
   });
 
-const stores: { name: string; open: () => Promise<Database<RuntimeSchema>> }[] = [{ name: 'PGlite', open: () => openDatabase<RuntimeSchema>({ driver: 'pglite' }) }];
-let postgres: PostgresServer | undefined;
-if (postgresBinaries()) {
-  stores.push({
-    name: 'PostgreSQL',
-    open: async () => {
-      postgres ??= await startPostgres();
-      return openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
-    },
-  });
-}
+const stores = storesUnderTest();
 
-describe.each(stores)('document visibility on $name', ({ open }) => {
+describe.each(stores)('document visibility on $name', (store) => {
   let database: Database<RuntimeSchema>;
   beforeAll(async () => {
-    database = await open();
-    await migrate(database.db, runtimeMigrations);
-    for (const tenantId of TENANTS) {
-      await database.db
-        .insertInto('tenants')
-        .values({ tenant_id: tenantId, name: 't', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
-        .execute();
-    }
+    database = await store.open();
+    await insertTenants(database.db, TENANTS);
   }, 120_000);
   afterAll(async () => {
     await database?.close();
-    await postgres?.stop();
-    postgres = undefined;
+    await store.stop();
   });
 
   it('admits exactly the documents the rule admits, for every caller: no leak, nothing wrongly hidden', async () => {
@@ -87,28 +68,7 @@ describe.each(stores)('document visibility on $name', ({ open }) => {
         await database.db
           .insertInto('documents')
           .values(
-            docs.map((doc) => ({
-              ...doc,
-              allowed_roles: [...doc.allowed_roles],
-              allowed_groups: [...doc.allowed_groups],
-              title: 't',
-              content_type: 'text/plain',
-              blob_key: `k/${doc.id}`,
-              status: 'ready' as const,
-              filename: null,
-              declared_size: null,
-              size_bytes: null,
-              failure: null,
-              upload_id: null,
-              upload_part_size: null,
-              upload_part_count: null,
-              upload_expires_at: null,
-              metadata: '{}',
-              created_at: new Date(),
-              updated_at: new Date(),
-              uploaded_at: null,
-              ingested_at: null,
-            })),
+            docs.map((doc) => documentRow(doc)),
           )
           .execute();
         for (const caller of readers) {

@@ -6,12 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database } from '@agentplane/lib/db/database';
-import { migrate } from '@agentplane/lib/db/migrate';
-import { silentLogger } from '@agentplane/lib/logging';
+import type { Database } from '@agentplane/lib/db/database';
 import { referenceCanSee } from '@agentplane/test/fakes/document-acl';
-import { postgresBinaries, startPostgres, type PostgresServer } from '@agentplane/test/harness/postgres';
-import { runtimeMigrations } from '../store/migrations.js';
+import { documentRow, insertTenants, storesUnderTest } from '@agentplane/test/fakes/document-rows';
+import { silentLogger } from '@agentplane/lib/logging';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { EmbeddingTarget } from '../tenants/configuration.js';
 import type { DocumentAcl, DocumentReader } from './access.js';
@@ -57,60 +55,21 @@ const callerArbitrary = fc
   })
   .map(({ depth, ...caller }): DocumentReader => ({ ...caller, scope: ancestorOf(caller.sub, depth) }));
 
-const stores: { name: string; open: () => Promise<Database<RuntimeSchema>> }[] = [{ name: 'PGlite', open: () => openDatabase<RuntimeSchema>({ driver: 'pglite' }) }];
-let postgres: PostgresServer | undefined;
-if (postgresBinaries()) {
-  stores.push({
-    name: 'PostgreSQL',
-    open: async () => {
-      postgres ??= await startPostgres();
-      return openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
-    },
-  });
-}
+const stores = storesUnderTest();
 
-describe.each(stores)('retrieval against the visibility reference on $name', ({ open }) => {
+describe.each(stores)('retrieval against the visibility reference on $name', (store) => {
   let database: Database<RuntimeSchema>;
   const documents = fc.sample(documentArbitrary, { numRuns: DOCUMENTS, seed: 14 });
   const callers = fc.sample(callerArbitrary, { numRuns: CALLERS, seed: 15 });
 
   beforeAll(async () => {
-    database = await open();
-    await migrate(database.db, runtimeMigrations);
-    for (const tenantId of TENANTS) {
-      await database.db
-        .insertInto('tenants')
-        .values({ tenant_id: tenantId, name: 't', settings_json: '{}', secret_settings: null, webhook_secret: 'x', webhook_secret_rotated_at: new Date(), created_at: new Date(), updated_at: new Date() })
-        .execute();
-    }
+    database = await store.open();
+    await insertTenants(database.db, TENANTS);
     const now = new Date();
     await database.db
       .insertInto('documents')
       .values(
-        documents.map((doc, i) => ({
-          ...doc,
-          allowed_roles: [...doc.allowed_roles],
-          allowed_groups: [...doc.allowed_groups],
-          title: `document ${i}`,
-          content_type: 'text/plain',
-          blob_key: `k/${doc.id}`,
-          status: 'ready' as const,
-          generation: 1,
-          chunk_count: 1,
-          metadata: '{}',
-          created_at: now,
-          updated_at: now,
-          filename: null,
-          declared_size: null,
-          size_bytes: null,
-          failure: null,
-          upload_id: null,
-          upload_part_size: null,
-          upload_part_count: null,
-          upload_expires_at: null,
-          uploaded_at: now,
-          ingested_at: now,
-        })),
+        documents.map((doc, i) => documentRow({ ...doc, title: `document ${i}`, generation: 1, chunk_count: 1, uploaded_at: now, ingested_at: now })),
       )
       .execute();
     const chunks = documents.map((doc, i) => ({
@@ -133,8 +92,7 @@ describe.each(stores)('retrieval against the visibility reference on $name', ({ 
   }, 120_000);
   afterAll(async () => {
     await database?.close();
-    await postgres?.stop();
-    postgres = undefined;
+    await store.stop();
   });
 
   it(`answers each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
