@@ -190,13 +190,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     const documents = new DocumentService(database.db, blobs, {
       logger,
-      retrieval: {
-        retriever,
-        embeddingOf: async (tenantId) => {
-          const configuration = await configurations.load(tenantId);
-          return configuration ? spaces.forSearch(tenantId, configuration.document) : undefined;
-        },
-      },
+      retrieval: { retriever, spaces },
       onUploaded: async (document) => {
         await enqueueIngest(database.db, document);
         ingest.wake();

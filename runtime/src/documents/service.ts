@@ -11,7 +11,6 @@ import type { Logger } from '@agentplane/lib/logging';
 import type { Principal } from '../auth/authenticate.js';
 import type { BlobStore } from '../blob/port.js';
 import type { DocumentsTable, DocumentVisibility, RuntimeSchema } from '../store/schema.js';
-import type { EmbeddingTarget } from '../tenants/configuration.js';
 import { canSeeDocument, ownsDocument, readerOf, visibleDocuments, type DocumentReader } from './access.js';
 import {
   DEFAULT_PART_SIZE,
@@ -23,6 +22,7 @@ import {
 } from './limits.js';
 import { documentBlobKey } from './model.js';
 import type { RetrieveResult, Retriever } from './retrieval.js';
+import type { EmbeddingSpaces } from './spaces.js';
 import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput, RetrieveInput } from './schemas.js';
 
 export type DocumentRow = Selectable<DocumentsTable>;
@@ -83,7 +83,7 @@ export function documentOut(row: DocumentRow): DocumentOutput {
 export interface DocumentServiceOptions {
   logger: Logger;
   /** Searches what a caller sees; with the project's embedding model from its configuration. */
-  retrieval?: { retriever: Retriever; embeddingOf(tenantId: string): Promise<EmbeddingTarget | undefined> };
+  retrieval?: { retriever: Retriever; spaces: EmbeddingSpaces };
   /** Called when a document's bytes are complete and it waits to be read (ingestion). */
   onUploaded?: (document: DocumentRow) => Promise<void>;
   now?: () => Date;
@@ -381,7 +381,8 @@ export class DocumentService {
   async retrieve(principal: Principal, input: RetrieveInput): Promise<RetrieveResult> {
     const retrieval = this.options.retrieval;
     if (!retrieval) return { results: [], mode: 'keyword' };
-    const target = await retrieval.embeddingOf(principal.tenantId);
+    // The configuration the caller was authenticated with (already loaded and current): no second read of it.
+    const target = await retrieval.spaces.forSearch(principal.tenantId, principal.configuration.document);
     return retrieval.retriever.retrieve(readerOf(principal), target, { query: input.query, k: input.k, documentIds: input.document_ids });
   }
 
