@@ -8,7 +8,9 @@ import fc from 'fast-check';
 import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatWorld, MODEL, type ChatWorld } from './chat/fixture.js';
+import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { startTestControl, type TestControl } from './harness/control.js';
+import { eventually } from './harness/eventually.js';
 
 type Json = Record<string, unknown>;
 type Schema = Json & { $ref?: string };
@@ -174,8 +176,11 @@ async function fingerprint(db: Kysely<unknown>): Promise<string> {
     where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema') order by 1, 2`.execute(db);
   const digests: string[] = [];
   for (const { schema, name } of tables.rows) {
+    // The outbox's delivery state (attempts, errors, delivered) is the relay's background work, not a change a
+    // request stored; what a request enqueues (kind and payload) counts.
+    const columns = `${schema}.${name}` === 'control.outbox' ? sql`(t.id, t.project_id, t.kind, t.payload)::text` : sql`t::text`;
     const row = await sql<{ digest: string | null }>`
-      select md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as digest from ${sql.table(`${schema}.${name}`)} t`.execute(db);
+      select md5(coalesce(string_agg(${columns}, '|' order by ${columns}), '')) as digest from ${sql.table(`${schema}.${name}`)} t`.execute(db);
     digests.push(`${schema}.${name}:${row.rows[0]?.digest}`);
   }
   return digests.join('\n');
@@ -202,7 +207,7 @@ describe('hostile input on every operation of both planes', () => {
 
   beforeAll(async () => {
     world = await chatWorld();
-    const documentCapabilities = ['documents:read', 'documents:write'];
+    const documentCapabilities = ['documents:read', 'documents:write', 'memory'];
     const ceiling = world.tenant.configuration.ceiling;
     const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
     if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
@@ -224,6 +229,10 @@ describe('hostile input on every operation of both planes', () => {
     if (upload.status !== 201) throw new Error(`the seeding upload answered ${upload.status}`);
     const { document: uploading } = (await upload.json()) as { document: { id: string } };
     const documentIdFor = (operation: Operation) => (/presign-parts|complete-upload|abort-upload/.test(operation.path) ? uploading.id : documentId);
+    // A document of the tenant's corpus, for the admin corpus routes.
+    const corpus = await world.rt.admin(`/tenants/${world.tenant.tenantId}/documents`, { method: 'POST', body: JSON.stringify({ text: 'seed corpus', title: 'corpus' }) });
+    if (corpus.status !== 201) throw new Error(`the seeding corpus document answered ${corpus.status}`);
+    const { document: corpusDocument } = (await corpus.json()) as { document: { id: string } };
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -232,21 +241,36 @@ describe('hostile input on every operation of both planes', () => {
       db: world.rt.runtime.database.db as Kysely<unknown>,
       credentials: { bearer: { authorization: `Bearer ${token}` }, adminKey: { 'x-admin-key': world.rt.adminKey } },
       pathValues: (operation, name) =>
-        ({ tenant_id: world.tenant.tenantId, session_id: sessionId, id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : sessionId, run_id: runId })[name] ?? randomUUID(),
+        ({
+          tenant_id: world.tenant.tenantId,
+          session_id: sessionId,
+          id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : sessionId,
+          run_id: runId,
+          document_id: corpusDocument.id,
+        })[name] ?? randomUUID(),
     });
 
-    control = await startTestControl({ AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' });
+    // The control plane reaches the same runtime, so the routes it relays there (the corpus) are probed through.
+    control = await startTestControl(
+      { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' },
+      { provisioner: new LocalProvisioner({ runtimeUrl: world.rt.url, adminKey: world.rt.adminKey, timeoutMs: 5000 }) },
+    );
     const { token: session, account } = await control.control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
     const orgId = (await control.control.accounts.orgsOf(account.id))[0]!.id;
     const project = await control.control.projects.create(orgId, account.id, 'hostile');
     const adminKey = (await control.control.keys.create({ kind: 'account', accountId: account.id }, project.id, { scope: 'admin', name: 'admin' })).key;
+    const projectDocuments = `${control.url}/api/projects/${project.id}/documents`;
+    await eventually(async () => (await fetch(projectDocuments, { headers: { 'x-api-key': adminKey } })).status === 200, { what: "the project's tenant on the runtime" });
+    const seeded = await fetch(projectDocuments, { method: 'POST', headers: { 'x-api-key': adminKey, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'seed', title: 'seed' }) });
+    if (seeded.status !== 201) throw new Error(`the seeding corpus document answered ${seeded.status}`);
+    const { document: projectDocument } = (await seeded.json()) as { document: { id: string } };
     planes.push({
       name: 'control plane',
       url: control.url,
       document: (await (await fetch(`${control.url}/openapi.json`)).json()) as Json,
       db: control.control.database.db as Kysely<unknown>,
       credentials: { apiKey: { 'x-api-key': adminKey }, session: { authorization: `Bearer ${session}` } },
-      pathValues: (_operation, name) => ({ id: project.id, orgId })[name] ?? randomUUID(),
+      pathValues: (_operation, name) => ({ id: project.id, orgId, documentId: projectDocument.id })[name] ?? randomUUID(),
     });
   }, 120_000);
 

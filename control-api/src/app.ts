@@ -20,6 +20,8 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
+import { knowledgeRoutes } from './knowledge/routes.js';
+import { KnowledgeService } from './knowledge/service.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
 import type { Provisioner } from './provisioning/provisioner.js';
@@ -114,6 +116,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...keyRoutes(keys),
         ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
+        ...knowledgeRoutes(new KnowledgeService(projects, reach), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

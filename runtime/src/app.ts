@@ -37,7 +37,12 @@ import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
 import { documentSearchTool } from './documents/search-tool.js';
 import { EmbeddingSpaces } from './documents/spaces.js';
+import { corpusRoutes } from './documents/corpus-routes.js';
 import { documentRoutes } from './documents/routes.js';
+import { registerMemory } from './memory/feature.js';
+import { memoryRoutes, wikiAdminRoutes } from './memory/routes.js';
+import { MemoryService } from './memory/service.js';
+import { memoryTools } from './memory/tools.js';
 import { DocumentService } from './documents/service.js';
 import { createOpenAIModelFactory } from './models/openai.js';
 import type { ModelFactory } from './models/port.js';
@@ -197,6 +202,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       },
     });
     registerDocuments(features, documents, ingest);
+    const memory = new MemoryService(database.db, { logger, embed });
+    registerMemory(features);
     const chat = new ChatService({
       db: database.db,
       events,
@@ -207,7 +214,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       engine,
       limiter,
       logger,
-      serverTools: (principal) => [documentSearchTool(documents, principal)],
+      serverTools: (principal) => [documentSearchTool(documents, principal), ...memoryTools(memory, principal)],
     });
 
     const { app, openapi } = createHttpApp({
@@ -219,12 +226,15 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       bodyLimitBytes: config.bodyLimitBytes,
       routes: [
         ...tenantRoutes(tenants),
+        ...corpusRoutes(documents, tenants),
+        ...wikiAdminRoutes(memory, tenants),
         ...tenantConfigurationRoutes(configurations),
         ...capabilityRoutes(),
         ...narrowingRoutes(narrowing),
         ...chatRoutes(chat, side),
         ...sessionRoutes(sessions, lifecycle.drainSignal),
         ...documentRoutes(documents),
+        ...memoryRoutes(memory),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {

@@ -76,6 +76,14 @@ describe('runtime service routes', () => {
         'POST /tenants/{tenant_id}/webhook-secret/rotate',
         'PUT /tenants/{tenant_id}/configuration',
         'GET /tenants/{tenant_id}/configuration',
+        'GET /tenants/{tenant_id}/documents',
+        'POST /tenants/{tenant_id}/documents',
+        'GET /tenants/{tenant_id}/documents/{document_id}',
+        'POST /tenants/{tenant_id}/documents/{document_id}',
+        'DELETE /tenants/{tenant_id}/documents/{document_id}',
+        'GET /tenants/{tenant_id}/wiki',
+        'GET /tenants/{tenant_id}/wiki/{item_id}',
+        'DELETE /tenants/{tenant_id}/wiki/{item_id}',
         'GET /capabilities',
         'POST /auth/token',
         'POST /chat',
@@ -108,6 +116,8 @@ describe('runtime service routes', () => {
         'POST /documents/{id}/reingest',
         'GET /documents/{id}/chunks',
         'POST /documents/retrieve',
+        'GET /memory',
+        'DELETE /memory/{item_id}',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

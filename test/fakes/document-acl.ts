@@ -5,9 +5,7 @@ import type { DocumentAcl, DocumentReader } from '@agentplane/runtime/documents/
 /** The rule as the decision states it, case by case, with nothing shared with access.ts. */
 export function referenceCanSee(reader: DocumentReader, doc: DocumentAcl): boolean {
   const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}:`);
-  const sameTenant = doc.tenant_id === reader.tenantId;
-  const corpus = doc.tenant_id === null && doc.visibility === 'project';
-  if (!sameTenant && !corpus) return false;
+  if (doc.tenant_id !== reader.tenantId) return false;
   if (reader.dataScope && doc.owner && !under(doc.owner, reader.dataScope)) return false;
   if (doc.owner === reader.sub) return true;
   if (doc.visibility === 'self') return false;

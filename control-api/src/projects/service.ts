@@ -141,6 +141,11 @@ export class ProjectService {
     return presentDetail(await this.row(projectId));
   }
 
+  /** Which project and tenant a call on the project's runtime is about. */
+  async targetOf(projectId: string): Promise<{ projectId: string; tenantId: string }> {
+    return { projectId, tenantId: (await this.row(projectId)).tenant_id };
+  }
+
   /** The ceiling with the models the project registered: what a mint is clamped against. */
   async ceilingOf(projectId: string): Promise<{ tenantId: string; ceiling: StoredCeiling; registeredModels: string[] }> {
     const row = await this.row(projectId);

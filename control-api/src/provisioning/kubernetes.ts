@@ -20,7 +20,7 @@ import {
   type Project,
   type Tenant,
 } from '@agentplane/lib/kubernetes/resources';
-import type { Provisioner, ProvisioningStatus, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
+import type { Provisioner, ProvisioningStatus, TenantCalls, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
 import { adminKeyRefused, RuntimeAdminClient } from './runtime-admin.js';
 
 /** The Secret the operator writes in each project namespace, and its key holding the runtime's admin key. */
@@ -80,18 +80,26 @@ export class KubernetesProvisioner implements Provisioner {
   }
 
   async pushConfiguration(target: TenantTarget, document: TenantConfigurationDocument): Promise<void> {
+    await this.onRuntime(target, (runtime) => runtime.pushConfiguration(target.tenantId, document), 'its configuration cannot be pushed');
+  }
+
+  withRuntime<T>(target: TenantTarget, call: (runtime: TenantCalls) => Promise<T>): Promise<T> {
+    return this.onRuntime(target, call, 'its runtime cannot be reached');
+  }
+
+  private async onRuntime<T>(target: TenantTarget, call: (runtime: RuntimeAdminClient) => Promise<T>, unreachable: string): Promise<T> {
     const project = await this.readProject(target.projectId);
-    if (!project) throw new AppError('unavailable', `Project ${target.projectId} does not exist: its configuration cannot be pushed`);
+    if (!project) throw new AppError('unavailable', `Project ${target.projectId} does not exist: ${unreachable}`);
     const url = project.status?.runtimeUrl;
     if (!url) throw new AppError('unavailable', `Project ${target.projectId} has no runtime URL in its status yet: ${describeReady(project)}`);
-    const push = async (adminKey: string) => new RuntimeAdminClient({ url, adminKey, ...this.timeout() }).pushConfiguration(target.tenantId, document);
+    const attempt = async () => call(new RuntimeAdminClient({ url, adminKey: await this.adminKey(target.projectId), ...this.timeout() }));
     try {
-      await push(await this.adminKey(target.projectId));
+      return await attempt();
     } catch (error) {
       if (!(error instanceof AppError) || error.code !== adminKeyRefused) throw error;
       // The operator may have replaced the Secret since the key was cached: read it again, once.
       this.adminKeys.delete(target.projectId);
-      await push(await this.adminKey(target.projectId));
+      return attempt();
     }
   }
 

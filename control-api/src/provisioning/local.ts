@@ -1,6 +1,6 @@
 // The local provisioner: one runtime reached over HTTP at its admin surface (`X-Admin-Key`), as the all-in-one
 // and plain-process installs run it. The same calls the operator makes on Kubernetes.
-import type { Provisioner, ProvisioningStatus, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
+import type { Provisioner, ProvisioningStatus, TenantCalls, TenantConfigurationDocument, TenantTarget } from './provisioner.js';
 import { RuntimeAdminClient } from './runtime-admin.js';
 
 export interface LocalProvisionerOptions {
@@ -31,6 +31,10 @@ export class LocalProvisioner implements Provisioner {
   /** Nothing but the tenant was provisioned for the project here: removing it is the tenant's ordered erase. */
   removeProject({ tenantId }: TenantTarget): Promise<void> {
     return this.runtime.eraseTenant(tenantId);
+  }
+
+  withRuntime<T>(_target: TenantTarget, call: (runtime: TenantCalls) => Promise<T>): Promise<T> {
+    return call(this.runtime);
   }
 
   async status({ tenantId }: TenantTarget): Promise<ProvisioningStatus> {

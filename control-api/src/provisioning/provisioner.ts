@@ -87,4 +87,14 @@ export interface Provisioner {
   removeProject(target: TenantTarget): Promise<void>;
   /** Reads whether the project's runtime and tenant are up; never throws for an unreachable backend, says so. */
   status(target: TenantTarget): Promise<ProvisioningStatus>;
+  /**
+   * Makes calls on the project's runtime admin surface for a person's request (the corpus, the wiki): `call` gets a
+   * client for the runtime that serves the project. A stale admin key is read again and the call made once more.
+   */
+  withRuntime<T>(target: TenantTarget, call: (runtime: TenantCalls) => Promise<T>): Promise<T>;
+}
+
+/** Calls on one tenant's own admin routes of a runtime (RuntimeAdminClient), for a person's request. */
+export interface TenantCalls {
+  tenantCall<T>(tenantId: string, method: 'GET' | 'POST' | 'DELETE', path: string, options?: { query?: Record<string, string>; body?: unknown }): Promise<T>;
 }

@@ -1,8 +1,8 @@
 // The calls the control-api makes on a runtime's admin surface (`X-Admin-Key`, runtime/src/tenants/routes.ts) and
 // what counts as success for each. Shared by both provisioners: local knows the runtime's URL and key from its
 // config; kubernetes reads them from the project's resources.
-import { AppError } from '@agentplane/lib/errors';
-import type { TenantConfigurationDocument } from './provisioner.js';
+import { AppError, ValidationError, type ErrorKind, type FieldProblem } from '@agentplane/lib/errors';
+import type { TenantCalls, TenantConfigurationDocument } from './provisioner.js';
 
 /** The code of the error thrown when the runtime refuses the admin key: the key is stale, read it again. */
 export const adminKeyRefused = 'admin_key_refused';
@@ -13,7 +13,7 @@ export interface RuntimeAdminOptions {
   timeoutMs?: number;
 }
 
-export class RuntimeAdminClient {
+export class RuntimeAdminClient implements TenantCalls {
   constructor(private readonly options: RuntimeAdminOptions) {}
 
   /** `POST /tenants`; 409 means an earlier attempt registered it: success. */
@@ -72,6 +72,24 @@ export class RuntimeAdminClient {
     throw await refusal('read tenant', res);
   }
 
+  /**
+   * A call on one of the tenant's own admin routes (`/tenants/{id}{path}`) made for a person on the control plane
+   * (the project's corpus, its wiki): the runtime's answer, its refusals (4xx) relayed as the same error, so the
+   * person reads what the runtime said. A refused admin key is the stale-key error; an unknown tenant (the outbox has
+   * not registered it yet) and 5xx answers are "unavailable".
+   */
+  async tenantCall<T>(tenantId: string, method: 'GET' | 'POST' | 'DELETE', path: string, options: { query?: Record<string, string>; body?: unknown } = {}): Promise<T> {
+    const query = options.query && Object.keys(options.query).length > 0 ? `?${new URLSearchParams(options.query)}` : '';
+    const res = await this.call(method, `/tenants/${tenantId}${path}${query}`, options.body);
+    if (res.ok) return (await res.json()) as T;
+    const body = (await res.json().catch(() => ({}))) as { detail?: unknown; code?: unknown };
+    if (res.status === 401) throw new AppError('unavailable', `the runtime refused the admin key on ${method} ${path}`, { code: adminKeyRefused });
+    if (res.status === 404 && body.code === 'tenant_not_found') {
+      throw new AppError('unavailable', `the project's runtime has not registered its tenant yet (the outbox does; see GET /api/projects/:id): try again shortly`);
+    }
+    throw relayedError(res.status, body);
+  }
+
   private async call(method: string, path: string, body?: unknown): Promise<Response> {
     try {
       return await fetch(`${this.options.url}${path}`, {
@@ -91,4 +109,30 @@ async function refusal(what: string, res: Response): Promise<AppError> {
   return new AppError('unavailable', `the runtime refused to ${what}: ${res.status} ${typeof detail === 'string' ? detail : JSON.stringify(detail)}`, {
     ...(res.status === 401 ? { code: adminKeyRefused } : {}),
   });
+}
+
+const kindByStatus: Record<number, ErrorKind> = {
+  400: 'invalid_argument',
+  403: 'permission_denied',
+  404: 'not_found',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'unprocessable',
+  429: 'rate_limited',
+};
+
+/** The runtime's refusal as the same error here: same status, `detail` and `code`; anything else is "unavailable". */
+function relayedError(status: number, body: { detail?: unknown; code?: unknown }): AppError {
+  const code = typeof body.code === 'string' ? body.code : undefined;
+  if (status === 422 && Array.isArray(body.detail)) {
+    const problems = body.detail.filter((p): p is FieldProblem => typeof p === 'object' && p !== null && Array.isArray((p as FieldProblem).loc) && typeof (p as FieldProblem).msg === 'string');
+    if (code === 'validation_failed' && problems.length > 0) return new ValidationError(problems.map(({ loc, msg }) => ({ loc, msg })));
+    const msg = problems.map((p) => p.msg).join('; ') || 'the runtime refused the request';
+    return new AppError('unprocessable', msg, code ? { code } : {});
+  }
+  const kind = kindByStatus[status];
+  const detail = typeof body.detail === 'string' ? body.detail : JSON.stringify(body.detail ?? null);
+  if (!kind) return new AppError('unavailable', `the runtime answered ${status}: ${detail}`);
+  return new AppError(kind, detail, code ? { code } : {});
 }

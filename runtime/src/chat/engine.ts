@@ -499,7 +499,7 @@ export class TurnEngine {
           this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
           return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
         });
-        const result = outcome.ok ? citeSources(totals.citations, outcome.sources, outcome.style) : outcome.message;
+        const result = !outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style);
         await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
         answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
       } else if (tool.kind === 'ask_user') {

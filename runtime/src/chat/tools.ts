@@ -13,7 +13,8 @@ export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 export interface ServerTool {
   definition: ModelTool;
   needs: readonly Capability[];
-  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: false; message: string }>;
+  /** Passages to cite (`sources`), a plain answer for the model (`text`), or a refusal it can act on. */
+  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: true; text: string } | { ok: false; message: string }>;
 }
 
 export interface OfferedTool {
@@ -62,7 +63,9 @@ export class ToolSet {
     for (const server of serverTools) {
       if (permission.toolAllowed(server.definition.name, server.needs)) tools.set(server.definition.name, { kind: 'server', definition: server.definition, requiresApproval: false, server });
     }
-    const reserved = new Set([...BUILTIN_NAMES, ...serverTools.map((tool) => tool.definition.name)]);
+    // A server tool this turn offers cannot be shadowed; one it does not offer (its capability not held) leaves the
+    // name to the client, so a client's own `recall` keeps working for tokens without memory.
+    const reserved = new Set([...BUILTIN_NAMES, ...tools.keys()]);
     if (permission.toolAllowed(ASK_USER.name)) tools.set(ASK_USER.name, { kind: 'ask_user', definition: ASK_USER, requiresApproval: false });
     if (permission.toolAllowed(REQUEST_APPROVAL.name)) {
       tools.set(REQUEST_APPROVAL.name, { kind: 'request_approval', definition: REQUEST_APPROVAL, requiresApproval: false });

@@ -44,7 +44,7 @@ const document = fc
     const segments = owner.split(':');
     const scope = segments.slice(0, Math.max(1, segments.length - (ownerScopeDepth % segments.length))).join(':');
     return corpus
-      ? { id: randomUUID(), tenant_id: null, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
+      ? { id: randomUUID(), tenant_id: tenant, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
       : { id: randomUUID(), tenant_id: tenant, owner, visibility, scope: visibility === 'scope' ? scope : null, allowed_roles, allowed_groups };
   });
 

@@ -4,7 +4,7 @@
 // results instead of post-filtering the top k. The two are checked against each other by a property test.
 //
 //   - `self`: the owner only; no role, however privileged, sees it.
-//   - `project` (the project's corpus, uploaded on the control plane): every end-user of every tenant.
+//   - `project` (the project's corpus, uploaded on the control plane): every end-user of the project's tenant.
 //   - `scope`: the subtree under the document's scope (the uploader's scope when it was uploaded), and whoever's own
 //     scope covers the owner (as with conversations: a manager scoped `acme` sees what `acme:sales:bob` keeps).
 //   - allowed roles and groups, when a document lists any, narrow `project` and `scope` further: the caller must
@@ -20,7 +20,7 @@ import type { DocumentVisibility, RuntimeSchema } from '../store/schema.js';
 
 /** The fields of a document the rule reads. */
 export interface DocumentAcl {
-  tenant_id: string | null;
+  tenant_id: string;
   owner: string | null;
   visibility: DocumentVisibility;
   scope: string | null;
@@ -44,7 +44,7 @@ export function readerOf(principal: Principal): DocumentReader {
 }
 
 export function canSeeDocument(reader: DocumentReader, doc: DocumentAcl): boolean {
-  if (doc.tenant_id !== null ? doc.tenant_id !== reader.tenantId : doc.visibility !== 'project') return false;
+  if (doc.tenant_id !== reader.tenantId) return false;
   if (reader.dataScope !== undefined && doc.owner !== null && !isWithinScope(doc.owner, reader.dataScope)) return false;
   if (doc.owner !== null && doc.owner === reader.sub) return true;
   if (doc.visibility === 'self') return false;
@@ -71,9 +71,7 @@ const within = (path: Expression<string | null> | string, prefix: Expression<str
 export function visibleDocuments(reader: DocumentReader) {
   return (eb: ExpressionBuilder<RuntimeSchema, 'documents'>): Expression<SqlBool> => {
     const owner = eb.ref('documents.owner');
-    const conditions: Expression<SqlBool>[] = [
-      eb.or([eb('documents.tenant_id', '=', reader.tenantId), eb.and([eb('documents.tenant_id', 'is', null), eb('documents.visibility', '=', 'project')])]),
-    ];
+    const conditions: Expression<SqlBool>[] = [eb('documents.tenant_id', '=', reader.tenantId)];
     if (reader.dataScope !== undefined) conditions.push(eb.or([eb('documents.owner', 'is', null), within(owner, sql.val(reader.dataScope))]));
     const shared: Expression<SqlBool>[] = [eb('documents.visibility', '<>', 'self')];
     if (!isPrivileged(reader.roles)) {

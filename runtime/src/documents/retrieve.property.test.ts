@@ -41,7 +41,7 @@ const documentArbitrary = fc
   })
   .map(({ corpus, tenant, owner, self, depth, allowed_roles, allowed_groups }): DocumentAcl & { id: string } =>
     corpus
-      ? { id: randomUUID(), tenant_id: null, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
+      ? { id: randomUUID(), tenant_id: tenant, owner: null, visibility: 'project', scope: null, allowed_roles, allowed_groups }
       : { id: randomUUID(), tenant_id: tenant, owner, visibility: self ? 'self' : 'scope', scope: self ? null : ancestorOf(owner, depth), allowed_roles, allowed_groups },
   );
 const callerArbitrary = fc

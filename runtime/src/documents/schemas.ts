@@ -288,3 +288,76 @@ export const RetrieveResponse = z
     mode: z.enum(['hybrid', 'keyword']).meta({ description: '`hybrid`: by meaning and by words; `keyword`: by words only (the project has no embedding model)' }),
   })
   .meta({ id: 'RetrieveResponse' });
+
+// ---------------------------------------------------------------------------------------------------------------
+// The project's corpus, on the runtime's admin surface for the control plane (docs/decisions/0043)
+
+export const CorpusDocumentRequest = z
+  .strictObject({
+    title: title.optional(),
+    filename: filename.optional(),
+    content_type: contentType.optional().meta({ description: `The media type: with \`text\`, one of ${TEXT_CONTENT_TYPES.join(', ')} (default text/plain); with \`size\`, one of ${DOCUMENT_CONTENT_TYPES.join(', ')}` }),
+    allowed_roles: allowedRoles.default([]),
+    allowed_groups: allowedGroups.default([]),
+    metadata: metadata.default({}),
+    text: z.string().min(1).optional().meta({ description: 'The document inline, as text (up to the request body limit). Send this or `size`' }),
+    size: z
+      .int()
+      .min(1)
+      .max(MAX_DOCUMENT_BYTES)
+      .optional()
+      .meta({ description: `For a file: its size in bytes (at most ${MAX_DOCUMENT_BYTES}); the answer holds the URL (or, above ${MAX_SINGLE_UPLOAD_BYTES} bytes, the part URLs) to PUT it to, then complete it` }),
+    multipart: z.boolean().optional().meta({ description: 'With `size`: upload in parts (default: only above the largest single upload)' }),
+    part_size: z.int().min(MIN_PART_SIZE).max(MAX_PART_SIZE).optional().meta({ description: `With \`size\`: bytes per part, ${MIN_PART_SIZE} to ${MAX_PART_SIZE}; default ${DEFAULT_PART_SIZE}` }),
+  })
+  .superRefine((value, ctx) => {
+    if ((value.text === undefined) === (value.size === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['text'], message: 'send either `text` (the document inline) or `size` (to PUT the file straight to the store)' });
+      return;
+    }
+    if (value.text !== undefined) {
+      if (value.content_type !== undefined && !(TEXT_CONTENT_TYPES as readonly string[]).includes(value.content_type)) {
+        ctx.addIssue({ code: 'custom', path: ['content_type'], message: `inline text is one of ${TEXT_CONTENT_TYPES.join(', ')}; upload other files with \`size\`` });
+      }
+      for (const field of ['multipart', 'part_size'] as const) {
+        if (value[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `\`${field}\` goes with \`size\`, not with inline \`text\`` });
+      }
+    } else {
+      if (value.content_type === undefined) ctx.addIssue({ code: 'custom', path: ['content_type'], message: 'a file upload needs its media type' });
+      if (value.filename === undefined) ctx.addIssue({ code: 'custom', path: ['filename'], message: 'a file upload needs its file name' });
+    }
+  })
+  .meta({ id: 'CorpusDocumentRequest' });
+export type CorpusDocumentInput = z.infer<typeof CorpusDocumentRequest>;
+
+export const CorpusDocumentCreated = z
+  .object({
+    document: DocumentOut,
+    upload: PresignedUpload.shape.upload.nullable().meta({ description: 'Null for inline text; otherwise where to PUT the file' }),
+    parts: PresignedParts.shape.parts.optional().meta({ description: 'For an upload in parts: every part\'s URL' }),
+  })
+  .meta({ id: 'CorpusDocumentCreated' });
+
+/** The most parts a corpus upload has: the largest document in parts of the smallest size. */
+const MAX_CORPUS_PARTS = Math.ceil(MAX_DOCUMENT_BYTES / MIN_PART_SIZE);
+
+export const CorpusDocumentAction = z
+  .discriminatedUnion('action', [
+    z.strictObject({
+      action: z.literal('complete').meta({ description: 'The file was PUT: check it against what was declared, and read it' }),
+      parts: z
+        .array(z.strictObject({ part_number: z.int().min(1).max(MAX_CORPUS_PARTS), etag: z.string().min(1).max(256) }))
+        .max(MAX_CORPUS_PARTS)
+        .optional()
+        .meta({ description: 'For an upload in parts: every part, 1 to part_count, with the ETag its PUT answered' }),
+    }),
+    z.strictObject({ action: z.literal('reingest').meta({ description: 'Read it again with the processor and embedding model in force' }) }),
+  ])
+  .meta({ id: 'CorpusDocumentAction' });
+
+const tenantIdParam = z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase());
+export const CorpusParams = z.object({ tenant_id: tenantIdParam });
+export const CorpusDocumentParams = z.object({
+  tenant_id: tenantIdParam,
+  document_id: z.uuid({ error: 'document_id must be a UUID' }),
+});

@@ -32,11 +32,26 @@ export interface NewDocument {
   title?: string | undefined;
   filename?: string | undefined;
   contentType: string;
-  visibility: Exclude<DocumentVisibility, 'project'>;
+  visibility: DocumentVisibility;
   allowedRoles: string[];
   allowedGroups: string[];
   metadata: Record<string, unknown>;
 }
+
+/**
+ * Who a new document belongs to: an end-user (owner, and the scope a `scope` document is shared with), or the
+ * project's corpus (no owner, visibility `project`, managed on the control plane).
+ */
+export interface Uploader {
+  tenantId: string;
+  owner: string | null;
+  scope: string | null;
+}
+
+const uploaderOf = (principal: Principal): Uploader => ({ tenantId: principal.tenantId, owner: principal.claims.sub, scope: principal.claims.scope });
+const corpusOf = (tenantId: string): Uploader => ({ tenantId, owner: null, scope: null });
+/** A document of the project's corpus: no owner, seen by every end-user of the tenant (roles and groups aside). */
+export const isCorpus = (row: Pick<DocumentRow, 'owner' | 'visibility'>): boolean => row.owner === null && row.visibility === 'project';
 
 export type PresignedUploadOutput =
   | { document: DocumentOutput; upload: { kind: 'single'; method: 'PUT'; url: string; headers: Record<string, string>; expires_at: string } }
@@ -65,7 +80,7 @@ export function documentOut(row: DocumentRow): DocumentOutput {
     size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
     status: row.status,
     failure: row.failure,
-    corpus: row.tenant_id === null ? 'project' : 'tenant',
+    corpus: isCorpus(row) ? 'project' : 'tenant',
     visibility: row.visibility,
     owner: row.owner,
     scope: row.scope,
@@ -113,7 +128,7 @@ export class DocumentService {
     requireCapability(principal, 'documents:write');
     const reader = readerOf(principal);
     const row = await this.visible(reader, id);
-    if (row.tenant_id === null) throw projectCorpus(id);
+    if (isCorpus(row)) throw projectCorpus(id);
     if (!ownsDocument(reader, row)) throw notOwned(id);
     return row;
   }
@@ -161,15 +176,23 @@ export class DocumentService {
 
   /** A small document whose bytes came with the request: stored, and waiting to be read. */
   async createInline(principal: Principal, document: NewDocument, bytes: Buffer): Promise<DocumentOutput> {
+    return this.storeInline(uploaderOf(principal), document, bytes);
+  }
+
+  async presignUpload(principal: Principal, input: PresignUploadInput): Promise<PresignedUploadOutput> {
+    return this.presign(uploaderOf(principal), input);
+  }
+
+  private async storeInline(uploader: Uploader, document: NewDocument, bytes: Buffer): Promise<DocumentOutput> {
     const id = randomUUID();
     // The record first, as an upload with a deadline: should this process die before the bytes are stored, the
     // sweeper removes both, and nothing is left half made.
-    const row = await this.insert(principal, id, document, { declaredSize: bytes.length, expiresAt: this.deadline(UPLOAD_URL_SECONDS) });
+    const row = await this.insert(uploader, id, document, { declaredSize: bytes.length, expiresAt: this.deadline(UPLOAD_URL_SECONDS) });
     await this.blobs.put(row.blob_key, bytes, { contentType: document.contentType });
     return documentOut(await this.markUploaded(row, bytes.length));
   }
 
-  async presignUpload(principal: Principal, input: PresignUploadInput): Promise<PresignedUploadOutput> {
+  private async presign(uploader: Uploader, input: Omit<PresignUploadInput, 'visibility'> & { visibility: DocumentVisibility }): Promise<PresignedUploadOutput> {
     const multipart = input.multipart ?? input.size > MAX_SINGLE_UPLOAD_BYTES;
     if (!multipart && input.size > MAX_SINGLE_UPLOAD_BYTES) {
       throw new ValidationError([{ loc: ['body', 'multipart'], msg: `a single upload takes at most ${MAX_SINGLE_UPLOAD_BYTES} bytes: upload ${input.size} bytes in parts (multipart true)` }]);
@@ -189,9 +212,9 @@ export class DocumentService {
       metadata: input.metadata,
     };
     const id = randomUUID();
-    const key = documentBlobKey(principal.tenantId, id);
+    const key = documentBlobKey(uploader.tenantId, id);
     if (!multipart) {
-      const row = await this.insert(principal, id, document, { declaredSize: input.size, expiresAt: this.deadline(2 * UPLOAD_URL_SECONDS) });
+      const row = await this.insert(uploader, id, document, { declaredSize: input.size, expiresAt: this.deadline(2 * UPLOAD_URL_SECONDS) });
       const url = await this.blobs.presignPut(key, { expiresInSeconds: UPLOAD_URL_SECONDS, contentType: input.content_type });
       return {
         document: documentOut(row),
@@ -201,7 +224,7 @@ export class DocumentService {
     const { uploadId } = await this.blobs.createMultipartUpload(key, { contentType: input.content_type });
     const expiresAt = this.deadline(UPLOAD_DEADLINE_SECONDS);
     try {
-      const row = await this.insert(principal, id, document, { declaredSize: input.size, expiresAt, upload: { id: uploadId, partSize, partCount } });
+      const row = await this.insert(uploader, id, document, { declaredSize: input.size, expiresAt, upload: { id: uploadId, partSize, partCount } });
       return { document: documentOut(row), upload: { kind: 'multipart', part_size: partSize, part_count: partCount, expires_at: iso(expiresAt) } };
     } catch (error) {
       await this.blobs.abortMultipartUpload(key, uploadId).catch(() => {});
@@ -284,6 +307,44 @@ export class DocumentService {
     await this.removeBytes(row);
     await this.db.deleteFrom('documents').where('id', '=', row.id).execute();
     return { id: row.id, deleted: true };
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // The project's corpus, managed on the control plane through the runtime's admin surface (docs/decisions/0043):
+  // no end-user owns it, and every end-user of the tenant sees it (allowed roles and groups aside).
+
+  /** A corpus document of this tenant; any other document, or none, is the 404 a made-up id gets. */
+  async corpusDocument(tenantId: string, id: string): Promise<DocumentRow> {
+    const row = await this.db.selectFrom('documents').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId).executeTakeFirst();
+    if (!row || !isCorpus(row)) throw documentNotFound(id);
+    return row;
+  }
+
+  async listCorpus(tenantId: string, input: DocumentListInput): Promise<{ documents: DocumentOutput[]; has_more: boolean; next_offset: number | null }> {
+    let query = this.db.selectFrom('documents').selectAll().where('tenant_id', '=', tenantId).where('owner', 'is', null).where('visibility', '=', 'project');
+    if (input.status) query = query.where('status', '=', input.status);
+    const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(input.limit + 1).offset(input.offset).execute();
+    const page = pageOf(rows, input);
+    return { documents: page.rows.map(documentOut), has_more: page.has_more, next_offset: page.next_offset };
+  }
+
+  async createCorpusInline(tenantId: string, document: Omit<NewDocument, 'visibility'>, bytes: Buffer): Promise<DocumentOutput> {
+    return this.storeInline(corpusOf(tenantId), { ...document, visibility: 'project' }, bytes);
+  }
+
+  /**
+   * A corpus upload straight to the store. The control plane has no presign-parts step of its own, so an upload in
+   * parts comes with every part's URL at once (at most 103 parts: 512 MiB in parts of at least 5 MiB).
+   */
+  async presignCorpus(
+    tenantId: string,
+    input: Omit<PresignUploadInput, 'visibility'>,
+  ): Promise<PresignedUploadOutput & { parts?: Awaited<ReturnType<DocumentService['presignParts']>>['parts'] }> {
+    const presigned = await this.presign(corpusOf(tenantId), { ...input, visibility: 'project' });
+    if (presigned.upload.kind === 'single') return presigned;
+    const row = await this.corpusDocument(tenantId, presigned.document.id);
+    const { parts } = await this.presignParts(row, Array.from({ length: presigned.upload.part_count }, (_, i) => i + 1));
+    return { ...presigned, parts };
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -409,21 +470,20 @@ export class DocumentService {
   // ---------------------------------------------------------------------------------------------------------------
 
   private async insert(
-    principal: Principal,
+    uploader: Uploader,
     id: string,
     document: NewDocument,
     upload: { declaredSize: number; expiresAt: Date; upload?: { id: string; partSize: number; partCount: number } },
   ): Promise<DocumentRow> {
-    const { claims } = principal;
     const now = this.now();
     return this.db
       .insertInto('documents')
       .values({
         id,
-        tenant_id: principal.tenantId,
-        owner: claims.sub,
+        tenant_id: uploader.tenantId,
+        owner: uploader.owner,
         visibility: document.visibility,
-        scope: document.visibility === 'scope' ? claims.scope : null,
+        scope: document.visibility === 'scope' ? uploader.scope : null,
         allowed_roles: document.allowedRoles,
         allowed_groups: document.allowedGroups,
         title: document.title ?? document.filename ?? 'Untitled document',
@@ -431,7 +491,7 @@ export class DocumentService {
         content_type: document.contentType,
         declared_size: upload.declaredSize,
         size_bytes: null,
-        blob_key: documentBlobKey(principal.tenantId, id),
+        blob_key: documentBlobKey(uploader.tenantId, id),
         status: 'uploading',
         failure: null,
         upload_id: upload.upload?.id ?? null,

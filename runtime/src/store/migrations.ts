@@ -296,4 +296,54 @@ export const runtimeMigrations: Migration[] = [
       'create index embedding_jobs_due on embedding_jobs (run_after)',
     ],
   },
+  {
+    version: 10,
+    name: 'corpus_in_its_tenant',
+    statements: [
+      // The project's corpus is kept in the project's own tenant (visibility `project`, no owner), not in a null
+      // tenant: a runtime that serves several projects' tenants must never show one project's corpus to another's
+      // end-users (docs/decisions/0043). Nothing wrote null-tenant documents outside tests; any left are dropped.
+      'delete from documents where tenant_id is null',
+      'delete from ingest_jobs where tenant_id is null',
+      'delete from embedding_jobs where tenant_id is null',
+      'alter table documents alter column tenant_id set not null',
+      'alter table document_chunks alter column tenant_id set not null',
+      'alter table ingest_jobs alter column tenant_id set not null',
+      'alter table embedding_jobs alter column tenant_id set not null',
+    ],
+  },
+  {
+    version: 11,
+    name: 'memory_and_wiki',
+    statements: [
+      // What the agent remembers for one subject (docs/decisions/0044): searched by words, and by meaning in the
+      // embedding space it was embedded in (the tenant's model when it was remembered).
+      `create table memory_items (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        subject text not null,
+        content text not null,
+        session_id uuid,
+        space text,
+        embedding vector,
+        search tsvector generated always as (to_tsvector('simple', content)) stored,
+        created_at timestamptz not null default now()
+      )`,
+      'create index memory_items_subject on memory_items (tenant_id, subject, created_at desc, id)',
+      // Pages the agent writes for the project, seen by the subtree of the writer's scope; one page per title there.
+      `create table wiki_pages (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        scope text not null,
+        title text not null,
+        content text not null,
+        author text not null,
+        search tsvector generated always as (to_tsvector('simple', title || ' ' || content)) stored,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        unique (tenant_id, scope, title)
+      )`,
+      'create index wiki_pages_tenant on wiki_pages (tenant_id, updated_at desc, id)',
+    ],
+  },
 ];

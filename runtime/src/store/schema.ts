@@ -161,8 +161,8 @@ export type DocumentStatus = 'uploading' | 'uploaded' | 'processing' | 'ready' |
 /** A document's record (docs/decisions/0039); its bytes are in the blob store under `blob_key`. */
 export interface DocumentsTable {
   id: string;
-  /** Null: the project's corpus, uploaded on the control plane. */
-  tenant_id: string | null;
+  /** The project's corpus is in the project's tenant too (visibility `project`, owner null). */
+  tenant_id: string;
   /** The subject that uploaded it; null for the project's corpus. */
   owner: string | null;
   visibility: DocumentVisibility;
@@ -200,7 +200,7 @@ export interface DocumentsTable {
 export interface DocumentChunksTable {
   id: string;
   document_id: string;
-  tenant_id: string | null;
+  tenant_id: string;
   generation: number;
   ordinal: number;
   content: string;
@@ -223,7 +223,7 @@ export interface ChunkEmbeddingsTable {
 
 export interface IngestJobsTable {
   document_id: string;
-  tenant_id: string | null;
+  tenant_id: string;
   attempts: Generated<number>;
   run_after: Timestamp;
   lease_owner: string | null;
@@ -247,7 +247,7 @@ export interface EmbeddingSpacesTable {
 export interface EmbeddingJobsTable {
   document_id: string;
   space: string;
-  tenant_id: string | null;
+  tenant_id: string;
   attempts: Generated<number>;
   run_after: Timestamp;
   lease_owner: string | null;
@@ -263,6 +263,8 @@ export interface RuntimeSchema {
   document_chunks: DocumentChunksTable;
   chunk_embeddings: ChunkEmbeddingsTable;
   ingest_jobs: IngestJobsTable;
+  memory_items: MemoryItemsTable;
+  wiki_pages: WikiPagesTable;
   sessions: SessionsTable;
   messages: MessagesTable;
   runs: RunsTable;
@@ -273,4 +275,34 @@ export interface RuntimeSchema {
   tenant_narrowing_keys: TenantNarrowingKeysTable;
   tenant_erasures: TenantErasuresTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}
+
+/** What the agent remembers for one subject (docs/decisions/0044). */
+export interface MemoryItemsTable {
+  id: string;
+  tenant_id: string;
+  subject: string;
+  content: string;
+  /** The conversation it was remembered in, if any. */
+  session_id: string | null;
+  /** The embedding space of `embedding` (null: remembered without an embedding model). */
+  space: string | null;
+  /** pgvector's text form. */
+  embedding: string | null;
+  search: ColumnType<string, never, never>;
+  created_at: Timestamp;
+}
+
+/** A page the agent wrote for the project, seen by the subtree of `scope` (the writer's token scope). */
+export interface WikiPagesTable {
+  id: string;
+  tenant_id: string;
+  scope: string;
+  title: string;
+  content: string;
+  /** The subject whose turn wrote it last. */
+  author: string;
+  search: ColumnType<string, never, never>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 }

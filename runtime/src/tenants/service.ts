@@ -67,6 +67,17 @@ export class TenantService {
     return this.present(await this.row(tenantId));
   }
 
+  /**
+   * The tenant's canonical id, for an admin route about something the tenant holds (its corpus, its wiki): 404 with
+   * `code` `tenant_not_found` when the runtime has no such tenant, which the control plane reads as "not registered yet".
+   */
+  async existing(tenantId: string): Promise<string> {
+    tenantId = canonicalTenantId(tenantId);
+    const row = await this.db.selectFrom('tenants').select('tenant_id').where('tenant_id', '=', tenantId).executeTakeFirst();
+    if (!row) throw notFound(`tenant ${tenantId} not found`, { code: 'tenant_not_found' });
+    return row.tenant_id;
+  }
+
   async update(tenantId: string, input: TenantSettingsUpdateInput): Promise<TenantOutput> {
     tenantId = canonicalTenantId(tenantId);
     const row = await this.db.transaction().execute(async (trx) => {

@@ -61,6 +61,19 @@ describe('chunkDocument', () => {
     for (const chunk of chunks) expect(countTokens(chunk.text)).toBeLessThanOrEqual(101);
   });
 
+  it('cuts a huge text without a single space (one letter, emoji) whole, in order, never inside a character', () => {
+    // The tokenizer is quadratic in the length of one word: unbounded, this document held the process for hours.
+    for (const runOn of ['a'.repeat(2 * 1024 * 1024), '😀'.repeat(200_000)]) {
+      const doc: ParsedDocument = { text: runOn, sections: [{ headingPath: [], start: 0, end: runOn.length, page: null }] };
+      const chunks = chunkDocument(doc, { maxTokens: 400, overlapTokens: 60 });
+      expect(chunks.map((c) => c.text).join('')).toBe(runOn);
+      for (const chunk of chunks) {
+        expect(chunk.tokens).toBeLessThanOrEqual(400);
+        expect(chunk.text).not.toMatch(/^[\uDC00-\uDFFF]|[\uD800-\uDBFF]$/);
+      }
+    }
+  });
+
   it('makes nothing of an empty document', () => {
     expect(chunkDocument({ text: '', sections: [] })).toEqual([]);
     expect(chunkDocument({ text: '\n\n  \n', sections: [{ headingPath: [], start: 0, end: 5, page: null }] })).toEqual([]);

@@ -66,13 +66,19 @@ function unitsOf(text: string, start: number, end: number, maxTokens: number): U
   const units: Unit[] = [];
   for (const paragraph of spans(text, start, end, /\n\s*\n/g)) {
     const body = text.slice(paragraph.start, paragraph.end);
-    // Most paragraphs fit: one bounded count, which stops early for long ones.
-    const fits = isWithinTokenLimit(body, maxTokens);
+    // Most paragraphs fit: one bounded count, which stops early for long ones. A paragraph this long never fits in
+    // practice, and counting it would cost what tokenRuns avoids: it goes to sentences.
+    const fits = body.length <= countable(maxTokens) && isWithinTokenLimit(body, maxTokens);
     if (fits !== false) {
       units.push({ ...paragraph, tokens: fits });
       continue;
     }
     for (const sentence of spans(text, paragraph.start, paragraph.end, /(?<=[.!?。！？])\s+/g)) {
+      // A sentence far longer than a chunk is cut without counting it whole first (see tokenRuns).
+      if (sentence.end - sentence.start > countable(maxTokens)) {
+        units.push(...tokenRuns(text, sentence.start, sentence.end, maxTokens));
+        continue;
+      }
       const count = countTokens(text.slice(sentence.start, sentence.end));
       if (count <= maxTokens) units.push({ ...sentence, tokens: count });
       else units.push(...tokenRuns(text, sentence.start, sentence.end, maxTokens));
@@ -100,19 +106,48 @@ function spans(text: string, start: number, end: number, separator: RegExp): { s
   return found;
 }
 
-/** A text too long for one chunk even as a sentence: cut into runs of `maxTokens` tokens, on character bounds. */
+/**
+ * A text too long for one chunk even as a sentence: cut into runs of at most `maxTokens` tokens, on character
+ * bounds. The tokenizer's merge step is quadratic in the length of one word, so a text without spaces (a 5 MB line
+ * of one letter, base64) would hold the process for hours: it is encoded in windows of a few thousand characters,
+ * cut at a space where one is near, and each window's runs are units of their own.
+ */
 function tokenRuns(text: string, start: number, end: number, maxTokens: number): Unit[] {
-  const tokens = encode(text.slice(start, end));
   const runs: Unit[] = [];
-  let offset = start;
-  for (let i = 0; i < tokens.length; i += maxTokens) {
-    const piece = tokens.slice(i, i + maxTokens);
-    // Decoding a run may end inside a character a later token completes: the span ends where the text says.
-    const decoded = decode(piece);
-    const length = i + maxTokens >= tokens.length ? end - offset : Math.min(decoded.replace(/\uFFFD+$/, '').length, end - offset);
-    if (length <= 0) continue;
-    runs.push({ start: offset, end: offset + length, tokens: piece.length });
-    offset += length;
+  const window = Math.min(4 * maxTokens, MAX_WINDOW_CHARS);
+  for (let from = start; from < end; ) {
+    const to = windowEnd(text, from, end, window);
+    const tokens = encode(text.slice(from, to));
+    let offset = from;
+    for (let i = 0; i < tokens.length; i += maxTokens) {
+      const piece = tokens.slice(i, i + maxTokens);
+      // Decoding a run may end inside a character a later token completes: the span ends where the text says.
+      const decoded = decode(piece);
+      const length = i + maxTokens >= tokens.length ? to - offset : Math.min(decoded.replace(/\uFFFD+$/, '').length, to - offset);
+      if (length <= 0) continue;
+      runs.push({ start: offset, end: offset + length, tokens: piece.length });
+      offset += length;
+    }
+    from = to;
   }
   return runs;
+}
+
+/**
+ * The longest text counted whole: 16 characters a token is far beyond prose (about 4), and the cap keeps one count
+ * of a spaceless text cheap (see tokenRuns).
+ */
+const countable = (maxTokens: number) => Math.min(16 * maxTokens, 8_000);
+
+/** The most characters encoded at once (see tokenRuns). */
+const MAX_WINDOW_CHARS = 4_000;
+
+/** Where a window from `from` ends: at most `size` characters on, after a space in its last quarter if there is one, never inside a surrogate pair. */
+function windowEnd(text: string, from: number, end: number, size: number): number {
+  if (end - from <= size) return end;
+  let to = from + size;
+  const space = text.slice(to - Math.floor(size / 4), to).search(/\s\S*$/);
+  if (space >= 0) to = to - Math.floor(size / 4) + space + 1;
+  else if (/[\uD800-\uDBFF]/.test(text[to - 1] ?? '')) to -= 1;
+  return to;
 }

@@ -51,7 +51,7 @@ interface ClaimedJob {
 }
 
 /** Enqueues a document's ingestion (again): a job waiting to run now, its attempts counted from zero. */
-export async function enqueueIngest(db: Kysely<RuntimeSchema>, document: { id: string; tenant_id: string | null }): Promise<void> {
+export async function enqueueIngest(db: Kysely<RuntimeSchema>, document: { id: string; tenant_id: string }): Promise<void> {
   await db
     .insertInto('ingest_jobs')
     .values({ document_id: document.id, tenant_id: document.tenant_id, run_after: new Date(), lease_owner: null, lease_expires_at: null, last_error: null })
@@ -231,12 +231,12 @@ export class IngestWorker {
     try {
       const bytes = await this.read(document.blob_key);
       const [{ parseDocument }, { chunkDocument, DEFAULT_CHUNKING }] = await readers();
-      const configuration = document.tenant_id === null ? undefined : await this.options.configurations.load(document.tenant_id);
+      const configuration = await this.options.configurations.load(document.tenant_id);
       const processor = configuration?.document.retrieval?.processor;
       const chunking = processor ? { maxTokens: processor.chunk_tokens, overlapTokens: processor.overlap_tokens } : DEFAULT_CHUNKING;
       chunks = chunkDocument(await parseDocument(document.content_type as DocumentContentType, bytes), chunking);
       const target = configuration ? embeddingFor(configuration.document) : undefined;
-      if (target && document.tenant_id !== null) await this.options.spaces?.note(document.tenant_id, target);
+      if (target) await this.options.spaces?.note(document.tenant_id, target);
       if (target && chunks.length > 0) {
         vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
         await this.options.indexSpace?.(target);
@@ -258,7 +258,7 @@ export class IngestWorker {
   }
 
   /** The next generation of chunks and vectors, the document swapped to it, the job ended: one transaction. */
-  private async write(job: ClaimedJob, documentId: string, tenantId: string | null, chunks: Chunk[], vectors: { space: string; values: number[][] } | undefined): Promise<void> {
+  private async write(job: ClaimedJob, documentId: string, tenantId: string, chunks: Chunk[], vectors: { space: string; values: number[][] } | undefined): Promise<void> {
     await this.options.db.transaction().execute(async (trx) => {
       // Still ours: a job whose lease lapsed and was taken up elsewhere leaves the writing to that one.
       const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
