@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '@agentplane/test/harness/runtime';
+import { minimalPdf } from '@agentplane/test/fakes/documents';
 import type { DocumentOutput } from './schemas.js';
 
 const ceiling = { capabilities: ['chat', 'documents:read', 'documents:write'] };
@@ -155,6 +156,39 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
       expect(done.uploaded_at).not.toBeNull();
       expect(await json(await post(`/documents/${started.document.id}/complete-upload`, token, {}), 200)).toEqual(done);
       expect((await post(`/documents/${started.document.id}/abort-upload`, token, undefined)).status).toBe(409);
+    });
+
+    it('refuses a file whose bytes are not its media type, inline or at complete, naming the field, and keeps the upload open', async () => {
+      const t = await tenant();
+      const token = await t.token();
+      const pdf = minimalPdf(['A real PDF page.']);
+      const form = (bytes: Buffer | string, type: string) => {
+        const body = new FormData();
+        body.set('file', new Blob([bytes], { type }), 'file');
+        return body;
+      };
+      for (const [bytes, type, says] of [
+        [pdf, 'text/plain', 'it is a PDF'],
+        ['just words', 'application/pdf', '%PDF-'],
+        ['PK\u0003\u0004 zipped', 'text/markdown', 'ZIP archive'],
+        [Buffer.from([0x41, 0x00, 0x42]), 'text/csv', 'NUL bytes'],
+        ['plain', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'ZIP archive'],
+      ] as const) {
+        const refused = await json<{ detail: { loc: string[]; msg: string }[] }>(await rt.endUser('/documents', token, { method: 'POST', body: form(bytes, type) }), 422);
+        expect(refused.detail[0]!.loc).toEqual(['body', 'file']);
+        expect(refused.detail[0]!.msg).toContain(says);
+      }
+      const started = await json<{ document: DocumentOutput; upload: { url: string; headers: Record<string, string> } }>(
+        await post('/documents/presign-upload', token, { filename: 'policy.pdf', content_type: 'application/pdf', size: pdf.length }),
+        201,
+      );
+      expect((await fetch(started.upload.url, { method: 'PUT', headers: started.upload.headers, body: Buffer.alloc(pdf.length, 'x') })).status).toBe(200);
+      const mislabelled = await json<{ detail: { loc: string[]; msg: string }[] }>(await post(`/documents/${started.document.id}/complete-upload`, token, {}), 422);
+      expect(mislabelled.detail[0]!.loc).toEqual(['body', 'content_type']);
+      expect(mislabelled.detail[0]!.msg).toContain('%PDF-');
+      expect(await bytesAt((await stored(started.document))!.blob_key)).toBeNull();
+      expect((await fetch(started.upload.url, { method: 'PUT', headers: started.upload.headers, body: pdf })).status).toBe(200);
+      expect(await json(await post(`/documents/${started.document.id}/complete-upload?wait=20`, token, {}), 200)).toMatchObject({ status: 'ready' });
     });
 
     it('uploads in parts: part URLs, each part PUT, complete with the ETags; parts outside the upload or missing are out of order', async () => {

@@ -21,6 +21,7 @@ import {
   UPLOAD_URL_SECONDS,
 } from './limits.js';
 import { documentBlobKey } from './model.js';
+import { contentMismatch, SNIFF_BYTES } from './sniff.js';
 import type { RetrieveResult, Retriever } from './retrieval.js';
 import type { EmbeddingSpaces } from './spaces.js';
 import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput, RetrieveInput } from './schemas.js';
@@ -184,6 +185,8 @@ export class DocumentService {
   }
 
   private async storeInline(uploader: Uploader, document: NewDocument, bytes: Buffer): Promise<DocumentOutput> {
+    const mismatch = contentMismatch(document.contentType, bytes.subarray(0, SNIFF_BYTES));
+    if (mismatch) throw new ValidationError([{ loc: ['body', 'file'], msg: `the file is not what its media type says: ${mismatch}` }]);
     const id = randomUUID();
     // The record first, as an upload with a deadline: should this process die before the bytes are stored, the
     // sweeper removes both, and nothing is left half made.
@@ -297,6 +300,16 @@ export class DocumentService {
     if (stored.contentType !== undefined && stored.contentType.split(';')[0]!.trim().toLowerCase() !== row.content_type) {
       await this.blobs.delete(row.blob_key);
       throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload was sent as ${stored.contentType}, but ${row.content_type} was declared; PUT it again with Content-Type: ${row.content_type}` }]);
+    }
+    // What the bytes are, not only what the PUT said they were.
+    const mismatch = contentMismatch(row.content_type, await this.headOf(row.blob_key));
+    if (mismatch) {
+      await this.blobs.delete(row.blob_key);
+      if (upload.id !== null) {
+        const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
+        await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
+      }
+      throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload is not what was declared: ${mismatch}; the bytes were removed` }]);
     }
     return documentOut(await this.markUploaded(row, stored.size));
   }
@@ -534,6 +547,23 @@ export class DocumentService {
       throw outOfOrder(`the upload of document ${row.id} was abandoned at ${iso(row.upload_expires_at)}: delete it and upload again`);
     }
     return { id: row.upload_id, partCount: row.upload_part_count ?? 1 };
+  }
+
+  /** The first bytes of a stored file, read and then let go (the rest is never downloaded here). */
+  private async headOf(key: string): Promise<Buffer> {
+    const blob = await this.blobs.get(key);
+    const chunks: Buffer[] = [];
+    let length = 0;
+    try {
+      for await (const chunk of blob.body as AsyncIterable<Buffer>) {
+        chunks.push(chunk);
+        length += chunk.length;
+        if (length >= SNIFF_BYTES) break;
+      }
+    } finally {
+      blob.body.destroy();
+    }
+    return Buffer.concat(chunks).subarray(0, SNIFF_BYTES);
   }
 
   private async removeBytes(row: DocumentRow): Promise<void> {
