@@ -147,14 +147,25 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(unknown.status).toBe(404);
 
     const chosen = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
-    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true });
+    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true, auto_context: false });
     const pushed = await delivered();
     expect(pushed.version).toBeGreaterThan(before.version);
     expect(pushed.document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-large', dimensions: 3072 } });
 
     const back = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: null }) });
-    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false });
+    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false, auto_context: false });
     expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 } });
+
+    // Automatic context alone leaves the model as it is; nothing named changes nothing and pushes nothing.
+    const auto = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ auto_context: true }) });
+    expect(await json(auto)).toMatchObject({ embedding: { model: 'text-embedding-3-small' }, chosen: false, auto_context: true });
+    const withContext = await delivered();
+    expect(withContext.document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, auto_context: true });
+    expect(await json(call('/retrieval', { method: 'PUT', body: JSON.stringify({}) }))).toMatchObject({ auto_context: true });
+    expect((await delivered()).version).toBe(withContext.version);
+    expect((await call('/retrieval', { method: 'PUT', body: JSON.stringify({ auto_context: 'yes' }) })).status).toBe(422);
+    expect(await json(call('/retrieval', { method: 'PUT', body: JSON.stringify({ auto_context: false }) }))).toMatchObject({ auto_context: false });
+    expect((await delivered()).document.retrieval).not.toHaveProperty('auto_context');
 
     // The citation style travels in the same section.
     expect(await json(call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'list' }) }))).toEqual({ style: 'list' });

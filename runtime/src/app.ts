@@ -35,7 +35,7 @@ import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
-import { documentSearchTool } from './documents/search-tool.js';
+import { documentContext, documentSearchTool, SEARCH_DOCUMENTS } from './documents/search-tool.js';
 import { EmbeddingSpaces } from './documents/spaces.js';
 import { corpusRoutes } from './documents/corpus-routes.js';
 import { documentRoutes } from './documents/routes.js';
@@ -215,6 +215,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       limiter,
       logger,
       serverTools: (principal) => [documentSearchTool(documents, principal), ...memoryTools(memory, principal)],
+      documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
 
     const { app, openapi } = createHttpApp({

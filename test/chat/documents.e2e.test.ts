@@ -99,4 +99,40 @@ describe('retrieval in turns', () => {
       expect((await world.tenant.reconfigure({ retrieval: configured.retrieval } as never)).status).toBe(200);
     }
   });
+
+  it('starts each turn with the best passages where the project chose automatic context, for those who may search', async () => {
+    const ceiling = world.tenant.configuration.ceiling;
+    const configure = (auto: boolean) =>
+      world.tenant.reconfigure({
+        ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'documents:read', 'documents:write'] },
+        providers: providerSection(fake),
+        retrieval: { embedding: { provider: 'cred-1', model: EMBEDDING_MODEL, dimensions: 16 }, ...(auto ? { auto_context: true } : {}) },
+      } as never);
+    const reader = await world.token({ capabilities, sub: 'acme:dora', scope: 'acme:dora' });
+    const doc = await upload(reader, 'Opening hours', '# Opening hours\nThe Lisbon shop opens at nine every weekday.');
+    const systemOf = () => (fake.chatRequests().at(-1)!.messages.find((m) => m.role === 'system') as { content: string } | undefined)?.content ?? '';
+    try {
+      expect((await configure(true)).status).toBe(200);
+      fake.script('It opens at nine [1].');
+      const res = await world.chat(reader, { message: 'When does the Lisbon shop open?', model: MODEL });
+      expect(res.status, await res.clone().text()).toBe(200);
+      const body = (await res.json()) as { citations: { index: number; document_id: string }[] };
+      expect(systemOf()).toContain('[1] Opening hours › Opening hours\n# Opening hours\nThe Lisbon shop opens at nine every weekday.');
+      expect(body.citations).toEqual([expect.objectContaining({ index: 1, document_id: doc.id })]);
+      // Declined for the request, or a token that may not search: no passages, no citations.
+      fake.script('No context.');
+      const declined = (await (await world.chat(reader, { message: 'When does the Lisbon shop open?', model: MODEL, enable_rag: false })).json()) as { citations: unknown[] };
+      expect(systemOf()).not.toContain('Lisbon');
+      expect(declined.citations).toEqual([]);
+      const chatOnly = await world.token({ capabilities: ['chat'], sub: 'acme:dora', scope: 'acme:dora' });
+      fake.script('No context.');
+      await world.chat(chatOnly, { message: 'When does the Lisbon shop open?', model: MODEL });
+      expect(systemOf()).not.toContain('Lisbon');
+    } finally {
+      expect((await configure(false)).status).toBe(200);
+    }
+    fake.script('Off again.');
+    await world.chat(reader, { message: 'When does the Lisbon shop open?', model: MODEL });
+    expect(systemOf()).not.toContain('Lisbon');
+  });
 });

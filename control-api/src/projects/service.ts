@@ -237,12 +237,13 @@ export class ProjectService {
       ...(limits ? { limits } : {}),
       // Left out for a project with no measured embedding model and no citation style: its documents are searched
       // by their words and cited inline, and its document stays what it was before this section existed.
-      ...(embedding || row.citations !== null || row.processor !== null
+      ...(embedding || row.citations !== null || row.processor !== null || row.auto_context
         ? {
             retrieval: {
               embedding: embedding ?? null,
               ...(row.processor !== null ? { processor: row.processor } : {}),
               ...(row.citations !== null ? { citations: row.citations } : {}),
+              ...(row.auto_context ? { auto_context: true } : {}),
             },
           }
         : {}),

@@ -108,6 +108,7 @@ const RetrievalSettingsOut = z
       .nullable()
       .meta({ description: 'What documents are embedded with; null: nothing, and they are searched by their words only' }),
     chosen: z.boolean().meta({ description: 'true: the project\'s own choice; false: the measured model of its oldest provider that has one' }),
+    auto_context: z.boolean().meta({ description: 'true: each turn starts with the passages of the documents the person may read that best match their message' }),
   })
   .meta({ id: 'RetrievalSettings' });
 
@@ -118,13 +119,19 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       method: 'put',
       path: '/api/projects/{id}/retrieval',
       operationId: 'setRetrieval',
-      summary: "Choose the project's embedding model (null: its oldest provider's own)",
+      summary: "Choose the project's embedding model (null: its oldest provider's own), and whether turns start with document context",
       description:
-        'The model is measured with a real embeddings call before it is stored, and pushed to the runtime, which embeds the documents already read again in the background and keeps searching the old index until the new one is complete.',
+        'Each field sent is changed; one left out stays as it is. The model is measured with a real embeddings call before it is stored, and pushed to the runtime, which embeds the documents already read again in the background and keeps searching the old index until the new one is complete. ' +
+        '`auto_context` true: before the model answers, each turn searches the documents the person may read for their message and hands the model the best passages, cited as the search tool\'s are (tokens with `documents:read`, unless the request sends `enable_rag: false`).',
       tags: ['retrieval'],
       security: ['apiKey', 'session'],
       params: ProjectParams,
-      body: z.strictObject({ embedding: EmbeddingChoice.nullable() }).meta({ id: 'RetrievalSettingsSet' }),
+      body: z
+        .strictObject({
+          embedding: EmbeddingChoice.nullable().optional().meta({ description: 'The embedding model; null: the oldest provider\'s own' }),
+          auto_context: z.boolean().optional().meta({ description: 'Start each turn with the best-matching passages (default false)' }),
+        })
+        .meta({ id: 'RetrievalSettingsSet' }),
       responses: {
         200: { description: 'The settings in force', schema: RetrievalSettingsOut },
         400: { description: 'The provider refused the model (`code` `provider_rejected`)' },
@@ -133,7 +140,7 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       },
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
-        return { body: await providers.setEmbedding(params.id, body.embedding) };
+        return { body: await providers.setRetrieval(params.id, body) };
       },
     }),
     defineRoute({

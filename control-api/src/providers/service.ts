@@ -230,7 +230,10 @@ export class ProviderService {
    * back to the oldest provider's own. Documents already read are embedded again in the background by the runtime,
    * which keeps searching the old index until the new one is complete.
    */
-  async setEmbedding(projectId: string, choice: { provider_id: string; model: string } | null): Promise<RetrievalSettings> {
+  async setRetrieval(projectId: string, change: { embedding?: { provider_id: string; model: string } | null | undefined; auto_context?: boolean | undefined }): Promise<RetrievalSettings> {
+    const choice = change.embedding;
+    // Nothing named: the settings as they are, and no push.
+    if (choice === undefined && change.auto_context === undefined) return this.retrieval(projectId);
     const measured = choice ? await this.probeEmbedding(projectId, choice.provider_id, choice.model) : null;
     await this.projects.applyChange(projectId, async (trx) => {
       // Still registered at the moment of storing (a concurrent removal would leave the choice pointing nowhere);
@@ -239,18 +242,25 @@ export class ProviderService {
         const still = await trx.selectFrom('providers').select('id').where('id', '=', measured.provider_id).where('project_id', '=', projectId).executeTakeFirst();
         if (!still) throw providerNotFound(measured.provider_id);
       }
-      return { set: { embedding: measured ? JSON.stringify(measured) : null }, result: undefined };
+      return {
+        set: {
+          ...(choice !== undefined ? { embedding: measured ? JSON.stringify(measured) : null } : {}),
+          ...(change.auto_context !== undefined ? { auto_context: change.auto_context } : {}),
+        },
+        result: undefined,
+      };
     });
     return this.retrieval(projectId);
   }
 
   /** What documents are embedded with now, and whether the project chose it. */
   async retrieval(projectId: string): Promise<RetrievalSettings> {
-    const project = await this.db.selectFrom('projects').select(['embedding']).where('id', '=', projectId).executeTakeFirst();
+    const project = await this.db.selectFrom('projects').select(['embedding', 'auto_context']).where('id', '=', projectId).executeTakeFirst();
     const effective = await pushedEmbedding(this.db, projectId, project?.embedding ?? null);
     return {
       embedding: effective ? { provider_id: effective.provider, model: effective.model, dimensions: effective.dimensions } : null,
       chosen: project?.embedding != null && effective?.provider === project.embedding.provider_id && effective.model === project.embedding.model,
+      auto_context: project?.auto_context ?? false,
     };
   }
 
@@ -299,6 +309,8 @@ export interface RetrievalSettings {
   embedding: { provider_id: string; model: string; dimensions: number } | null;
   /** Whether that is the project's own choice (PUT .../retrieval) rather than its oldest provider's model. */
   chosen: boolean;
+  /** Whether each turn starts with the passages that best match the person's message. */
+  auto_context: boolean;
 }
 
 // Four characters of a short key would be much of it.

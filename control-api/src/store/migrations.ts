@@ -170,4 +170,13 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column processor jsonb',
     ],
   },
+  {
+    version: 11,
+    name: 'automatic document context',
+    statements: [
+      // Whether each turn starts with the passages of the documents the person may read that best match their
+      // message (docs/decisions/0045); false: the agent searches when it decides to.
+      'alter table control.projects add column auto_context boolean not null default false',
+    ],
+  },
 ];

@@ -57,6 +57,8 @@ export interface ControlSchema {
     citations: 'inline' | 'list' | null;
     /** How documents are cut into chunks; null: the runtime's default. */
     processor: ColumnType<{ chunk_tokens: number; overlap_tokens: number } | null, string | null | undefined, string | null>;
+    /** Whether each turn starts with the best-matching passages (docs/decisions/0045). */
+    auto_context: Generated<boolean>;
   };
   providers: {
     id: string;

@@ -30,7 +30,7 @@ import {
   type RunStatus,
   type RunStore,
 } from './runs.js';
-import { citeSources } from './citations.js';
+import { citeSources, type CitationStyle, type Source } from './citations.js';
 import type { ChatResponseOutput, CitationOutput, Frame } from './schemas.js';
 import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
@@ -53,6 +53,11 @@ export interface Turn {
   maxContextTokens: number | undefined;
   /** Title the conversation after this turn when it has none. */
   autoTitle: boolean;
+  /**
+   * The project's automatic document context (docs/decisions/0045): the passages the person may read that best
+   * match their message, handed to the model with the system prompt before its first step.
+   */
+  context?: () => Promise<{ sources: Source[]; style?: CitationStyle }>;
   /**
    * The conversation as the turn's start left it, its new messages last: the first step's prompt. The run keeps it
    * up to date with what it writes itself (it alone writes to the session while it runs), so no step re-reads it.
@@ -363,12 +368,27 @@ export class TurnEngine {
     }
   }
 
+  /** The automatic context's passages, numbered as the answer cites them; null without any (or when the search failed). */
+  private async contextOf(turn: Turn, totals: TurnTotals): Promise<string | null> {
+    if (!turn.context) return null;
+    try {
+      const { sources, style } = await turn.context();
+      if (sources.length === 0) return null;
+      // citeSources says how to cite them, in the project's style.
+      return `Passages from the documents this person may read that may bear on their message (the search tool finds more):\n\n${citeSources(totals.citations, sources, style)}`;
+    } catch (error) {
+      this.deps.logger.warn({ err: error, run_id: turn.runId }, 'automatic document context failed; the turn goes on without it');
+      return null;
+    }
+  }
+
   private async loop(turn: Turn, run: HeldRun, history: MessageRow[], totals: TurnTotals): Promise<Outcome> {
     const { deps } = this;
     const signal = run.controller.signal;
     const model = deps.models(turn.target, turn.model);
     let toolRounds = 0;
     let lastMessageId: string | null = null;
+    const system = [turn.systemPrompt, await this.contextOf(turn, totals)].filter((part): part is string => part !== null).join('\n\n');
     for (;;) {
       if (run.steerNoticed) {
         run.steerNoticed = false;
@@ -376,7 +396,7 @@ export class TurnEngine {
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
       const messages = await clampHistory(
-        turn.systemPrompt === null ? null : { role: 'system', content: turn.systemPrompt },
+        system === '' ? null : { role: 'system', content: system },
         toModelMessages(history),
         turn.maxContextTokens,
       );

@@ -19,6 +19,7 @@ import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
+import type { CitationStyle, Source } from './citations.js';
 import { approvalMessage, refusalMessage, ToolSet, type ServerTool } from './tools.js';
 import type { TurnRecords } from './turn-records.js';
 
@@ -51,6 +52,11 @@ export interface ChatServiceDeps {
   logger: Logger;
   /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
   serverTools?: (principal: Principal) => ServerTool[];
+  /**
+   * The automatic document context: the best passages for a message, as the person's own search finds them; given
+   * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
+   */
+  documentContext?: { tool: string; find(principal: Principal, query: string): Promise<{ sources: Source[]; style?: CitationStyle }> };
 }
 
 /** What a turn's start stored: a run to launch (with the prompt's history), the same pause again, or no model to call. */
@@ -148,6 +154,10 @@ export class ChatService {
             maxContextTokens: permission.maxContextTokens,
             autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
             history: stored.history,
+            // Where the project chose it, for a message (not an answer to a pause) from someone who may search.
+            ...(configuration.retrieval?.auto_context && request.message !== undefined && deps.documentContext && tools.get(deps.documentContext.tool)
+              ? { context: () => deps.documentContext!.find(principal, request.message!) }
+              : {}),
           },
           start,
           ended && settle,

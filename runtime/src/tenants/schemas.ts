@@ -258,6 +258,10 @@ export const RetrievalSectionSchema = z
       .enum(['inline', 'list'])
       .optional()
       .meta({ description: '`inline` (default): the answer cites passages by their [n] markers; `list`: no markers in the text, the sources only listed with the answer' }),
+    auto_context: z
+      .boolean()
+      .optional()
+      .meta({ description: 'true: each turn starts with the passages of the documents the person may read that best match their message (for tokens that may search them)' }),
   })
   .meta({ id: 'RetrievalSection' });
 
