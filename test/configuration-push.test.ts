@@ -41,7 +41,7 @@ describe('configuration push: providers, default model, prices and limits', () =
   beforeAll(async () => {
     rt = await startTestRuntime();
     gateway = await FakeOpenAIServer.start({ apiKey: gatewayKey, chatModels: ['llama-3.1-8b', 'qwen-2.5'] });
-    openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536, 'text-embedding-3-large': 3072 } });
+    openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536, 'text-embedding-3-large': 3072 }, rerankModels: ['rerank-v1'] });
     const captured = new Writable({
       write(chunk, _encoding, done) {
         logText += String(chunk);
@@ -147,13 +147,13 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(unknown.status).toBe(404);
 
     const chosen = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
-    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true, auto_context: false });
+    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true, rerank: null, auto_context: false });
     const pushed = await delivered();
     expect(pushed.version).toBeGreaterThan(before.version);
     expect(pushed.document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-large', dimensions: 3072 } });
 
     const back = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: null }) });
-    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false, auto_context: false });
+    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false, rerank: null, auto_context: false });
     expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 } });
 
     // Automatic context alone leaves the model as it is; nothing named changes nothing and pushes nothing.
@@ -166,6 +166,16 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect((await call('/retrieval', { method: 'PUT', body: JSON.stringify({ auto_context: 'yes' }) })).status).toBe(422);
     expect(await json(call('/retrieval', { method: 'PUT', body: JSON.stringify({ auto_context: false }) }))).toMatchObject({ auto_context: false });
     expect((await delivered()).document.retrieval).not.toHaveProperty('auto_context');
+
+    // A rerank model is tried with a real call first: one the provider refuses is a 400 naming it, and nothing is stored.
+    const rejected = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ rerank: { provider_id: openaiId, model: 'no-such-reranker' } }) });
+    expect(rejected.status).toBe(400);
+    expect(await json(rejected)).toMatchObject({ code: 'provider_rejected', detail: expect.stringContaining("rerank model 'no-such-reranker'") });
+    const reranked = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ rerank: { provider_id: openaiId, model: 'rerank-v1' } }) });
+    expect(await json(reranked)).toMatchObject({ rerank: { provider_id: openaiId, model: 'rerank-v1' }, embedding: { model: 'text-embedding-3-small' } });
+    expect((await delivered()).document.retrieval).toMatchObject({ rerank: { provider: openaiId, model: 'rerank-v1' } });
+    expect(await json(call('/retrieval', { method: 'PUT', body: JSON.stringify({ rerank: null }) }))).toMatchObject({ rerank: null });
+    expect((await delivered()).document.retrieval).not.toHaveProperty('rerank');
 
     // The citation style travels in the same section.
     expect(await json(call('/citations', { method: 'PUT', body: JSON.stringify({ style: 'list' }) }))).toEqual({ style: 'list' });

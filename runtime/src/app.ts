@@ -33,6 +33,7 @@ import { UsageRecorder } from './chat/usage.js';
 import { TurnRecords } from './chat/turn-records.js';
 import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
+import { createReranker } from './documents/rerank.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
 import { documentContext, documentSearchTool, SEARCH_DOCUMENTS } from './documents/search-tool.js';
@@ -195,7 +196,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     const documents = new DocumentService(database.db, blobs, {
       logger,
-      retrieval: { retriever, spaces },
+      retrieval: { retriever, spaces, rerank: createReranker({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }) },
       onUploaded: async (document) => {
         await enqueueIngest(database.db, document);
         ingest.wake();

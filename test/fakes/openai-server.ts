@@ -91,6 +91,11 @@ export interface FakeOpenAIOptions {
   /** Embedding models the catalog lists, each with the dimension of the vectors it returns (default none). */
   embeddingModels?: Record<string, number>;
   /**
+   * Rerank models `POST /rerank` serves (the Cohere and Jina shape that vLLM, LiteLLM and Infinity speak): a
+   * document's relevance is the share of the query's words it holds, so an order can be predicted.
+   */
+  rerankModels?: string[];
+  /**
    * Keep every request for assertions (default true). Benchmarks turn it off, so what a long run retains is the
    * runtime's, not the fake's own log of bodies.
    */
@@ -131,6 +136,7 @@ export class FakeOpenAIServer {
   apiKey: string;
   chatModels: string[];
   embeddingModels: Record<string, number>;
+  rerankModels: string[];
   /** TCP connections accepted so far: how a test or benchmark sees whether its client keeps connections alive. */
   connectionsAccepted = 0;
   /** TLS handshakes completed so far (HTTPS only). */
@@ -153,6 +159,7 @@ export class FakeOpenAIServer {
     this.defaultReply = options.defaultReply;
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
+    this.rerankModels = [...(options.rerankModels ?? [])];
     // A client that leaves while its body is read rejects the read: nothing to answer then.
     const listener: RequestListener = (req, res) => void this.serve(req, res).catch(() => res.destroy());
     this.tls = options.tls !== undefined;
@@ -165,6 +172,7 @@ export class FakeOpenAIServer {
     this.server.on('secureConnection', () => (this.handshakes += 1));
     this.route('GET', '/models', () => ({ status: 200, body: this.catalog() }));
     this.route('POST', '/embeddings', (request) => this.embeddings(request.body as Record<string, unknown>));
+    this.route('POST', '/rerank', (request) => this.rerank(request.body as Record<string, unknown>));
     this.route('POST', '/chat/completions', (request) => this.chatCompletion((request.body ?? {}) as ChatRequest));
   }
 
@@ -327,6 +335,23 @@ export class FakeOpenAIServer {
   private catalog() {
     const ids = [...this.chatModels, ...Object.keys(this.embeddingModels)];
     return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) };
+  }
+
+  private rerank(body: Record<string, unknown>): FakeAnswer {
+    const model = String(body.model ?? '');
+    if (!this.rerankModels.includes(model)) return modelNotFound(model);
+    const documents = Array.isArray(body.documents) ? body.documents.map((d) => (typeof d === 'string' ? d : String((d as { text?: unknown })?.text ?? ''))) : undefined;
+    if (typeof body.query !== 'string' || !documents) return { status: 400, body: errorBody("'query' and 'documents' are required", 'invalid_request_error') };
+    const words = (text: string) => new Set(text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []);
+    const asked = [...words(body.query)];
+    const results = documents
+      .map((text, index) => {
+        const held = words(text);
+        return { index, relevance_score: asked.length === 0 ? 0 : asked.filter((word) => held.has(word)).length / asked.length };
+      })
+      .sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
+    const topN = typeof body.top_n === 'number' ? body.top_n : results.length;
+    return { status: 200, body: { model, results: results.slice(0, topN), usage: { total_tokens: documents.length } } };
   }
 
   private embeddings(body: Record<string, unknown>): FakeAnswer {

@@ -205,10 +205,13 @@ export class ProjectService {
         registered: await registeredModels(trx, row.id),
         providers: await pushedProviders(trx, this.secrets, row.id),
         embedding: await pushedEmbedding(trx, row.id, row.embedding),
+        rerank: row.rerank ? await trx.selectFrom('providers').select('id').where('project_id', '=', row.id).where('id', '=', row.rerank.provider_id).executeTakeFirst() : undefined,
       };
     });
     if (!read) return null;
     const { row, registered, providers, embedding } = read;
+    // A rerank model whose provider was removed is left out (searches go back to the fused order).
+    const rerank = row.rerank && read.rerank ? { provider: row.rerank.provider_id, model: row.rerank.model } : undefined;
     const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys!, signingKeysAad(row.id))));
     const ceiling = permissionCeiling(row.ceiling, registered);
     const limits = pushedLimits(row);
@@ -237,12 +240,13 @@ export class ProjectService {
       ...(limits ? { limits } : {}),
       // Left out for a project with no measured embedding model and no citation style: its documents are searched
       // by their words and cited inline, and its document stays what it was before this section existed.
-      ...(embedding || row.citations !== null || row.processor !== null || row.auto_context
+      ...(embedding || row.citations !== null || row.processor !== null || row.auto_context || rerank
         ? {
             retrieval: {
               embedding: embedding ?? null,
               ...(row.processor !== null ? { processor: row.processor } : {}),
               ...(row.citations !== null ? { citations: row.citations } : {}),
+              ...(rerank ? { rerank } : {}),
               ...(row.auto_context ? { auto_context: true } : {}),
             },
           }

@@ -108,6 +108,10 @@ const RetrievalSettingsOut = z
       .nullable()
       .meta({ description: 'What documents are embedded with; null: nothing, and they are searched by their words only' }),
     chosen: z.boolean().meta({ description: 'true: the project\'s own choice; false: the measured model of its oldest provider that has one' }),
+    rerank: z
+      .object({ provider_id: z.uuid(), model: z.string() })
+      .nullable()
+      .meta({ description: 'The rerank model that orders the search\'s best candidates; null: none, the fused order' }),
     auto_context: z.boolean().meta({ description: 'true: each turn starts with the passages of the documents the person may read that best match their message' }),
   })
   .meta({ id: 'RetrievalSettings' });
@@ -129,6 +133,14 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
       body: z
         .strictObject({
           embedding: EmbeddingChoice.nullable().optional().meta({ description: 'The embedding model; null: the oldest provider\'s own' }),
+          rerank: z
+            .strictObject({
+              provider_id: z.uuid().meta({ description: 'One of the project\'s provider credentials (GET providers)' }),
+              model: modelName.meta({ description: 'A rerank model that credential serves' }),
+            })
+            .nullable()
+            .optional()
+            .meta({ description: 'A rerank model (`POST /rerank` on the provider, the Cohere and Jina shape), tried with a real call before it is stored; null: none' }),
           auto_context: z.boolean().optional().meta({ description: 'Start each turn with the best-matching passages (default false)' }),
         })
         .meta({ id: 'RetrievalSettingsSet' }),

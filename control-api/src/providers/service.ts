@@ -230,21 +230,37 @@ export class ProviderService {
    * back to the oldest provider's own. Documents already read are embedded again in the background by the runtime,
    * which keeps searching the old index until the new one is complete.
    */
-  async setRetrieval(projectId: string, change: { embedding?: { provider_id: string; model: string } | null | undefined; auto_context?: boolean | undefined }): Promise<RetrievalSettings> {
+  async setRetrieval(
+    projectId: string,
+    change: { embedding?: { provider_id: string; model: string } | null | undefined; rerank?: { provider_id: string; model: string } | null | undefined; auto_context?: boolean | undefined },
+  ): Promise<RetrievalSettings> {
     const choice = change.embedding;
     // Nothing named: the settings as they are, and no push.
-    if (choice === undefined && change.auto_context === undefined) return this.retrieval(projectId);
+    if (choice === undefined && change.rerank === undefined && change.auto_context === undefined) return this.retrieval(projectId);
     const measured = choice ? await this.probeEmbedding(projectId, choice.provider_id, choice.model) : null;
+    // A rerank model is tried with a real call before it is stored.
+    if (change.rerank) {
+      const row = await this.row(projectId, change.rerank.provider_id);
+      const target: ProviderTarget = { baseUrl: row.base_url, apiKey: this.secrets.open(row.api_key, apiKeyAad(projectId, row.id)) };
+      try {
+        await this.upstream.checkRerank(target, change.rerank.model);
+      } catch (error) {
+        if (error instanceof AppError && error.code === 'provider_rejected') throw invalidArgument(`rerank model '${change.rerank.model}' could not be used: ${error.message}`, { code: 'provider_rejected' });
+        throw error;
+      }
+    }
     await this.projects.applyChange(projectId, async (trx) => {
       // Still registered at the moment of storing (a concurrent removal would leave the choice pointing nowhere);
       // read in the change's own transaction, which holds the embedded store's one connection.
-      if (measured) {
-        const still = await trx.selectFrom('providers').select('id').where('id', '=', measured.provider_id).where('project_id', '=', projectId).executeTakeFirst();
-        if (!still) throw providerNotFound(measured.provider_id);
+      for (const providerId of [measured?.provider_id, change.rerank?.provider_id]) {
+        if (providerId === undefined) continue;
+        const still = await trx.selectFrom('providers').select('id').where('id', '=', providerId).where('project_id', '=', projectId).executeTakeFirst();
+        if (!still) throw providerNotFound(providerId);
       }
       return {
         set: {
           ...(choice !== undefined ? { embedding: measured ? JSON.stringify(measured) : null } : {}),
+          ...(change.rerank !== undefined ? { rerank: change.rerank ? JSON.stringify({ provider_id: change.rerank.provider_id, model: change.rerank.model }) : null } : {}),
           ...(change.auto_context !== undefined ? { auto_context: change.auto_context } : {}),
         },
         result: undefined,
@@ -255,11 +271,15 @@ export class ProviderService {
 
   /** What documents are embedded with now, and whether the project chose it. */
   async retrieval(projectId: string): Promise<RetrievalSettings> {
-    const project = await this.db.selectFrom('projects').select(['embedding', 'auto_context']).where('id', '=', projectId).executeTakeFirst();
+    const project = await this.db.selectFrom('projects').select(['embedding', 'auto_context', 'rerank']).where('id', '=', projectId).executeTakeFirst();
+    const rerank = project?.rerank
+      ? await this.db.selectFrom('providers').select('id').where('project_id', '=', projectId).where('id', '=', project.rerank.provider_id).executeTakeFirst()
+      : undefined;
     const effective = await pushedEmbedding(this.db, projectId, project?.embedding ?? null);
     return {
       embedding: effective ? { provider_id: effective.provider, model: effective.model, dimensions: effective.dimensions } : null,
       chosen: project?.embedding != null && effective?.provider === project.embedding.provider_id && effective.model === project.embedding.model,
+      rerank: project?.rerank && rerank ? { provider_id: project.rerank.provider_id, model: project.rerank.model } : null,
       auto_context: project?.auto_context ?? false,
     };
   }
@@ -309,6 +329,8 @@ export interface RetrievalSettings {
   embedding: { provider_id: string; model: string; dimensions: number } | null;
   /** Whether that is the project's own choice (PUT .../retrieval) rather than its oldest provider's model. */
   chosen: boolean;
+  /** The rerank model searches are ordered with; null: none (or its provider was removed). */
+  rerank: { provider_id: string; model: string } | null;
   /** Whether each turn starts with the passages that best match the person's message. */
   auto_context: boolean;
 }

@@ -19,6 +19,8 @@ export interface ProviderUpstream {
   listModels(target: ProviderTarget): Promise<string[]>;
   /** The length of the vector `model` returns for a short text: a real embeddings call. */
   measureEmbedding(target: ProviderTarget, model: string): Promise<number>;
+  /** One small rerank call; throws the provider's refusal (400 `provider_rejected`) or failure. */
+  checkRerank(target: ProviderTarget, model: string): Promise<void>;
 }
 
 // A catalog larger than this is not a catalog we can show or check against.
@@ -56,6 +58,17 @@ export class OpenAIUpstream implements ProviderUpstream {
     return vector.length;
   }
 
+  /** Makes one small rerank call (`POST /rerank`, the Cohere and Jina shape), so a model that is stored is known to work. */
+  async checkRerank(target: ProviderTarget, model: string): Promise<void> {
+    let answer: { results?: unknown };
+    try {
+      answer = await this.client(target).post('/rerank', { body: { model, query: PROBE_TEXT, documents: ['a probe', 'another probe'], top_n: 2 } });
+    } catch (error) {
+      throw providerError(error, target, 'rerank');
+    }
+    if (!Array.isArray(answer?.results)) throw new AppError('upstream_failed', `the provider answered the rerank call for '${model}' without results`);
+  }
+
   private client(target: ProviderTarget): OpenAI {
     const { policy, timeoutMs, connections } = this.options;
     return openAIClient(target, { policy, timeoutMs, ...(connections ? { connections } : {}) });
@@ -63,7 +76,7 @@ export class OpenAIUpstream implements ProviderUpstream {
 }
 
 /** A provider's failure as the error family: 400 for what the customer must fix, 502 and 504 for the provider. */
-function providerError(error: unknown, target: ProviderTarget, call: 'models' | 'embeddings'): AppError {
+function providerError(error: unknown, target: ProviderTarget, call: 'models' | 'embeddings' | 'rerank'): AppError {
   const origin = originOf(target.baseUrl);
   if (error instanceof OpenAI.APIConnectionTimeoutError) return new AppError('upstream_timeout', UPSTREAM_TIMEOUT);
   if (error instanceof OpenAI.APIConnectionError) {

@@ -51,6 +51,8 @@ export interface TenantConfigurationDocument {
     embedding: { provider: string; model: string; dimensions: number } | null;
     processor?: { chunk_tokens: number; overlap_tokens: number };
     citations?: 'inline' | 'list';
+    /** Present when the project has a rerank model whose provider is still registered. */
+    rerank?: { provider: string; model: string };
     /** Present (true) when each turn starts with the best-matching passages. */
     auto_context?: boolean;
   };

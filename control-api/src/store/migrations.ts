@@ -179,4 +179,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column auto_context boolean not null default false',
     ],
   },
+  {
+    version: 12,
+    name: 'rerank model',
+    statements: [
+      // The project's rerank model ({provider_id, model}), tried with a real call before it is stored; null: none.
+      'alter table control.projects add column rerank jsonb',
+    ],
+  },
 ];

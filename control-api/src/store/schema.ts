@@ -59,6 +59,8 @@ export interface ControlSchema {
     processor: ColumnType<{ chunk_tokens: number; overlap_tokens: number } | null, string | null | undefined, string | null>;
     /** Whether each turn starts with the best-matching passages (docs/decisions/0045). */
     auto_context: Generated<boolean>;
+    /** The rerank model, tried when chosen; null: none. */
+    rerank: ColumnType<{ provider_id: string; model: string } | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

@@ -52,6 +52,8 @@ export interface RetrieveResult {
   results: RetrievedChunk[];
   /** `hybrid` when the query was also embedded; `keyword` when the project has no embedding model. */
   mode: 'hybrid' | 'keyword';
+  /** Whether the project's rerank model ordered the results (then `score` is its relevance). */
+  reranked?: boolean;
 }
 
 interface Candidate {

@@ -22,7 +22,7 @@ describe.each(availableSetups())('document retrieval (%s)', (setup) => {
 
   beforeAll(async () => {
     services = setup === 'scale' ? await ScaleServices.start() : undefined;
-    fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0002', chatModels: ['chat-model'], embeddingModels: { [EMBEDDING_MODEL]: DIMENSIONS } });
+    fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0002', chatModels: ['chat-model'], embeddingModels: { [EMBEDDING_MODEL]: DIMENSIONS }, rerankModels: ['rerank-small'] });
     rt = await startTestRuntime({ env: { ...((await services?.env()) ?? {}), AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', INGEST_CONCURRENCY: '4' } });
   });
   afterAll(async () => {
@@ -32,11 +32,12 @@ describe.each(availableSetups())('document retrieval (%s)', (setup) => {
   });
 
   type Minter = TestTenant & { token(grant?: Partial<AccessTokenGrant>): Promise<string> };
-  async function tenant(options: { embedding?: boolean } = {}): Promise<Minter> {
+  async function tenant(options: { embedding?: boolean; rerank?: string } = {}): Promise<Minter> {
     const t = await configuredTenant(rt, { ceiling: { capabilities: ['chat', 'documents:read', 'documents:write'] } });
+    const embedding = { provider: 'cred-1', model: EMBEDDING_MODEL, dimensions: DIMENSIONS };
     const pushed = await t.reconfigure({
       providers: [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models: ['chat-model'] }],
-      ...(options.embedding === false ? {} : { retrieval: { embedding: { provider: 'cred-1', model: EMBEDDING_MODEL, dimensions: DIMENSIONS } } }),
+      ...(options.embedding === false ? {} : { retrieval: { embedding, ...(options.rerank ? { rerank: { provider: 'cred-1', model: options.rerank } } : {}) } }),
     } as never);
     expect(pushed.status, await pushed.clone().text()).toBe(200);
     return Object.assign(t, { token: (grant: Partial<AccessTokenGrant> = {}) => t.mint({ sub: 'acme:alice', scope: 'acme:alice', ...grant }) });
@@ -114,5 +115,28 @@ describe.each(availableSetups())('document retrieval (%s)', (setup) => {
     expect((await post('/documents/retrieve', alice, { query: '' })).status).toBe(422);
     expect((await post('/documents/retrieve', alice, { query: 'x', k: 51 })).status).toBe(422);
     expect((await post('/documents/retrieve', alice, { query: 'x'.repeat(4001) })).status).toBe(422);
+  });
+
+  it("orders the best candidates with the project's rerank model, and answers in the fused order when it fails", async () => {
+    const t = await tenant({ rerank: 'rerank-small' });
+    const alice = await t.token();
+    // Keyword search ranks the long, repetitive note first; the reranker scores by the share of the query's words.
+    await upload(alice, 'Noise', 'kettle kettle kettle kettle kettle kettle descaling');
+    const exact = await upload(alice, 'Kettle care', 'To descale the kettle, boil vinegar and water weekly.');
+    const ranked = (await retrieve(alice, { query: 'descale kettle vinegar weekly', k: 2 })) as Retrieved & { reranked: boolean };
+    expect(ranked.reranked).toBe(true);
+    expect(ranked.results[0]!.document_id).toBe(exact.id);
+    expect(ranked.results[0]!.score).toBe(1);
+    expect(ranked.results.map((r) => r.score)).toEqual([...ranked.results.map((r) => r.score)].sort((a, b) => b - a));
+    const call = fake.requests.filter((r) => r.path === '/rerank').at(-1)!;
+    expect(call.body).toMatchObject({ model: 'rerank-small', query: 'descale kettle vinegar weekly', top_n: 2 });
+    expect((call.body as { documents: string[] }).documents.length).toBeGreaterThanOrEqual(2);
+
+    const broken = await tenant({ rerank: 'no-such-reranker' });
+    const bob = await broken.token();
+    await upload(bob, 'Kettle care', 'To descale the kettle, boil vinegar and water weekly.');
+    const fallback = (await retrieve(bob, { query: 'descale kettle', k: 3 })) as Retrieved & { reranked: boolean };
+    expect(fallback.reranked).toBe(false);
+    expect(fallback.results).toHaveLength(1);
   });
 });

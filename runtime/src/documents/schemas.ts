@@ -281,11 +281,14 @@ export const RetrieveResponse = z
         start: z.int(),
         end: z.int(),
         page: z.int().nullable(),
-        score: z.number().meta({ description: 'Reciprocal-rank-fused score, higher is better; comparable within one answer' }),
+        score: z.number().meta({ description: 'Reciprocal-rank-fused score (or, when `reranked`, the rerank model\'s relevance), higher is better; comparable within one answer' }),
         matched: z.array(z.enum(['vector', 'keyword'])).meta({ description: 'Which searches found the chunk' }),
       }),
     ),
     mode: z.enum(['hybrid', 'keyword']).meta({ description: '`hybrid`: by meaning and by words; `keyword`: by words only (the project has no embedding model)' }),
+    reranked: z
+      .boolean()
+      .meta({ description: 'true: the project\'s rerank model ordered the best candidates, and `score` is its relevance; false: the fused order (no rerank model, or it failed)' }),
   })
   .meta({ id: 'RetrieveResponse' });
 

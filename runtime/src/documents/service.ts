@@ -21,12 +21,18 @@ import {
   UPLOAD_URL_SECONDS,
 } from './limits.js';
 import { documentBlobKey } from './model.js';
+import type { Rerank } from './rerank.js';
+import { rerankFor } from '../tenants/configuration.js';
 import { contentMismatch, SNIFF_BYTES } from './sniff.js';
 import type { RetrieveResult, Retriever } from './retrieval.js';
 import type { EmbeddingSpaces } from './spaces.js';
 import type { DocumentChunkOutput, DocumentListInput, DocumentOutput, DocumentUpdateInput, PresignUploadInput, RetrieveInput } from './schemas.js';
 
 export type DocumentRow = Selectable<DocumentsTable>;
+
+/** Candidates a rerank model orders, per result wanted, and at most. */
+const RERANK_CANDIDATES_PER_RESULT = 4;
+const MAX_RERANK_CANDIDATES = 50;
 
 /** What a new document says about itself, whichever way its bytes come. */
 export interface NewDocument {
@@ -98,8 +104,8 @@ export function documentOut(row: DocumentRow): DocumentOutput {
 
 export interface DocumentServiceOptions {
   logger: Logger;
-  /** Searches what a caller sees; with the project's embedding model from its configuration. */
-  retrieval?: { retriever: Retriever; spaces: EmbeddingSpaces };
+  /** Searches what a caller sees; with the project's embedding model from its configuration, and its rerank model. */
+  retrieval?: { retriever: Retriever; spaces: EmbeddingSpaces; rerank?: Rerank };
   /** Called when a document's bytes are complete and it waits to be read (ingestion). */
   onUploaded?: (document: DocumentRow) => Promise<void>;
   now?: () => Date;
@@ -454,10 +460,24 @@ export class DocumentService {
   /** The chunks of the documents this caller sees that best answer the query (docs/decisions/0042). */
   async retrieve(principal: Principal, input: RetrieveInput): Promise<RetrieveResult> {
     const retrieval = this.options.retrieval;
-    if (!retrieval) return { results: [], mode: 'keyword' };
+    if (!retrieval) return { results: [], mode: 'keyword', reranked: false };
     // The configuration the caller was authenticated with (already loaded and current): no second read of it.
-    const target = await retrieval.spaces.forSearch(principal.tenantId, principal.configuration.document);
-    return retrieval.retriever.retrieve(readerOf(principal), target, { query: input.query, k: input.k, documentIds: input.document_ids });
+    const document = principal.configuration.document;
+    const target = await retrieval.spaces.forSearch(principal.tenantId, document);
+    const reranker = retrieval.rerank ? rerankFor(document) : undefined;
+    // With a rerank model, more candidates are fused, and the model picks the best of them.
+    const k = reranker ? Math.min(MAX_RERANK_CANDIDATES, input.k * RERANK_CANDIDATES_PER_RESULT) : input.k;
+    const found = await retrieval.retriever.retrieve(readerOf(principal), target, { query: input.query, k, documentIds: input.document_ids });
+    if (!reranker || found.results.length === 0) return { ...found, results: found.results.slice(0, input.k), reranked: false };
+    try {
+      const ranked = await retrieval.rerank!(reranker, input.query, found.results.map((result) => result.text), input.k);
+      const results = ranked.slice(0, input.k).map(({ index, score }) => ({ ...found.results[index]!, score }));
+      return { ...found, results, reranked: true };
+    } catch (error) {
+      // The fused order is a good answer too: a rerank model that fails never fails the search.
+      this.options.logger.warn({ err: error, tenant_id: principal.tenantId }, 'rerank failed; answering in the fused order');
+      return { ...found, results: found.results.slice(0, input.k), reranked: false };
+    }
   }
 
   /** Removes uploads abandoned past their deadline, record and bytes; how many. */

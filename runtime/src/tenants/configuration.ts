@@ -77,6 +77,20 @@ export function embeddingTargetOf(document: TenantConfigurationDocument, embeddi
   };
 }
 
+/** Where the project's rerank model is served (docs/decisions/0042). */
+export interface RerankTarget {
+  baseUrl: string;
+  apiKey: string;
+  model: string;
+}
+
+/** The project's rerank model; undefined without one, or when its provider is no longer configured. */
+export function rerankFor(document: TenantConfigurationDocument): RerankTarget | undefined {
+  const rerank = document.retrieval?.rerank;
+  const provider = rerank ? document.providers?.find((candidate) => candidate.id === rerank.provider) : undefined;
+  return rerank && provider ? { baseUrl: provider.base_url, apiKey: provider.api_key, model: rerank.model } : undefined;
+}
+
 /** The key that fingerprints provider keys in the digest, derived from the master key (the same on every replica). */
 export function configurationDigestKey(masterKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'agentplane configuration digest', 32));

@@ -258,6 +258,13 @@ export const RetrievalSectionSchema = z
       .enum(['inline', 'list'])
       .optional()
       .meta({ description: '`inline` (default): the answer cites passages by their [n] markers; `list`: no markers in the text, the sources only listed with the answer' }),
+    rerank: z
+      .strictObject({
+        provider: configName.meta({ description: 'The id of the provider credential (in `providers`) that serves the rerank model' }),
+        model: configName,
+      })
+      .optional()
+      .meta({ description: 'The project\'s rerank model (`POST /rerank` on its provider): it orders the search\'s best candidates; unset: none' }),
     auto_context: z
       .boolean()
       .optional()
@@ -313,6 +320,10 @@ export const TenantConfiguration = configurationShape
     const embedding = configuration.retrieval?.embedding;
     if (embedding && !configuration.providers?.some((provider) => provider.id === embedding.provider)) {
       ctx.addIssue({ code: 'custom', path: ['retrieval', 'embedding', 'provider'], message: `provider '${embedding.provider}' is not one of this configuration's providers` });
+    }
+    const rerank = configuration.retrieval?.rerank;
+    if (rerank && !configuration.providers?.some((provider) => provider.id === rerank.provider)) {
+      ctx.addIssue({ code: 'custom', path: ['retrieval', 'rerank', 'provider'], message: `provider '${rerank.provider}' is not one of this configuration's providers` });
     }
   })
   .meta({ id: 'TenantConfiguration' });
