@@ -34,6 +34,8 @@ import { TurnRecords } from './chat/turn-records.js';
 import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
 import { createReranker } from './documents/rerank.js';
+import { PgVectorIndex } from './documents/vectors/pgvector.js';
+import type { VectorIndex } from './documents/vectors/port.js';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
 import { documentContext, documentSearchTool, SEARCH_DOCUMENTS } from './documents/search-tool.js';
@@ -180,11 +182,15 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
     const embed = createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
-    const retriever = new Retriever(database.db, embed, logger);
+    const vectors: VectorIndex =
+      config.vectors.kind === 'pinecone'
+        ? new (await import('./documents/vectors/pinecone.js')).PineconeIndex({ apiKey: config.vectors.apiKey, host: config.vectors.host })
+        : new PgVectorIndex(database.db, logger);
+    const retriever = new Retriever(database.db, embed, vectors);
     const spaces = new EmbeddingSpaces(database.db);
     const ingest = new IngestWorker({
       spaces,
-      indexSpace: (target) => retriever.ensureIndex(target),
+      vectors,
       db: database.db,
       blobs,
       configurations,
@@ -196,13 +202,14 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     const documents = new DocumentService(database.db, blobs, {
       logger,
+      vectors,
       retrieval: { retriever, spaces, rerank: createReranker({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }) },
       onUploaded: async (document) => {
         await enqueueIngest(database.db, document);
         ingest.wake();
       },
     });
-    registerDocuments(features, documents, ingest);
+    registerDocuments(features, documents, ingest, vectors);
     const memory = new MemoryService(database.db, { logger, embed });
     registerMemory(features);
     const chat = new ChatService({

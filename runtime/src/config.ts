@@ -41,6 +41,8 @@ export interface RuntimeConfig extends ServiceBasics {
   ingestConcurrency: number;
   /** How long an ingest job's lease lasts without renewal; a job whose process died is taken up again this long after. */
   ingestLeaseSeconds: number;
+  /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
+  vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
 
 /** Shorter admin keys are refused, configured or read from the data dir. */
@@ -56,6 +58,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
   const databaseUrl = read.url('DATABASE_URL', ['postgres', 'postgresql']);
   const redisUrl = read.url('REDIS_URL', ['redis', 'rediss']);
   const blobKind = read.oneOf('BLOB_STORE', ['fs', 's3'], 'fs');
+  const vectorKind = read.oneOf('VECTOR_INDEX', ['pgvector', 'pinecone'], 'pgvector');
   const adminKey = read.string('AGENTPLANE_ADMIN_KEY');
   if (adminKey !== undefined && adminKey.length < minAdminKeyLength) {
     read.problem(`AGENTPLANE_ADMIN_KEY is too short: use at least ${minAdminKeyLength} characters (for example \`openssl rand -hex 32\`)`);
@@ -87,6 +90,15 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     };
   }
 
+  let vectors: RuntimeConfig['vectors'] = { kind: 'pgvector' };
+  if (vectorKind === 'pinecone') {
+    const apiKey = read.string('PINECONE_API_KEY');
+    const host = read.url('PINECONE_INDEX_HOST', ['https', 'http']);
+    if (!apiKey) read.problem('PINECONE_API_KEY is required when VECTOR_INDEX=pinecone');
+    if (!host) read.problem("PINECONE_INDEX_HOST is required when VECTOR_INDEX=pinecone (the index's host, from describe_index or the console)");
+    vectors = { kind: 'pinecone', apiKey: apiKey ?? '', host: host ?? '' };
+  }
+
   // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
   // sealed secrets depend on which replica answers.
   if (serving && databaseUrl !== undefined) {
@@ -111,6 +123,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
     ingestConcurrency: read.integer('INGEST_CONCURRENCY', 2, { min: 1, max: 64 }),
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),
+    vectors,
   };
   read.done();
   return config;

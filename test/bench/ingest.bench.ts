@@ -16,6 +16,7 @@ import { BlobUrlSigner } from '@agentplane/runtime/blob/signed-urls';
 import { chunkDocument } from '@agentplane/runtime/documents/ingest/chunk';
 import { parseDocument } from '@agentplane/runtime/documents/ingest/parse';
 import { enqueueIngest, IngestWorker } from '@agentplane/runtime/documents/ingest/worker';
+import { PgVectorIndex } from '@agentplane/runtime/documents/vectors/pgvector';
 import { runtimeMigrations } from '@agentplane/runtime/store/migrations';
 import type { RuntimeSchema } from '@agentplane/runtime/store/schema';
 import { documentRow, insertTenants } from '../fakes/document-rows.js';
@@ -70,6 +71,7 @@ async function pipeline(database: Database<RuntimeSchema>, dir: string): Promise
     blobs,
     configurations: { load: async () => ({ tenantId, version: 1, digest: 'x', document: { retrieval: { embedding: { provider: 'p', model: 'hash', dimensions: DIMENSIONS } }, providers: [{ id: 'p', kind: 'openai_compatible', base_url: target.baseUrl, api_key: 'k', models: [] }] } as never }) },
     embed: localEmbed,
+    vectors: new PgVectorIndex(database.db, silentLogger()),
     logger: silentLogger(),
     owner: 'bench',
     leaseSeconds: 120,

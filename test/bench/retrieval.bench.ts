@@ -11,6 +11,7 @@ import { migrate } from '@agentplane/lib/db/migrate';
 import { silentLogger } from '@agentplane/lib/logging';
 import type { DocumentReader } from '@agentplane/runtime/documents/access';
 import { Retriever } from '@agentplane/runtime/documents/retrieval';
+import { PgVectorIndex } from '@agentplane/runtime/documents/vectors/pgvector';
 import { runtimeMigrations } from '@agentplane/runtime/store/migrations';
 import type { RuntimeSchema } from '@agentplane/runtime/store/schema';
 import type { EmbeddingTarget } from '@agentplane/runtime/tenants/configuration';
@@ -69,8 +70,8 @@ export async function run(): Promise<BenchReport> {
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     const indexStarted = performance.now();
     await sql`set maintenance_work_mem = '1GB'`.execute(database.db);
-    const retriever = new Retriever(database.db, async () => [], silentLogger());
-    await retriever.ensureIndex(target);
+    const retriever = new PgVectorIndex(database.db, silentLogger());
+    await retriever.prepare(target);
     await sql`analyze`.execute(database.db);
     const indexSeconds = (performance.now() - indexStarted) / 1000;
 
@@ -91,7 +92,7 @@ export async function run(): Promise<BenchReport> {
       return { p50Ms: percentile(latencies, 0.5), p95Ms: percentile(latencies, 0.95), p99Ms: percentile(latencies, 0.99) };
     };
     const vectors = new Map(queries.map((query) => [query.text, query.vector]));
-    const hybrid = new Retriever(database.db, async (_target, texts) => texts.map((text) => vectors.get(text)!), silentLogger());
+    const hybrid = new Retriever(database.db, async (_target, texts) => texts.map((text) => vectors.get(text)!), retriever);
 
     const rows: Table['rows'] = [];
     for (const { name, reader } of readers) {

@@ -4,6 +4,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
+import { pino } from 'pino';
 import { silentLogger } from '@agentplane/lib/logging';
 import { issuerFor, type AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, trustedKeysOf, type KeyRing, type SigningKey } from '@agentplane/lib/tokens/keys';
@@ -88,7 +89,8 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
     REQUEST_BODY_LIMIT_BYTES: String(64 * 1024),
     ...options.env,
   });
-  const runtime = await createRuntime({ config, logger: silentLogger() });
+  // TEST_RUNTIME_LOGS=1 shows the runtime's warnings and errors (a 500's cause) on stdout.
+  const runtime = await createRuntime({ config, logger: process.env.TEST_RUNTIME_LOGS ? pino({ level: 'warn' }) : silentLogger() });
   const server = createServer(runtime.app);
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${port}`;

@@ -3,6 +3,9 @@
 // 10,000 random callers. Every document has one chunk holding a word every query matches and a vector, so both
 // halves of the search (keyword and vector) run, and k is larger than any caller's share: each caller must get back
 // exactly the documents the reference says they may see. One leak or one wrongly hidden document fails the test.
+// The same population runs against the Pinecone adapter's vector search alone (its visibility rule is a metadata
+// filter, with no keyword half to make up for a chunk it wrongly hides), through the real client and a fake of
+// Pinecone's data plane.
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +17,9 @@ import type { RuntimeSchema } from '../store/schema.js';
 import type { EmbeddingTarget } from '../tenants/configuration.js';
 import type { DocumentAcl, DocumentReader } from './access.js';
 import { Retriever } from './retrieval.js';
+import { FakePineconeServer } from '@agentplane/test/fakes/pinecone-server';
+import { PgVectorIndex } from './vectors/pgvector.js';
+import { PineconeIndex } from './vectors/pinecone.js';
 
 const TENANTS = [randomUUID(), randomUUID()];
 const PATHS = ['acme', 'acme:sales', 'acme:sales:alice', 'acme:sales:bob', 'acme:sales:bob:notes', 'acme:support', 'acme:support:erin', 'acme2', 'acme2:zed'];
@@ -97,7 +103,7 @@ describe.each(stores)('retrieval against the visibility reference on $name', (st
 
   it(`answers each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
     const query = [1, 0, 0, 0, 0, 0, 0, 0];
-    const retriever = new Retriever(database.db, async () => [query], silentLogger());
+    const retriever = new Retriever(database.db, async () => [query], new PgVectorIndex(database.db, silentLogger()));
     const problems: string[] = [];
     let visibleTotal = 0;
     for (const caller of callers) {
@@ -116,3 +122,43 @@ describe.each(stores)('retrieval against the visibility reference on $name', (st
     expect(visibleTotal / CALLERS).toBeLessThan(DOCUMENTS / 2);
   }, 900_000);
 });
+
+describe('the Pinecone adapter against the visibility reference', () => {
+  let fake: FakePineconeServer;
+  let index: PineconeIndex;
+  const documents = fc.sample(documentArbitrary, { numRuns: DOCUMENTS, seed: 16 });
+  const callers = fc.sample(callerArbitrary, { numRuns: CALLERS, seed: 17 });
+  const documentOfChunk = new Map<string, string>();
+
+  beforeAll(async () => {
+    fake = await FakePineconeServer.start({ apiKey: 'pc-property-key', dimension: DIMENSIONS });
+    index = new PineconeIndex({ apiKey: 'pc-property-key', host: fake.host });
+    for (const [i, doc] of documents.entries()) {
+      const chunkId = randomUUID();
+      documentOfChunk.set(chunkId, doc.id);
+      await index.write(target, { ...doc, generation: 1 }, [{ chunkId, ordinal: 0, values: Array.from({ length: DIMENSIONS }, (_, d) => Math.sin(i * 7 + d)) }]);
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await fake?.stop();
+  });
+
+  it(`finds for each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
+    const problems: string[] = [];
+    let visibleTotal = 0;
+    for (const caller of callers) {
+      const expected = new Set(documents.filter((doc) => referenceCanSee(caller, doc)).map((doc) => doc.id));
+      visibleTotal += expected.size;
+      const hits = await index.nearest(caller, target, [1, 0, 0, 0, 0, 0, 0, 0], DOCUMENTS);
+      const got = new Set(hits.map((hit) => documentOfChunk.get(hit.chunk_id)!));
+      const leaked = [...got].filter((id) => !expected.has(id));
+      const hidden = [...expected].filter((id) => !got.has(id));
+      if (leaked.length > 0 || hidden.length > 0) problems.push(`${JSON.stringify(caller)}: ${leaked.length} leaked, ${hidden.length} wrongly hidden`);
+      if (problems.length >= 5) break;
+    }
+    expect(problems).toEqual([]);
+    expect(visibleTotal / CALLERS).toBeGreaterThan(5);
+    expect(visibleTotal / CALLERS).toBeLessThan(DOCUMENTS / 2);
+  }, 900_000);
+});
+

@@ -22,6 +22,7 @@ import {
 } from './limits.js';
 import { documentBlobKey } from './model.js';
 import type { Rerank } from './rerank.js';
+import { indexedOf, type VectorIndex } from './vectors/port.js';
 import { rerankFor } from '../tenants/configuration.js';
 import { contentMismatch, SNIFF_BYTES } from './sniff.js';
 import type { RetrieveResult, Retriever } from './retrieval.js';
@@ -104,6 +105,8 @@ export function documentOut(row: DocumentRow): DocumentOutput {
 
 export interface DocumentServiceOptions {
   logger: Logger;
+  /** The vector index, told of visibility changes and deletions (pgvector follows the rows by itself). */
+  vectors?: VectorIndex;
   /** Searches what a caller sees; with the project's embedding model from its configuration, and its rerank model. */
   retrieval?: { retriever: Retriever; spaces: EmbeddingSpaces; rerank?: Rerank };
   /** Called when a document's bytes are complete and it waits to be read (ingestion). */
@@ -385,6 +388,7 @@ export class DocumentService {
       .returningAll()
       .executeTakeFirst();
     if (!updated) throw documentNotFound(row.id);
+    if (input.visibility !== undefined || input.allowed_roles !== undefined || input.allowed_groups !== undefined) await this.followInIndex(updated);
     return documentOut(updated);
   }
 
@@ -392,7 +396,28 @@ export class DocumentService {
   async delete(row: DocumentRow): Promise<{ id: string; deleted: true }> {
     await this.removeBytes(row);
     await this.db.deleteFrom('documents').where('id', '=', row.id).execute();
+    await this.dropFromIndex(row);
     return { id: row.id, deleted: true };
+  }
+
+  /**
+   * An index outside the database is told of a visibility change. Should it fail, its copy is out of step: retrieval
+   * checks every answer against the documents again, so that can hide the document from a new reader for a while,
+   * never show it to one who may not see it; the next reingest writes it afresh.
+   */
+  private async followInIndex(row: DocumentRow): Promise<void> {
+    if (!this.options.vectors || this.options.vectors.name === 'pgvector' || row.generation === 0) return;
+    await this.options.vectors.updateDocument(indexedOf(row)).catch((error: unknown) => {
+      this.options.logger.warn({ err: error, document: row.id }, 'the vector index did not take the visibility change');
+    });
+  }
+
+  /** A deleted document's vectors outside the database; what is left behind is never answered (its document is gone). */
+  private async dropFromIndex(row: DocumentRow): Promise<void> {
+    if (!this.options.vectors || this.options.vectors.name === 'pgvector' || row.generation === 0) return;
+    await this.options.vectors.removeDocument(row.tenant_id, row.id).catch((error: unknown) => {
+      this.options.logger.warn({ err: error, document: row.id }, 'the vector index did not remove a deleted document');
+    });
   }
 
   /** Reads the document again (its processor, its embedding model or the reader changed): a new generation of chunks. */

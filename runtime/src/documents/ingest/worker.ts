@@ -13,6 +13,7 @@ import type { BlobStore } from '../../blob/port.js';
 import type { RuntimeSchema } from '../../store/schema.js';
 import { embeddingFor, type EmbeddingTarget, type TenantConfigurationService } from '../../tenants/configuration.js';
 import type { EmbeddingSpaces } from '../spaces.js';
+import { indexedOf, type VectorIndex } from '../vectors/port.js';
 import type { DocumentContentType } from '../limits.js';
 import { MAX_DOCUMENT_BYTES } from '../limits.js';
 import type { Chunk } from './chunk.js';
@@ -39,8 +40,8 @@ export interface IngestWorkerOptions {
   concurrency: number;
   /** The first retry's delay; each next one doubles it. */
   retryBaseMs?: number;
-  /** Makes sure an embedding space has its index before its first vectors are written. */
-  indexSpace?: (target: EmbeddingTarget) => Promise<void>;
+  /** Where vectors are written (./vectors): pgvector inside the chunks' transaction, Pinecone beside it. */
+  vectors: VectorIndex;
   /** The tenants' embedding spaces: a new one gets the documents already read embedded into it. */
   spaces?: EmbeddingSpaces;
 }
@@ -158,23 +159,20 @@ export class IngestWorker {
         const chunks = await db
           .selectFrom('document_chunks as c')
           .innerJoin('documents', (join) => join.onRef('documents.id', '=', 'c.document_id').onRef('documents.generation', '=', 'c.generation'))
-          .select(['c.id', 'c.content'])
+          .select(['c.id', 'c.content', 'c.ordinal'])
           .where('c.document_id', '=', job.document_id)
           .where((eb) => eb.not(eb.exists(eb.selectFrom('chunk_embeddings as e').select('e.chunk_id').whereRef('e.chunk_id', '=', 'c.id').where('e.space', '=', job.space))))
           .orderBy('c.ordinal')
           .execute();
         const values = chunks.length > 0 ? await this.options.embed(target, chunks.map((chunk) => chunk.content), this.abort.signal) : [];
-        if (values.length > 0) await this.options.indexSpace?.(target);
+        if (values.length > 0) await this.options.vectors.prepare(target);
         await db.transaction().execute(async (trx) => {
+          // The document first, then its job and chunks: a delete's order (see write).
+          const document = await trx.selectFrom('documents').selectAll().where('id', '=', job.document_id).forUpdate().executeTakeFirst();
           const deleted = await trx.deleteFrom('embedding_jobs').where('document_id', '=', job.document_id).where('space', '=', job.space).where('lease_owner', '=', owner).executeTakeFirst();
           if (Number(deleted.numDeletedRows) === 0) return;
-          for (let i = 0; i < chunks.length; i += 200) {
-            await trx
-              .insertInto('chunk_embeddings')
-              .values(chunks.slice(i, i + 200).map((chunk, j) => ({ chunk_id: chunk.id, space: job.space, embedding: `[${values[i + j]!.join(',')}]` })))
-              .onConflict((oc) => oc.columns(['chunk_id', 'space']).doNothing())
-              .execute();
-          }
+          if (!document || values.length === 0) return;
+          await this.options.vectors.write(target, indexedOf(document), chunks.map((chunk, i) => ({ chunkId: chunk.id, ordinal: chunk.ordinal, values: values[i]! })), trx);
         });
       }
     } catch (error) {
@@ -227,7 +225,7 @@ export class IngestWorker {
     }
     await db.updateTable('documents').set({ status: 'processing', updated_at: new Date() }).where('id', '=', document.id).where('status', '<>', 'processing').execute();
     let chunks: Chunk[];
-    let vectors: { space: string; values: number[][] } | undefined;
+    let vectors: { target: EmbeddingTarget; values: number[][] } | undefined;
     try {
       const bytes = await this.read(document.blob_key);
       const [{ parseDocument }, { chunkDocument, DEFAULT_CHUNKING }] = await readers();
@@ -238,8 +236,8 @@ export class IngestWorker {
       const target = configuration ? embeddingFor(configuration.document) : undefined;
       if (target) await this.options.spaces?.note(document.tenant_id, target);
       if (target && chunks.length > 0) {
-        vectors = { space: target.space, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
-        await this.options.indexSpace?.(target);
+        vectors = { target, values: await this.options.embed(target, chunks.map((chunk) => chunk.text), this.abort.signal) };
+        await this.options.vectors.prepare(target);
       }
     } catch (error) {
       if (error instanceof UnreadableDocument) return this.fail(job, document.id, error.message);
@@ -258,13 +256,15 @@ export class IngestWorker {
   }
 
   /** The next generation of chunks and vectors, the document swapped to it, the job ended: one transaction. */
-  private async write(job: ClaimedJob, documentId: string, tenantId: string, chunks: Chunk[], vectors: { space: string; values: number[][] } | undefined): Promise<void> {
-    await this.options.db.transaction().execute(async (trx) => {
+  private async write(job: ClaimedJob, documentId: string, tenantId: string, chunks: Chunk[], vectors: { target: EmbeddingTarget; values: number[][] } | undefined): Promise<void> {
+    const written = await this.options.db.transaction().execute(async (trx) => {
+      // The document first, then its job: the order a document's delete takes them in (its row, then the rows that
+      // cascade from it), so the two never wait on each other.
+      const document = await trx.selectFrom('documents').selectAll().where('id', '=', documentId).forUpdate().executeTakeFirst();
+      if (!document) return undefined;
       // Still ours: a job whose lease lapsed and was taken up elsewhere leaves the writing to that one.
       const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
-      if (Number(held.numDeletedRows) === 0) return;
-      const document = await trx.selectFrom('documents').select(['generation']).where('id', '=', documentId).forUpdate().executeTakeFirst();
-      if (!document) return;
+      if (Number(held.numDeletedRows) === 0) return undefined;
       const generation = document.generation + 1;
       const ids = chunks.map(() => randomUUID());
       for (let i = 0; i < chunks.length; i += 500) {
@@ -288,12 +288,8 @@ export class IngestWorker {
           .execute();
       }
       if (vectors) {
-        for (let i = 0; i < ids.length; i += 200) {
-          await trx
-            .insertInto('chunk_embeddings')
-            .values(ids.slice(i, i + 200).map((id, j) => ({ chunk_id: id, space: vectors.space, embedding: `[${vectors.values[i + j]!.join(',')}]` })))
-            .execute();
-        }
+        const next = indexedOf({ ...document, generation });
+        await this.options.vectors.write(vectors.target, next, ids.map((id, i) => ({ chunkId: id, ordinal: chunks[i]!.ordinal, values: vectors.values[i]! })), trx);
       }
       await trx
         .updateTable('documents')
@@ -302,7 +298,7 @@ export class IngestWorker {
         .execute();
       await trx.deleteFrom('document_chunks').where('document_id', '=', documentId).where('generation', '<>', generation).execute();
       // A space still being built for the tenant (its model changed) needs this generation's vectors too.
-      if (tenantId !== null && chunks.length > 0) {
+      if (chunks.length > 0) {
         await trx
           .insertInto('embedding_jobs')
           .columns(['document_id', 'space', 'tenant_id', 'run_after'])
@@ -312,21 +308,30 @@ export class IngestWorker {
               .select((inner) => [inner.val(documentId).as('document_id'), 'embedding_spaces.space', 'embedding_spaces.tenant_id', inner.fn<Date>('now').as('run_after')])
               .where('embedding_spaces.tenant_id', '=', tenantId)
               .where('embedding_spaces.ready_at', 'is', null)
-              .$if(vectors !== undefined, (query) => query.where('embedding_spaces.space', '<>', vectors!.space)),
+              .$if(vectors !== undefined, (query) => query.where('embedding_spaces.space', '<>', vectors!.target.space)),
           )
           .onConflict((oc) => oc.columns(['document_id', 'space']).doNothing())
           .execute();
       }
+      return generation;
     });
+    // An index outside the database drops the generations the document no longer serves (pgvector did, in the
+    // transaction). Best effort: what is left behind is never answered, since retrieval checks the generation.
+    if (written !== undefined) {
+      await this.options.vectors.removeDocument(tenantId, documentId, written).catch((error: unknown) => {
+        this.options.logger.warn({ document: documentId, err: errorMessage(error) }, 'vectors of earlier generations were not removed');
+      });
+    }
     this.options.logger.info({ document: documentId, chunks: chunks.length, embedded: vectors !== undefined }, 'document ingested');
   }
 
   private async fail(job: ClaimedJob, documentId: string, reason: string): Promise<void> {
     await this.options.db.transaction().execute(async (trx) => {
-      const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
-      if (Number(held.numDeletedRows) === 0) return;
+      // The document first, then its job (see write).
       const document = await trx.selectFrom('documents').select(['generation']).where('id', '=', documentId).forUpdate().executeTakeFirst();
       if (!document) return;
+      const held = await trx.deleteFrom('ingest_jobs').where('document_id', '=', job.document_id).where('lease_owner', '=', this.options.owner).executeTakeFirst();
+      if (Number(held.numDeletedRows) === 0) return;
       // A reingest that failed leaves the chunks of the last one that succeeded answering, and says why it failed.
       const served = document.generation > 0;
       await trx
