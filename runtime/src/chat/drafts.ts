@@ -44,8 +44,9 @@ export class DraftKeeper {
   private writing: Promise<void> | null = null;
 
   /**
-   * `intervalMs`: a draft is written no sooner than this after its step started and after its last write, so a step
-   * shorter than that writes no draft at all, and a crash loses at most about this much of the text.
+   * `intervalMs`: a draft is written about this long (no sooner than three quarters of it) after its step started and
+   * after its last write, so a step shorter than that writes no draft at all, and a crash loses at most about this
+   * much of the text.
    */
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
@@ -84,8 +85,12 @@ export class DraftKeeper {
   private schedule(): void {
     if (this.timer) return;
     // A quarter of the interval: a draft due now waits at most that long for its write.
-    this.timer = setInterval(() => void this.tick(), Math.max(10, this.intervalMs / 4));
+    this.timer = setInterval(() => void this.tick(), this.tickMs);
     this.timer.unref();
+  }
+
+  private get tickMs(): number {
+    return Math.max(10, this.intervalMs / 4);
   }
 
   private async tick(): Promise<void> {
@@ -96,7 +101,10 @@ export class DraftKeeper {
       return;
     }
     const now = Date.now();
-    const due = [...this.entries].filter((entry) => entry.text !== null && entry.dueAt <= now);
+    // Due by the next tick is written with this one: drafts whose steps started together (in the same millisecond
+    // or a few apart, as a burst of turns does) share one statement, instead of a tick landing between their due
+    // times and splitting them. So a draft is written no sooner than three quarters of the interval.
+    const due = [...this.entries].filter((entry) => entry.text !== null && entry.dueAt <= now + this.tickMs);
     if (due.length === 0) return;
     const batch = due.map((entry) => ({ entry, text: entry.text! }));
     for (const { entry } of batch) {

@@ -61,6 +61,25 @@ const callerArbitrary = fc
   })
   .map(({ depth, ...caller }): DocumentReader => ({ ...caller, scope: ancestorOf(caller.sub, depth) }));
 
+/** Each caller finds exactly the documents the reference lets them see: no leak, nothing wrongly hidden. */
+async function expectExactlyTheVisible(documents: (DocumentAcl & { id: string })[], callers: DocumentReader[], find: (caller: DocumentReader) => Promise<string[]>): Promise<void> {
+  const problems: string[] = [];
+  let visibleTotal = 0;
+  for (const caller of callers) {
+    const expected = new Set(documents.filter((doc) => referenceCanSee(caller, doc)).map((doc) => doc.id));
+    visibleTotal += expected.size;
+    const got = new Set(await find(caller));
+    const leaked = [...got].filter((id) => !expected.has(id));
+    const hidden = [...expected].filter((id) => !got.has(id));
+    if (leaked.length > 0 || hidden.length > 0) problems.push(`${JSON.stringify(caller)}: ${leaked.length} leaked, ${hidden.length} wrongly hidden`);
+    if (problems.length >= 5) break;
+  }
+  expect(problems).toEqual([]);
+  // The population is not degenerate: callers see something, and not everything.
+  expect(visibleTotal / callers.length).toBeGreaterThan(5);
+  expect(visibleTotal / callers.length).toBeLessThan(documents.length / 2);
+}
+
 const stores = storesUnderTest();
 
 describe.each(stores)('retrieval against the visibility reference on $name', (store) => {
@@ -104,22 +123,9 @@ describe.each(stores)('retrieval against the visibility reference on $name', (st
   it(`answers each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
     const query = [1, 0, 0, 0, 0, 0, 0, 0];
     const retriever = new Retriever(database.db, async () => [query], new PgVectorIndex(database.db, silentLogger()));
-    const problems: string[] = [];
-    let visibleTotal = 0;
-    for (const caller of callers) {
-      const expected = new Set(documents.filter((doc) => referenceCanSee(caller, doc)).map((doc) => doc.id));
-      visibleTotal += expected.size;
-      const { results } = await retriever.retrieve(caller, target, { query: 'handbook', k: DOCUMENTS });
-      const got = new Set(results.map((result) => result.document_id));
-      const leaked = [...got].filter((id) => !expected.has(id));
-      const hidden = [...expected].filter((id) => !got.has(id));
-      if (leaked.length > 0 || hidden.length > 0) problems.push(`${JSON.stringify(caller)}: ${leaked.length} leaked, ${hidden.length} wrongly hidden`);
-      if (problems.length >= 5) break;
-    }
-    expect(problems).toEqual([]);
-    // The population is not degenerate: callers see something, and not everything.
-    expect(visibleTotal / CALLERS).toBeGreaterThan(5);
-    expect(visibleTotal / CALLERS).toBeLessThan(DOCUMENTS / 2);
+    await expectExactlyTheVisible(documents, callers, async (caller) =>
+      (await retriever.retrieve(caller, target, { query: 'handbook', k: DOCUMENTS })).results.map((result) => result.document_id),
+    );
   }, 900_000);
 });
 
@@ -144,21 +150,9 @@ describe('the Pinecone adapter against the visibility reference', () => {
   });
 
   it(`finds for each of ${CALLERS.toLocaleString('en-US')} random callers exactly the documents the reference lets them see`, async () => {
-    const problems: string[] = [];
-    let visibleTotal = 0;
-    for (const caller of callers) {
-      const expected = new Set(documents.filter((doc) => referenceCanSee(caller, doc)).map((doc) => doc.id));
-      visibleTotal += expected.size;
-      const hits = await index.nearest(caller, target, [1, 0, 0, 0, 0, 0, 0, 0], DOCUMENTS);
-      const got = new Set(hits.map((hit) => documentOfChunk.get(hit.chunk_id)!));
-      const leaked = [...got].filter((id) => !expected.has(id));
-      const hidden = [...expected].filter((id) => !got.has(id));
-      if (leaked.length > 0 || hidden.length > 0) problems.push(`${JSON.stringify(caller)}: ${leaked.length} leaked, ${hidden.length} wrongly hidden`);
-      if (problems.length >= 5) break;
-    }
-    expect(problems).toEqual([]);
-    expect(visibleTotal / CALLERS).toBeGreaterThan(5);
-    expect(visibleTotal / CALLERS).toBeLessThan(DOCUMENTS / 2);
+    await expectExactlyTheVisible(documents, callers, async (caller) =>
+      (await index.nearest(caller, target, [1, 0, 0, 0, 0, 0, 0, 0], DOCUMENTS)).map((hit) => documentOfChunk.get(hit.chunk_id)!),
+    );
   }, 900_000);
 });
 
