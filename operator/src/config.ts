@@ -20,6 +20,8 @@ export interface RuntimeStores {
         forcePathStyle: boolean;
       }
     | undefined;
+  /** A Pinecone index the runtimes keep their vectors in, each tenant in its own namespace; unset: pgvector. */
+  pinecone: { indexHost: string; apiKey: string } | undefined;
 }
 
 export interface OperatorConfig {
@@ -69,6 +71,9 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
   const read = new EnvReader(env);
   const namespace = read.string('OPERATOR_NAMESPACE', 'agentplane');
   const bucket = read.string('RUNTIME_S3_BUCKET');
+  const pineconeHost = read.url('RUNTIME_PINECONE_INDEX_HOST', ['https', 'http']);
+  const pineconeKey = read.string('RUNTIME_PINECONE_API_KEY');
+  if ((pineconeHost === undefined) !== (pineconeKey === undefined)) read.problem('RUNTIME_PINECONE_INDEX_HOST and RUNTIME_PINECONE_API_KEY go together');
   const scheme = read.oneOf('DATA_PLANE_SCHEME', ['http', 'https'], 'https');
   const config: OperatorConfig = {
     kubeconfig: read.string('KUBECONFIG'),
@@ -118,6 +123,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
             forcePathStyle: read.boolean('RUNTIME_S3_FORCE_PATH_STYLE', false),
           }
         : undefined,
+      pinecone: pineconeHost !== undefined && pineconeKey !== undefined ? { indexHost: pineconeHost, apiKey: pineconeKey } : undefined,
     },
     logLevel: read.oneOf('LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], 'info'),
     logFormat: read.oneOf('LOG_FORMAT', ['json', 'pretty', 'auto'], 'auto'),

@@ -34,6 +34,7 @@ const existingSecrets: Record<string, Record<string, string>> = {
   },
   'agentplane-redis': { 'redis-url': 'redis://:redis-password@redis.cache.svc:6379' },
   'agentplane-s3': { 'access-key-id': 'AKIAEXAMPLE', 'secret-access-key': 's3-secret-example' },
+  'agentplane-pinecone': { 'api-key': 'pc-example-key' },
   'agentplane-master-key': { 'master-key': masterKey },
   'agentplane-owner': { email: 'ops@example.test', password: 'a-long-owner-password' },
 };
@@ -53,6 +54,7 @@ const productionValues = {
   postgresql: { existingSecret: 'agentplane-postgresql', runtimeHost: 'postgres.db.svc:5432' },
   redis: { existingSecret: 'agentplane-redis' },
   s3: { bucket: 'agentplane', endpoint: 'http://minio.storage.svc:9000', forcePathStyle: true, existingSecret: 'agentplane-s3' },
+  pinecone: { indexHost: 'https://agentplane-abc123.svc.example.pinecone.io', existingSecret: 'agentplane-pinecone' },
 };
 
 /** Development: the chart writes the Secrets from inline values. */
@@ -64,6 +66,7 @@ const developmentValues = {
   },
   redis: { create: true, url: 'redis://:dev-redis-password@redis:6379' },
   s3: { bucket: 'dev', create: true, accessKeyId: 'dev-access-key', secretAccessKey: 'dev-secret-key' },
+  pinecone: { indexHost: 'http://pinecone-local.dev.svc:5080', create: true, apiKey: 'dev-pinecone-key' },
   controlPlane: { masterKey: { create: true, value: masterKey }, owner: { create: true, email: 'dev@example.test', password: 'dev-owner-password' } },
 };
 
@@ -78,6 +81,7 @@ const credentialVariables = [
   'AGENTPLANE_OWNER_PASSWORD',
   'RUNTIME_S3_ACCESS_KEY_ID',
   'RUNTIME_S3_SECRET_ACCESS_KEY',
+  'RUNTIME_PINECONE_API_KEY',
 ];
 
 interface EnvVar {
@@ -181,7 +185,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
         expect(object.apiVersion, what).toMatch(/^[a-z0-9.]*\/?v\d/);
         const labels = object.metadata.labels ?? {};
         expect(labels, what).toMatchObject(standardLabels(labels['app.kubernetes.io/component'] ?? '(missing)'));
-        expect(['operator', 'control-api', 'runtime', 'postgresql', 'redis', 's3'], what).toContain(labels['app.kubernetes.io/component']);
+        expect(['operator', 'control-api', 'runtime', 'postgresql', 'redis', 's3', 'pinecone'], what).toContain(labels['app.kubernetes.io/component']);
         if (object.metadata.namespace !== undefined) expect(object.metadata.namespace, what).toBe(namespace);
       }
       for (const deployment of workloads(objects)) {
@@ -219,6 +223,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
     expect(secrets.map((s) => s.metadata.name).sort()).toEqual([
       'agentplane-master-key',
       'agentplane-owner',
+      'agentplane-pinecone',
       'agentplane-postgresql',
       'agentplane-redis',
       'agentplane-s3',
@@ -227,7 +232,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
     expect(byName['agentplane-redis']).toEqual({ 'redis-url': developmentValues.redis.url });
     // The Deployments hold references, never the values.
     const deployments = JSON.stringify(workloads(objects));
-    for (const secret of ['dev-control-password', 'dev-admin-password', 'dev-redis-password', 'dev-secret-key', 'dev-owner-password', masterKey]) {
+    for (const secret of ['dev-control-password', 'dev-admin-password', 'dev-redis-password', 'dev-secret-key', 'dev-owner-password', 'dev-pinecone-key', masterKey]) {
       expect(deployments).not.toContain(secret);
     }
     const controlEnv = resolveEnv(container(objects, 'control-api').env ?? [], byName);
@@ -266,6 +271,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
           secretAccessKey: 's3-secret-example',
           forcePathStyle: true,
         },
+        pinecone: { indexHost: 'https://agentplane-abc123.svc.example.pinecone.io', apiKey: 'pc-example-key' },
       },
       logFormat: 'json',
     });
@@ -276,6 +282,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
       databaseHost: undefined,
       redisUrl: undefined,
       s3: undefined,
+      pinecone: undefined,
     });
   });
 
@@ -317,6 +324,8 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
       [{ operator: { replicas: 2, leaderElection: { enabled: false } } }, /needs operator.leaderElection.enabled/],
       [{ controlPlane: { ingress: { enabled: true } } }, /controlPlane.ingress.enabled needs controlPlane.host/],
       [{ redis: { create: true } }, /redis.create needs redis.url/],
+      [{ pinecone: { indexHost: 'https://index.svc.pinecone.io' } }, /pinecone.indexHost needs pinecone.existingSecret/],
+      [{ pinecone: { existingSecret: 'pc' } }, /pinecone credentials are set but pinecone.indexHost is not/],
     ];
     for (const [values, message] of refusals) {
       const result = await templateChart(helm!, { release, namespace, values });

@@ -114,6 +114,10 @@ seccompProfile:
 {{- if .Values.redis.create }}{{ printf "%s-redis" (include "agentplane.fullname" .) }}{{ else }}{{ .Values.redis.existingSecret }}{{ end }}
 {{- end }}
 
+{{- define "agentplane.pinecone.secretName" -}}
+{{- if .Values.pinecone.create }}{{ printf "%s-pinecone" (include "agentplane.fullname" .) }}{{ else }}{{ .Values.pinecone.existingSecret }}{{ end }}
+{{- end }}
+
 {{- define "agentplane.s3.secretName" -}}
 {{- if .Values.s3.create }}{{ printf "%s-s3" (include "agentplane.fullname" .) }}{{ else }}{{ .Values.s3.existingSecret }}{{ end }}
 {{- end }}
@@ -159,7 +163,7 @@ seccompProfile:
 {{- if and $v.controlPlane.ingress.enabled (not $v.controlPlane.host) }}
 {{- fail "controlPlane.ingress.enabled needs controlPlane.host" }}
 {{- end }}
-{{- range $store := list "postgresql" "redis" "s3" }}
+{{- range $store := list "postgresql" "redis" "s3" "pinecone" }}
 {{- $values := index $v $store }}
 {{- if and $values.create $values.existingSecret }}
 {{- fail (printf "%s: set existingSecret or create, not both" $store) }}
@@ -173,5 +177,11 @@ seccompProfile:
 {{- end }}
 {{- if and (or $v.s3.existingSecret $v.s3.create) (not $v.s3.bucket) }}
 {{- fail "s3 credentials are set but s3.bucket is not" }}
+{{- end }}
+{{- if and $v.pinecone.indexHost (not (or $v.pinecone.existingSecret $v.pinecone.create)) }}
+{{- fail "pinecone.indexHost needs pinecone.existingSecret (a Secret with the API key) or, for development, pinecone.create" }}
+{{- end }}
+{{- if and (or $v.pinecone.existingSecret $v.pinecone.create) (not $v.pinecone.indexHost) }}
+{{- fail "pinecone credentials are set but pinecone.indexHost is not" }}
 {{- end }}
 {{- end }}

@@ -42,6 +42,8 @@ const withAllStores = {
   RUNTIME_S3_ACCESS_KEY_ID: 'access',
   RUNTIME_S3_SECRET_ACCESS_KEY: 'secret-access',
   RUNTIME_S3_FORCE_PATH_STYLE: 'true',
+  RUNTIME_PINECONE_INDEX_HOST: 'https://agentplane-abc123.svc.example.pinecone.io',
+  RUNTIME_PINECONE_API_KEY: 'pc-operator-key',
 };
 
 const secrets: RuntimeSecretValues = { adminKey: 'a'.repeat(48), masterKey: Buffer.alloc(32, 7).toString('base64') };
@@ -252,6 +254,9 @@ describe('the runtime Deployment', () => {
     expect(env.S3_KEY_PREFIX!.value).toBe('projects/acme-support/');
     expect(env.S3_ACCESS_KEY_ID!.valueFrom).toEqual(fromSecret('s3-access-key-id'));
     expect(env.S3_SECRET_ACCESS_KEY!.valueFrom).toEqual(fromSecret('s3-secret-access-key'));
+    expect(env.VECTOR_INDEX!.value).toBe('pinecone');
+    expect(env.PINECONE_INDEX_HOST!.value).toBe('https://agentplane-abc123.svc.example.pinecone.io');
+    expect(env.PINECONE_API_KEY!.valueFrom).toEqual(fromSecret('pinecone-api-key'));
     expect(secretData(objects)).toEqual({
       'admin-key': secrets.adminKey,
       'master-key': secrets.masterKey,
@@ -259,6 +264,7 @@ describe('the runtime Deployment', () => {
       'redis-url': 'redis://:redis-pw@redis.agentplane-system.svc:6379',
       's3-access-key-id': 'access',
       's3-secret-access-key': 'secret-access',
+      'pinecone-api-key': 'pc-operator-key',
     });
   });
 

@@ -79,7 +79,7 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
   const value = (name: string, text: string): k8s.V1EnvVar => ({ name, value: text });
   const fromSecret = (name: string, key: string): k8s.V1EnvVar[] =>
     secretKeys.has(key) ? [{ name, valueFrom: { secretKeyRef: { name: RUNTIME_SECRET_NAME, key } } }] : [];
-  const { redisUrl, s3 } = config.stores;
+  const { redisUrl, s3, pinecone } = config.stores;
   return [
     value('HOST', '0.0.0.0'),
     value('DATA_PORT', String(config.runtime.port)),
@@ -104,6 +104,10 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
           ...fromSecret('S3_ACCESS_KEY_ID', RUNTIME_SECRET_KEYS.s3AccessKeyId),
           ...fromSecret('S3_SECRET_ACCESS_KEY', RUNTIME_SECRET_KEYS.s3SecretAccessKey),
         ]),
+    // Vectors in Pinecone: one index for the platform, each tenant in its own namespace (docs/decisions/0046).
+    ...(pinecone === undefined
+      ? []
+      : [value('VECTOR_INDEX', 'pinecone'), value('PINECONE_INDEX_HOST', pinecone.indexHost), ...fromSecret('PINECONE_API_KEY', RUNTIME_SECRET_KEYS.pineconeApiKey)]),
   ];
 }
 

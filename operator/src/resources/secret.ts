@@ -25,14 +25,16 @@ export const RUNTIME_SECRET_KEYS = {
   redisUrl: 'redis-url',
   s3AccessKeyId: 's3-access-key-id',
   s3SecretAccessKey: 's3-secret-access-key',
+  pineconeApiKey: 'pinecone-api-key',
 } as const;
 
 /** The Secret's content as plain strings: only the keys that have a value, so every env reference resolves. */
 export function runtimeSecretEntries(secrets: RuntimeSecretValues, config: OperatorConfig): Record<string, string> {
   const entries: Record<string, string> = { [RUNTIME_SECRET_KEYS.adminKey]: secrets.adminKey, [RUNTIME_SECRET_KEYS.masterKey]: secrets.masterKey };
   if (secrets.databaseUrl !== undefined) entries[RUNTIME_SECRET_KEYS.databaseUrl] = secrets.databaseUrl;
-  const { redisUrl, s3 } = config.stores;
+  const { redisUrl, s3, pinecone } = config.stores;
   if (redisUrl !== undefined) entries[RUNTIME_SECRET_KEYS.redisUrl] = redisUrl;
+  if (pinecone !== undefined) entries[RUNTIME_SECRET_KEYS.pineconeApiKey] = pinecone.apiKey;
   if (s3?.accessKeyId !== undefined) entries[RUNTIME_SECRET_KEYS.s3AccessKeyId] = s3.accessKeyId;
   if (s3?.secretAccessKey !== undefined) entries[RUNTIME_SECRET_KEYS.s3SecretAccessKey] = s3.secretAccessKey;
   return entries;
