@@ -51,6 +51,13 @@ interface ClaimedJob {
   attempts: number;
 }
 
+interface EmbeddingJob {
+  document_id: string;
+  space: string;
+  tenant_id: string;
+  attempts: number;
+}
+
 /** Enqueues a document's ingestion (again): a job waiting to run now, its attempts counted from zero. */
 export async function enqueueIngest(db: Kysely<RuntimeSchema>, document: { id: string; tenant_id: string }): Promise<void> {
   await db
@@ -127,18 +134,28 @@ export class IngestWorker {
     return true;
   }
 
-  private async claimEmbedding(): Promise<{ document_id: string; space: string; tenant_id: string; attempts: number } | undefined> {
+  private claimEmbedding(): Promise<EmbeddingJob | undefined> {
+    return this.claimFrom<EmbeddingJob>('embedding_jobs', ['document_id', 'space'], ['document_id', 'space', 'tenant_id', 'attempts']);
+  }
+
+  /**
+   * Leases the job due first in `table`, one no other process holds (a lapsed lease is free again), counting the
+   * attempt; rows another process is claiming at the same moment are skipped, not waited for. The table and columns
+   * are this module's own names, never input.
+   */
+  private async claimFrom<T>(table: 'ingest_jobs' | 'embedding_jobs', key: string[], returning: string[]): Promise<T | undefined> {
     const { owner, leaseSeconds } = this.options;
-    const { rows } = await sql<{ document_id: string; space: string; tenant_id: string; attempts: number }>`
-      update embedding_jobs set lease_owner = ${owner}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
-      where (document_id, space) = (
-        select document_id, space from embedding_jobs
+    const keys = sql.raw(key.join(', '));
+    const { rows } = await sql<T>`
+      update ${sql.table(table)} set lease_owner = ${owner}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
+      where (${keys}) = (
+        select ${keys} from ${sql.table(table)}
         where run_after <= now() and (lease_expires_at is null or lease_expires_at < now())
         order by run_after
         limit 1
         for update skip locked
       )
-      returning document_id, space, tenant_id, attempts`.execute(this.options.db);
+      returning ${sql.raw(returning.join(', '))}`.execute(this.options.db);
     return rows[0];
   }
 
@@ -146,7 +163,7 @@ export class IngestWorker {
    * Adds a document's vectors in a space it has none in yet (the tenant changed embedding model): the chunks it
    * serves are left as they are, so searches in the old space go on finding it meanwhile.
    */
-  private async embedInto(job: { document_id: string; space: string; tenant_id: string; attempts: number }): Promise<void> {
+  private async embedInto(job: EmbeddingJob): Promise<void> {
     const { db, logger, owner } = this.options;
     const held = () => db.deleteFrom('embedding_jobs').where('document_id', '=', job.document_id).where('space', '=', job.space).where('lease_owner', '=', owner);
     try {
@@ -195,19 +212,8 @@ export class IngestWorker {
     await this.options.spaces?.markReadyIfDone(job.tenant_id, job.space);
   }
 
-  private async claim(): Promise<ClaimedJob | undefined> {
-    const { owner, leaseSeconds } = this.options;
-    const { rows } = await sql<ClaimedJob>`
-      update ingest_jobs set lease_owner = ${owner}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), attempts = attempts + 1
-      where document_id = (
-        select document_id from ingest_jobs
-        where run_after <= now() and (lease_expires_at is null or lease_expires_at < now())
-        order by run_after
-        limit 1
-        for update skip locked
-      )
-      returning document_id, attempts`.execute(this.options.db);
-    return rows[0];
+  private claim(): Promise<ClaimedJob | undefined> {
+    return this.claimFrom<ClaimedJob>('ingest_jobs', ['document_id'], ['document_id', 'attempts']);
   }
 
   private async renew(job: ClaimedJob): Promise<void> {
