@@ -238,55 +238,16 @@ describe('a runtime process stopped mid-turn', () => {
     expect(words(600).startsWith(messages[1]!.content)).toBe(true);
   });
 
-  it('on SIGTERM mid-document, lets the ingest job go within the grace period, and a restart writes the document once', async () => {
-    const embeddings = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0010', chatModels: [MODEL], embeddingModels: { 'embed-small': 8 } });
-    try {
-      const dataDir = makeTempDir('ingest-drain');
-      dirs.push(dataDir);
-      const port = await freePort();
-      // A long lease: the restart must not be waiting for it to lapse, the drain lets the job go.
-      const env = { INGEST_LEASE_SECONDS: '600', SHUTDOWN_GRACE_SECONDS: '2' };
-      const rt = await startRuntime(dataDir, port, env);
-      const calls = client(rt.url);
-      const capabilities = ['chat', 'documents:read', 'documents:write'];
-      const tenant: TestTenant = await configuredTenant({ admin: calls.admin } as unknown as TestRuntime, { ceiling: { capabilities } });
-      const pushed = await tenant.reconfigure({
-        providers: providerSection(embeddings, [MODEL]),
-        retrieval: { embedding: { provider: 'cred-1', model: 'embed-small', dimensions: 8 } },
-      } as never);
-      expect(pushed.status).toBe(200);
-      const token = await tenant.mint({ capabilities });
-      embeddings.hang({ path: '/embeddings' });
-      const text = Array.from({ length: 12 }, (_, i) => `# Part ${i}\nFact ${i} stands on its own.`).join('\n');
-      const created = await calls.endUser('/documents', token, { method: 'POST', body: JSON.stringify({ title: 'facts', text, content_type: 'text/markdown' }) });
-      expect(created.status).toBe(201);
-      const { id } = (await created.json()) as { id: string };
-      await eventually(async () => embeddings.requestsTo('/embeddings').length > 0, 'the job to reach the embedding call', 20_000);
-      rt.child.kill('SIGTERM');
-      await rt.exited;
-
-      embeddings.clearFaults();
-      const again = await startRuntime(dataDir, port, env);
-      const after = client(again.url);
-      const ready = await eventually(async () => {
-        const doc = (await (await after.endUser(`/documents/${id}`, token)).json()) as { status: string; chunk_count: number };
-        return doc.status === 'ready' ? doc : undefined;
-      }, 'the document read after the restart', 30_000);
-      expect(ready.chunk_count).toBe(12);
-      const chunks = (await (await after.endUser(`/documents/${id}/chunks`, token)).json()) as { chunks: { ordinal: number }[] };
-      expect(chunks.chunks.map((c) => c.ordinal)).toEqual(Array.from({ length: 12 }, (_, i) => i));
-    } finally {
-      await embeddings.stop();
-    }
-  });
-
-  it('after kill -9 mid-document and a restart, takes the ingest job up again once its lease lapses, and writes the document once', async () => {
+  /**
+   * A document whose ingest is stopped mid-document by `signal` (the embedding call never answers, so the process
+   * holds the job when it stops), then a restart: the document is read once, every chunk in place.
+   */
+  async function stopMidDocumentAndRestart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string>): Promise<void> {
     const embeddings = await FakeOpenAIServer.start({ apiKey: 'sk-test-embeddings-0009', chatModels: [MODEL], embeddingModels: { 'embed-small': 8 } });
     try {
       const dataDir = makeTempDir('ingest-recovery');
       dirs.push(dataDir);
       const port = await freePort();
-      const env = { INGEST_LEASE_SECONDS: '3' };
       const rt = await startRuntime(dataDir, port, env);
       const calls = client(rt.url);
       const capabilities = ['chat', 'documents:read', 'documents:write'];
@@ -297,14 +258,13 @@ describe('a runtime process stopped mid-turn', () => {
       } as never);
       expect(pushed.status).toBe(200);
       const token = await tenant.mint({ capabilities });
-      // The embedding call never answers: the process dies holding the job, mid-document.
       embeddings.hang({ path: '/embeddings' });
       const text = Array.from({ length: 12 }, (_, i) => `# Part ${i}\nFact ${i} stands on its own.`).join('\n');
       const created = await calls.endUser('/documents', token, { method: 'POST', body: JSON.stringify({ title: 'facts', text, content_type: 'text/markdown' }) });
       expect(created.status).toBe(201);
       const { id } = (await created.json()) as { id: string };
       await eventually(async () => embeddings.requestsTo('/embeddings').length > 0, 'the job to reach the embedding call', 20_000);
-      rt.child.kill('SIGKILL');
+      rt.child.kill(signal);
       await rt.exited;
 
       embeddings.clearFaults();
@@ -320,5 +280,14 @@ describe('a runtime process stopped mid-turn', () => {
     } finally {
       await embeddings.stop();
     }
+  }
+
+  it('on SIGTERM mid-document, lets the ingest job go within the grace period, and a restart writes the document once', async () => {
+    // A long lease: the restart must not be waiting for it to lapse, the drain lets the job go.
+    await stopMidDocumentAndRestart('SIGTERM', { INGEST_LEASE_SECONDS: '600', SHUTDOWN_GRACE_SECONDS: '2' });
+  });
+
+  it('after kill -9 mid-document and a restart, takes the ingest job up again once its lease lapses, and writes the document once', async () => {
+    await stopMidDocumentAndRestart('SIGKILL', { INGEST_LEASE_SECONDS: '3' });
   });
 });

@@ -64,7 +64,7 @@ export function ownsDocument(reader: DocumentReader, doc: Pick<DocumentAcl, 'own
 }
 
 /** `path` lies within `prefix` by whole segments (`a:b` within `a`, not `ab` within `a`), in SQL, never with LIKE. */
-const within = (path: Expression<string | null> | string, prefix: Expression<string | null> | string) =>
+export const within = (path: Expression<string | null> | string, prefix: Expression<string | null> | string) =>
   sql<SqlBool>`(${path} = ${prefix} or starts_with(${path}, ${prefix} || ':'))`;
 
 /** The same rule as a filter on `documents` rows (alias `documents`). */

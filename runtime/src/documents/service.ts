@@ -294,30 +294,20 @@ export class DocumentService {
     }
     const stored = await this.blobs.head(row.blob_key);
     if (!stored) throw outOfOrder(`nothing has arrived for document ${row.id} yet: PUT its bytes to the upload URL first`);
-    // What arrived is not what was declared: the bytes go and the upload stays open (a single upload's URL can be
-    // used again until it expires), so the refusal changes no record.
-    // (An upload in parts was used up by completing it: a new one takes its place, to upload every part again.)
+    // What arrived is not what was declared: the bytes go and the upload stays open, so the refusal changes no record.
     if (row.declared_size !== null && stored.size !== Number(row.declared_size)) {
-      await this.blobs.delete(row.blob_key);
-      if (upload.id !== null) {
-        const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
-        await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
-      }
+      await this.discardArrival(row, upload);
       const again = upload.id === null ? `PUT exactly ${row.declared_size} bytes again` : `upload all ${upload.partCount} parts again (presign-parts)`;
       throw new ValidationError([{ loc: ['body'], msg: `the upload was ${stored.size} bytes, but ${row.declared_size} were declared; the bytes were removed: ${again}` }]);
     }
     if (stored.contentType !== undefined && stored.contentType.split(';')[0]!.trim().toLowerCase() !== row.content_type) {
-      await this.blobs.delete(row.blob_key);
+      await this.discardArrival(row, upload);
       throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload was sent as ${stored.contentType}, but ${row.content_type} was declared; PUT it again with Content-Type: ${row.content_type}` }]);
     }
     // What the bytes are, not only what the PUT said they were.
     const mismatch = contentMismatch(row.content_type, await this.headOf(row.blob_key));
     if (mismatch) {
-      await this.blobs.delete(row.blob_key);
-      if (upload.id !== null) {
-        const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
-        await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
-      }
+      await this.discardArrival(row, upload);
       throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload is not what was declared: ${mismatch}; the bytes were removed` }]);
     }
     return documentOut(await this.markUploaded(row, stored.size));
@@ -592,6 +582,17 @@ export class DocumentService {
       throw outOfOrder(`the upload of document ${row.id} was abandoned at ${iso(row.upload_expires_at)}: delete it and upload again`);
     }
     return { id: row.upload_id, partCount: row.upload_part_count ?? 1 };
+  }
+
+  /**
+   * Removes what arrived for an upload that was not what was declared, and leaves the upload open: a single upload's
+   * URL can be used again; an upload in parts was used up by completing it, so a new one takes its place.
+   */
+  private async discardArrival(row: DocumentRow, upload: { id: string | null }): Promise<void> {
+    await this.blobs.delete(row.blob_key);
+    if (upload.id === null) return;
+    const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
+    await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
   }
 
   /** The first bytes of a stored file, read and then let go (the rest is never downloaded here). */

@@ -9,6 +9,7 @@ import { notFound, permissionDenied } from '@agentplane/lib/errors';
 import type { Logger } from '@agentplane/lib/logging';
 import { isPrivileged, isWithinScope } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
+import { within } from '../documents/access.js';
 import type { Embed } from '../documents/ingest/embed.js';
 import type { MemoryItemsTable, RuntimeSchema, WikiPagesTable } from '../store/schema.js';
 import { embeddingFor } from '../tenants/configuration.js';
@@ -74,10 +75,6 @@ export function canSeeWikiPage(reader: Pick<Principal['claims'], 'sub' | 'scope'
   if (reader.data_scope !== undefined && !isWithinScope(reader.data_scope, page.scope) && !isWithinScope(page.scope, reader.data_scope)) return false;
   return isPrivileged(reader.roles) || isWithinScope(reader.sub, page.scope) || isWithinScope(page.scope, reader.scope);
 }
-
-/** `path` lies within `prefix` by whole segments, in SQL. */
-const within = (path: ReturnType<typeof sql.ref> | ReturnType<typeof sql.val>, prefix: ReturnType<typeof sql.ref> | ReturnType<typeof sql.val>) =>
-  sql<boolean>`(${path} = ${prefix} or starts_with(${path}, ${prefix} || ':'))`;
 
 export interface MemoryServiceOptions {
   logger: Logger;
