@@ -2,10 +2,13 @@
 // providers (keys in clear over the admin channel), the default model, prices and limits to a real runtime, which
 // stores the keys sealed and hands them to the turn engine in clear; a removed provider leaves the next push.
 import { Writable } from 'node:stream';
+import type { Kysely } from 'kysely';
 import { pino } from 'pino';
+import type { ControlSchema } from '@agentplane/control-api/store/schema';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerFor } from '@agentplane/runtime/tenants/configuration';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
+import { FakePineconeServer } from './fakes/pinecone-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
 import { eventually } from './harness/eventually.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
@@ -147,13 +150,13 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect(unknown.status).toBe(404);
 
     const chosen = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
-    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true, rerank: null, auto_context: false });
+    expect(await json(chosen)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large', dimensions: 3072 }, chosen: true, rerank: null, auto_context: false, vector_index: null });
     const pushed = await delivered();
     expect(pushed.version).toBeGreaterThan(before.version);
     expect(pushed.document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-large', dimensions: 3072 } });
 
     const back = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: null }) });
-    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false, rerank: null, auto_context: false });
+    expect(await json(back)).toEqual({ embedding: { provider_id: openaiId, model: 'text-embedding-3-small', dimensions: 1536 }, chosen: false, rerank: null, auto_context: false, vector_index: null });
     expect((await delivered()).document.retrieval).toEqual({ embedding: { provider: openaiId, model: 'text-embedding-3-small', dimensions: 1536 } });
 
     // Automatic context alone leaves the model as it is; nothing named changes nothing and pushes nothing.
@@ -189,6 +192,55 @@ describe('configuration push: providers, default model, prices and limits', () =
     expect((await call('/document-processor', { method: 'PUT', body: JSON.stringify({ processor: { chunk_tokens: 200, overlap_tokens: 150 } }) })).status).toBe(422);
     expect(await json(call('/document-processor', { method: 'PUT', body: JSON.stringify({ processor: null }) }))).toEqual({ chunk_tokens: 400, overlap_tokens: 60 });
     expect((await delivered()).document.retrieval).not.toHaveProperty('processor');
+  });
+
+  it("takes the project's own Pinecone index once it answered with the key and the model's dimension, seals its key, pushes it, and goes back to the deployment's", async () => {
+    const pineconeKey = 'pcsk-project-index-key-0123LMNO';
+    const index = await FakePineconeServer.start({ apiKey: pineconeKey, dimension: 1536 });
+    const wide = await FakePineconeServer.start({ apiKey: pineconeKey, dimension: 3072 });
+    try {
+      const before = await delivered();
+      const openaiId = before.document.providers!.find((p) => p.kind === 'openai')!.id;
+      const put = (vector_index: unknown) => call('/retrieval', { method: 'PUT', body: JSON.stringify({ vector_index }) });
+
+      // Refused, each naming why, and nothing stored or pushed: a wrong key, a host that is not an index, the
+      // cloud's metadata address, an index of another dimension than the embedding model's, a malformed body.
+      const wrongKey = await put({ provider: 'pinecone', index_host: index.host, api_key: 'pcsk-not-the-key-0000' });
+      expect(wrongKey.status).toBe(400);
+      expect(await json(wrongKey)).toMatchObject({ code: 'provider_rejected', detail: expect.stringContaining('refused the API key') });
+      const metadata = await put({ provider: 'pinecone', index_host: 'http://169.254.169.254', api_key: pineconeKey });
+      expect(metadata.status).toBe(400);
+      expect(await json(metadata)).toMatchObject({ detail: expect.stringContaining('vector_index.index_host') });
+      const mismatch = await put({ provider: 'pinecone', index_host: wide.host, api_key: pineconeKey });
+      expect(mismatch.status).toBe(400);
+      expect(await json(mismatch)).toMatchObject({ code: 'dimension_mismatch', detail: expect.stringContaining('3072 dimensions') });
+      expect((await put({ provider: 'weaviate', index_host: index.host, api_key: pineconeKey })).status).toBe(422);
+      expect((await put({ provider: 'pinecone', index_host: index.host, api_key: 'two\nlines' })).status).toBe(422);
+      expect((await delivered()).version).toBe(before.version);
+
+      const taken = await put({ provider: 'pinecone', index_host: `${index.host}/`, api_key: pineconeKey });
+      expect(taken.status).toBe(200);
+      const settings = await taken.text();
+      expect(settings).not.toContain(pineconeKey);
+      expect(JSON.parse(settings)).toMatchObject({ vector_index: { provider: 'pinecone', index_host: index.host, dimension: 1536, key_last_four: 'LMNO' } });
+      const pushed = await delivered();
+      expect(pushed.version).toBeGreaterThan(before.version);
+      expect(pushed.document.retrieval?.vector_index).toEqual({ provider: 'pinecone', index_host: index.host, api_key: pineconeKey });
+      // Sealed at rest on both planes, and never logged.
+      const row = await (api.control.database.db as Kysely<ControlSchema>).withSchema('control').selectFrom('projects').select('vector_index').where('id', '=', projectId).executeTakeFirstOrThrow();
+      expect(JSON.stringify(row)).not.toContain(pineconeKey);
+      expect(logText).not.toContain(pineconeKey);
+
+      // A model of another dimension than the index's is refused while the index is set.
+      const wider = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
+      expect(wider.status).toBe(400);
+      expect((await json<{ code: string }>(wider)).code).toBe('dimension_mismatch');
+
+      expect(await json(put(null))).toMatchObject({ vector_index: null });
+      expect((await delivered()).document.retrieval).not.toHaveProperty('vector_index');
+    } finally {
+      await Promise.all([index.stop(), wide.stop()]);
+    }
   });
 
   it('leaves a removed provider out of the next push, keeping the default it served, so a turn answers 409 no_provider', async () => {

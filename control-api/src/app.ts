@@ -28,6 +28,7 @@ import type { Provisioner } from './provisioning/provisioner.js';
 import { ProvisioningReport } from './provisioning/status.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProviderService } from './providers/service.js';
+import { PineconeUpstream } from './providers/vector-index.js';
 import { OpenAIUpstream } from './providers/upstream.js';
 import { ProjectReadiness } from './projects/readiness.js';
 import { projectRoutes } from './projects/routes.js';
@@ -101,7 +102,8 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const providerConnections = new ConnectionPool();
     closers.unshift(async () => providerConnections.close());
     const upstream = new OpenAIUpstream({ policy: urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
-    const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy);
+    const indexUpstream = new PineconeUpstream({ policy: urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
+    const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy, indexUpstream);
     const generatedOwner = await ensureOwner(accounts, config);
 
     const { app, openapi } = createHttpApp({

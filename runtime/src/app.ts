@@ -35,7 +35,8 @@ import { registerDocuments } from './documents/feature.js';
 import { createEmbedder } from './documents/ingest/embed.js';
 import { createReranker } from './documents/rerank.js';
 import { PgVectorIndex } from './documents/vectors/pgvector.js';
-import type { VectorIndex } from './documents/vectors/port.js';
+import { VectorIndexRouter } from './documents/vectors/router.js';
+import { guardedFetcher } from '@agentplane/lib/net/guarded-fetch';
 import { enqueueIngest, IngestWorker } from './documents/ingest/worker.js';
 import { Retriever } from './documents/retrieval.js';
 import { documentContext, documentSearchTool, SEARCH_DOCUMENTS } from './documents/search-tool.js';
@@ -182,12 +183,20 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
     const embed = createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
-    const vectors: VectorIndex =
-      config.vectors.kind === 'pinecone'
-        ? new (await import('./documents/vectors/pinecone.js')).PineconeIndex({ apiKey: config.vectors.apiKey, host: config.vectors.host })
-        : new PgVectorIndex(database.db, logger);
+    // Pinecone's client is loaded only where an index needs it: the embedded default starts without it.
+    const pinecone = () => import('./documents/vectors/pinecone.js');
+    const spaces = new EmbeddingSpaces(database.db, secretBox);
+    const vectors = new VectorIndexRouter({
+      deployment:
+        config.vectors.kind === 'pinecone'
+          ? new (await pinecone()).PineconeIndex({ apiKey: config.vectors.apiKey, host: config.vectors.host })
+          : new PgVectorIndex(database.db, logger),
+      spaces,
+      // A project's own index is at a host its admin chose: reached through the SSRF guard, like its providers.
+      open: async (index) =>
+        new (await pinecone()).PineconeIndex({ apiKey: index.apiKey, host: index.host, fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.providerTimeoutMs }, providerConnections) }),
+    });
     const retriever = new Retriever(database.db, embed, vectors);
-    const spaces = new EmbeddingSpaces(database.db);
     const ingest = new IngestWorker({
       spaces,
       vectors,

@@ -30,6 +30,8 @@ class Refusal extends Error {
 
 export class FakePineconeServer {
   readonly requests: PineconeRequest[] = [];
+  /** While true, every call is answered 503, as an index in trouble would. */
+  unavailable = false;
   private readonly namespaces = new Map<string, Map<string, StoredVector>>();
   private readonly server: Server;
   private port = 0;
@@ -80,6 +82,7 @@ export class FakePineconeServer {
       return send(res, 400, { code: 3, message: 'the body is not JSON' });
     }
     this.requests.push({ method: req.method ?? 'GET', path: url.pathname, body });
+    if (this.unavailable) return send(res, 503, { code: 14, message: 'the index is unavailable' });
     if (req.headers['api-key'] !== this.apiKey) return send(res, 401, { code: 16, message: 'Invalid API Key' });
     try {
       const answer = this.route(req.method ?? 'GET', url, (body ?? {}) as Record<string, unknown>);
@@ -97,6 +100,7 @@ export class FakePineconeServer {
     if (method === 'POST' && path === '/vectors/update') return { body: this.update(body) };
     if (method === 'POST' && path === '/vectors/delete') return { body: this.delete(body) };
     if (method === 'GET' && path === '/vectors/list') return { body: this.list(url.searchParams) };
+    if (method === 'POST' && path === '/describe_index_stats') return { body: this.stats() };
     const namespace = /^\/namespaces\/([^/]+)$/.exec(path);
     if (method === 'DELETE' && namespace) {
       const name = decodeURIComponent(namespace[1]!);
@@ -104,6 +108,12 @@ export class FakePineconeServer {
       return { status: 202, body: {} };
     }
     throw new Refusal(404, `no route ${method} ${path}`);
+  }
+
+  private stats() {
+    const namespaces = Object.fromEntries([...this.namespaces.entries()].filter(([, records]) => records.size > 0).map(([name, records]) => [name, { vectorCount: records.size }]));
+    const total = Object.values(namespaces).reduce((sum, namespace) => sum + namespace.vectorCount, 0);
+    return { namespaces, dimension: this.dimension, indexFullness: 0, totalVectorCount: total, metric: 'cosine', vectorType: 'dense' };
   }
 
   private space(body: Record<string, unknown>, create = false): Map<string, StoredVector> {

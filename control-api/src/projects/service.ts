@@ -8,7 +8,7 @@ import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, exportKeyRing, importKeyRing, MAX_TRUSTED_KEYS, pruneKeyRing, ringHasRoom, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
-import { pushedEmbedding, pushedProviders, unpricedModels } from '../providers/configuration.js';
+import { pushedEmbedding, pushedProviders, unpricedModels, vectorIndexKeyAad } from '../providers/configuration.js';
 import { registeredModels } from '../providers/registered.js';
 import type { BudgetWindow, ControlSchema, StoredCeiling } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
@@ -240,7 +240,7 @@ export class ProjectService {
       ...(limits ? { limits } : {}),
       // Left out for a project with no measured embedding model and no citation style: its documents are searched
       // by their words and cited inline, and its document stays what it was before this section existed.
-      ...(embedding || row.citations !== null || row.processor !== null || row.auto_context || rerank
+      ...(embedding || row.citations !== null || row.processor !== null || row.auto_context || rerank || row.vector_index
         ? {
             retrieval: {
               embedding: embedding ?? null,
@@ -248,6 +248,15 @@ export class ProjectService {
               ...(row.citations !== null ? { citations: row.citations } : {}),
               ...(rerank ? { rerank } : {}),
               ...(row.auto_context ? { auto_context: true } : {}),
+              ...(row.vector_index
+                ? {
+                    vector_index: {
+                      provider: row.vector_index.provider,
+                      index_host: row.vector_index.index_host,
+                      api_key: this.secrets.open(row.vector_index.sealed_api_key, vectorIndexKeyAad(row.id)),
+                    },
+                  }
+                : {}),
             },
           }
         : {}),

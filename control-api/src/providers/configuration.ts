@@ -7,6 +7,8 @@ import type { ControlSchema } from '../store/schema.js';
 
 /** Binds a sealed key to its project and credential: moved to another row, it does not open. */
 export const apiKeyAad = (projectId: string, providerId: string) => `project:${projectId}:provider:${providerId}:api-key`;
+/** Binds the sealed key of the project's own vector index to its project. */
+export const vectorIndexKeyAad = (projectId: string) => `project:${projectId}:vector-index:api-key`;
 
 /** The project's credentials as the runtime receives them, oldest first, keys in clear. */
 export async function pushedProviders(db: Kysely<ControlSchema> | Transaction<ControlSchema>, secrets: SecretBox, projectId: string): Promise<PushedProvider[]> {

@@ -113,6 +113,15 @@ const RetrievalSettingsOut = z
       .nullable()
       .meta({ description: 'The rerank model that orders the search\'s best candidates; null: none, the fused order' }),
     auto_context: z.boolean().meta({ description: 'true: each turn starts with the passages of the documents the person may read that best match their message' }),
+    vector_index: z
+      .object({
+        provider: z.literal('pinecone'),
+        index_host: z.string(),
+        dimension: z.int().meta({ description: 'The dimension the index answered when it was tried' }),
+        key_last_four: z.string().nullable().meta({ description: "The key's last four characters (null for keys too short to show any of); the key is never returned" }),
+      })
+      .nullable()
+      .meta({ description: "The project's own Pinecone index; null: the deployment's (pgvector, or the deployment's Pinecone index)" }),
   })
   .meta({ id: 'RetrievalSettings' });
 
@@ -142,13 +151,39 @@ export function providerRoutes(providers: ProviderService, keys: ProjectKeyServi
             .optional()
             .meta({ description: 'A rerank model (`POST /rerank` on the provider, the Cohere and Jina shape), tried with a real call before it is stored; null: none' }),
           auto_context: z.boolean().optional().meta({ description: 'Start each turn with the best-matching passages (default false)' }),
+          vector_index: z
+            .strictObject({
+              provider: z.literal('pinecone').meta({ description: 'The only index a project may bring: Pinecone' }),
+              index_host: z
+                .string()
+                .min(1)
+                .max(2048)
+                .meta({ description: "The index's data-plane host (describe_index or the console), such as https://docs-abc123.svc.us-east-1.pinecone.io; vetted like a provider's base_url" }),
+              api_key: z
+                .string()
+                .min(1)
+                .max(4096)
+                .regex(/^[\x21-\x7e]+$/, 'api_key must be visible ASCII characters, without spaces or line breaks')
+                .meta({ description: 'A Pinecone key that may read and write the index; sealed at rest, never returned' }),
+            })
+            .nullable()
+            .optional()
+            .meta({
+              description:
+                "The project's own Pinecone index, tried with one describe_index_stats call (its dimension must be the embedding model's) before it is stored; null: the deployment's index. " +
+                'The documents already read are embedded into the new index in the background, and searches use the old one until that is complete. The tenant\'s vectors live in its own namespace there',
+            }),
         })
         .meta({ id: 'RetrievalSettingsSet' }),
       responses: {
         200: { description: 'The settings in force', schema: RetrievalSettingsOut },
-        400: { description: 'The provider refused the model (`code` `provider_rejected`)' },
+        400: {
+          description:
+            'The provider refused the model, or the index its key (`code` `provider_rejected`); the index and the model differ in dimension (`dimension_mismatch`); the index host is not allowed (`url_not_allowed`)',
+        },
         403: forbidden,
         404: hidden,
+        ...upstream,
       },
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {

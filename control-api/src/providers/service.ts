@@ -7,10 +7,11 @@ import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { AppError, conflict, invalidArgument, notFound } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import type { ProjectService } from '../projects/service.js';
-import type { ControlSchema, ProviderKind, StoredPrice } from '../store/schema.js';
-import { apiKeyAad, pushedEmbedding } from './configuration.js';
+import type { ControlSchema, ProviderKind, StoredPrice, StoredVectorIndex } from '../store/schema.js';
+import { apiKeyAad, pushedEmbedding, vectorIndexKeyAad } from './configuration.js';
 import { modelNotRegistered, registeredModels } from './registered.js';
 import type { ProviderTarget, ProviderUpstream } from './upstream.js';
+import type { VectorIndexUpstream } from './vector-index.js';
 
 export const PROVIDER_KINDS = ['openai', 'openai_compatible'] as const satisfies readonly ProviderKind[];
 
@@ -82,6 +83,8 @@ export class ProviderService {
     private readonly projects: ProjectService,
     private readonly upstream: ProviderUpstream,
     private readonly urlPolicy: UrlPolicy,
+    /** Tries a project's own vector index before it is stored. */
+    private readonly indexes: VectorIndexUpstream,
   ) {}
 
   async list(projectId: string): Promise<ProviderOut[]> {
@@ -230,14 +233,22 @@ export class ProviderService {
    * back to the oldest provider's own. Documents already read are embedded again in the background by the runtime,
    * which keeps searching the old index until the new one is complete.
    */
-  async setRetrieval(
-    projectId: string,
-    change: { embedding?: { provider_id: string; model: string } | null | undefined; rerank?: { provider_id: string; model: string } | null | undefined; auto_context?: boolean | undefined },
-  ): Promise<RetrievalSettings> {
+  async setRetrieval(projectId: string, change: RetrievalChange): Promise<RetrievalSettings> {
     const choice = change.embedding;
     // Nothing named: the settings as they are, and no push.
-    if (choice === undefined && change.rerank === undefined && change.auto_context === undefined) return this.retrieval(projectId);
+    if (choice === undefined && change.rerank === undefined && change.auto_context === undefined && change.vector_index === undefined) return this.retrieval(projectId);
     const measured = choice ? await this.probeEmbedding(projectId, choice.provider_id, choice.model) : null;
+    // The project's own index is tried with its key (and its dimension read) before it is stored.
+    let index: StoredVectorIndex | null | undefined;
+    if (change.vector_index) {
+      const host = change.vector_index.index_host.replace(/\/+$/, '');
+      await checkUrl(host, this.urlPolicy, 'vector_index.index_host');
+      const apiKey = change.vector_index.api_key;
+      const { dimension } = await this.indexes.describe({ host, apiKey });
+      index = { provider: 'pinecone', index_host: host, sealed_api_key: this.secrets.seal(apiKey, vectorIndexKeyAad(projectId)), dimension };
+    } else if (change.vector_index === null) {
+      index = null;
+    }
     // A rerank model is tried with a real call before it is stored.
     if (change.rerank) {
       const row = await this.row(projectId, change.rerank.provider_id);
@@ -257,8 +268,19 @@ export class ProviderService {
         const still = await trx.selectFrom('providers').select('id').where('id', '=', providerId).where('project_id', '=', projectId).executeTakeFirst();
         if (!still) throw providerNotFound(providerId);
       }
+      // The index and the embedding model must agree on the dimension, as they will be after this change.
+      const stored = await trx.selectFrom('projects').select(['embedding', 'vector_index']).where('id', '=', projectId).executeTakeFirstOrThrow();
+      const indexAfter = index === undefined ? stored.vector_index : index;
+      const embeddingAfter = await pushedEmbedding(trx, projectId, choice === undefined ? stored.embedding : measured);
+      if (indexAfter && embeddingAfter && indexAfter.dimension !== embeddingAfter.dimensions) {
+        throw invalidArgument(
+          `the vector index at ${indexAfter.index_host} holds vectors of ${indexAfter.dimension} dimensions, but the embedding model '${embeddingAfter.model}' makes ${embeddingAfter.dimensions}: choose an index and a model of the same dimension`,
+          { code: 'dimension_mismatch' },
+        );
+      }
       return {
         set: {
+          ...(index !== undefined ? { vector_index: index ? JSON.stringify(index) : null } : {}),
           ...(choice !== undefined ? { embedding: measured ? JSON.stringify(measured) : null } : {}),
           ...(change.rerank !== undefined ? { rerank: change.rerank ? JSON.stringify({ provider_id: change.rerank.provider_id, model: change.rerank.model }) : null } : {}),
           ...(change.auto_context !== undefined ? { auto_context: change.auto_context } : {}),
@@ -271,7 +293,7 @@ export class ProviderService {
 
   /** What documents are embedded with now, and whether the project chose it. */
   async retrieval(projectId: string): Promise<RetrievalSettings> {
-    const project = await this.db.selectFrom('projects').select(['embedding', 'auto_context', 'rerank']).where('id', '=', projectId).executeTakeFirst();
+    const project = await this.db.selectFrom('projects').select(['embedding', 'auto_context', 'rerank', 'vector_index']).where('id', '=', projectId).executeTakeFirst();
     const rerank = project?.rerank
       ? await this.db.selectFrom('providers').select('id').where('project_id', '=', projectId).where('id', '=', project.rerank.provider_id).executeTakeFirst()
       : undefined;
@@ -281,6 +303,14 @@ export class ProviderService {
       chosen: project?.embedding != null && effective?.provider === project.embedding.provider_id && effective.model === project.embedding.model,
       rerank: project?.rerank && rerank ? { provider_id: project.rerank.provider_id, model: project.rerank.model } : null,
       auto_context: project?.auto_context ?? false,
+      vector_index: project?.vector_index
+        ? {
+            provider: project.vector_index.provider,
+            index_host: project.vector_index.index_host,
+            dimension: project.vector_index.dimension,
+            key_last_four: lastFour(this.secrets.open(project.vector_index.sealed_api_key, vectorIndexKeyAad(projectId))),
+          }
+        : null,
     };
   }
 
@@ -333,6 +363,16 @@ export interface RetrievalSettings {
   rerank: { provider_id: string; model: string } | null;
   /** Whether each turn starts with the passages that best match the person's message. */
   auto_context: boolean;
+  /** The project's own vector index (never its key); null: the deployment's. */
+  vector_index: { provider: 'pinecone'; index_host: string; dimension: number; key_last_four: string | null } | null;
+}
+
+export interface RetrievalChange {
+  embedding?: { provider_id: string; model: string } | null | undefined;
+  rerank?: { provider_id: string; model: string } | null | undefined;
+  auto_context?: boolean | undefined;
+  /** The project's own Pinecone index, with its key; null: back to the deployment's. */
+  vector_index?: { provider: 'pinecone'; index_host: string; api_key: string } | null | undefined;
 }
 
 // Four characters of a short key would be much of it.

@@ -55,6 +55,8 @@ export interface TenantConfigurationDocument {
     rerank?: { provider: string; model: string };
     /** Present (true) when each turn starts with the best-matching passages. */
     auto_context?: boolean;
+    /** Present when the project chose its own Pinecone index; its key in clear on the admin channel. */
+    vector_index?: { provider: 'pinecone'; index_host: string; api_key: string };
   };
 }
 

@@ -187,4 +187,13 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column rerank jsonb',
     ],
   },
+  {
+    version: 13,
+    name: 'project vector index',
+    statements: [
+      // The project's own Pinecone index ({provider, index_host, sealed_api_key, dimension}), tried with a real
+      // call before it is stored, its key sealed; null: the deployment's index (docs/decisions/0047).
+      'alter table control.projects add column vector_index jsonb',
+    ],
+  },
 ];

@@ -26,6 +26,14 @@ export type BudgetWindow = 'day' | 'month';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
+/** A project's own Pinecone index as stored: the key sealed, the dimension it answered when it was tried. */
+export interface StoredVectorIndex {
+  provider: 'pinecone';
+  index_host: string;
+  sealed_api_key: string;
+  dimension: number;
+}
+
 export interface ControlSchema {
   accounts: { id: string; email: string; password_hash: string; created_at: Generated<Date> };
   orgs: { id: string; name: string; created_at: Generated<Date> };
@@ -61,6 +69,8 @@ export interface ControlSchema {
     auto_context: Generated<boolean>;
     /** The rerank model, tried when chosen; null: none. */
     rerank: ColumnType<{ provider_id: string; model: string } | null, string | null | undefined, string | null>;
+    /** The project's own vector index, its key sealed; null: the deployment's (docs/decisions/0047). */
+    vector_index: ColumnType<StoredVectorIndex | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

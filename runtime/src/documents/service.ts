@@ -396,7 +396,7 @@ export class DocumentService {
    * never show it to one who may not see it; the next reingest writes it afresh.
    */
   private async followInIndex(row: DocumentRow): Promise<void> {
-    if (!this.options.vectors || this.options.vectors.name === 'pgvector' || row.generation === 0) return;
+    if (!this.options.vectors || row.generation === 0) return;
     await this.options.vectors.updateDocument(indexedOf(row)).catch((error: unknown) => {
       this.options.logger.warn({ err: error, document: row.id }, 'the vector index did not take the visibility change');
     });
@@ -404,7 +404,7 @@ export class DocumentService {
 
   /** A deleted document's vectors outside the database; what is left behind is never answered (its document is gone). */
   private async dropFromIndex(row: DocumentRow): Promise<void> {
-    if (!this.options.vectors || this.options.vectors.name === 'pgvector' || row.generation === 0) return;
+    if (!this.options.vectors || row.generation === 0) return;
     await this.options.vectors.removeDocument(row.tenant_id, row.id).catch((error: unknown) => {
       this.options.logger.warn({ err: error, document: row.id }, 'the vector index did not remove a deleted document');
     });

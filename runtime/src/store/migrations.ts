@@ -346,4 +346,17 @@ export const runtimeMigrations: Migration[] = [
       'create index wiki_pages_tenant on wiki_pages (tenant_id, updated_at desc, id)',
     ],
   },
+  {
+    version: 12,
+    name: 'project_vector_index',
+    statements: [
+      // A space in a project's own Pinecone index (docs/decisions/0047) keeps that index's host and sealed key, so
+      // its vectors can still be searched, followed and removed after the project moves to another index.
+      'alter table embedding_spaces add column index_host text',
+      'alter table embedding_spaces add column sealed_index_key text',
+      // What an erase step reads before the rows go and needs after (the indexes holding the tenant's vectors),
+      // kept with the erase record until the step has succeeded.
+      "alter table tenant_erasures add column collected jsonb not null default '{}'::jsonb",
+    ],
+  },
 ];

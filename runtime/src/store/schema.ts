@@ -24,6 +24,8 @@ export interface TenantErasuresTable {
   erased_at: Timestamp;
   complete: boolean;
   report: Json<unknown>;
+  /** What erase steps collected before the rows went, by step name; kept until the step succeeds. */
+  collected: ColumnType<Record<string, unknown>, string | undefined, string>;
 }
 
 /** The latest configuration the control plane pushed for a tenant (docs/decisions/0013). */
@@ -242,6 +244,9 @@ export interface EmbeddingSpacesTable {
   created_at: Generated<Date>;
   /** When every document had its vectors here; null while they are being made. */
   ready_at: Timestamp | null;
+  /** The project's own Pinecone index the space's vectors are in (its host and sealed key); null: the deployment's. */
+  index_host: ColumnType<string | null, string | null | undefined, string | null>;
+  sealed_index_key: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface EmbeddingJobsTable {

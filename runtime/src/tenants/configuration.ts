@@ -15,6 +15,7 @@ import {
   type TenantConfigurationDocument,
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
+  type VectorIndexSection,
 } from './schemas.js';
 import { redact } from '@agentplane/lib/schemas/redaction';
 import { canonicalTenantId, tenantNotFound } from './service.js';
@@ -25,7 +26,13 @@ type ConfigurationRow = Selectable<TenantConfigurationsTable>;
 
 /** A provider section as stored: its key sealed, under another name so a sealed value can never pass for a key. */
 type StoredProvider = Omit<ProviderSection, 'api_key'> & { sealed_api_key: string };
-type StoredDocument = Omit<TenantConfigurationDocument, 'providers'> & { providers?: StoredProvider[] };
+/** The project's own vector index as stored: its key sealed the same way. */
+type StoredVectorIndex = Omit<VectorIndexSection, 'api_key'> & { sealed_api_key: string };
+type Retrieval = NonNullable<TenantConfigurationDocument['retrieval']>;
+type StoredRetrieval = Omit<Retrieval, 'vector_index'> & { vector_index?: StoredVectorIndex };
+type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval'> & { providers?: StoredProvider[]; retrieval?: StoredRetrieval };
+/** A section that holds a key: in clear in a pushed document, sealed in a stored one. */
+type KeyHolder = { api_key?: string; sealed_api_key?: string };
 
 /** What a turn needs to call a model: the credential that serves it, in clear, and the customer's price for it. */
 export interface ProviderCredential {
@@ -46,6 +53,18 @@ export function providerFor(document: TenantConfigurationDocument, model: string
   return { providerId: provider.id, kind: provider.kind, baseUrl: provider.base_url, apiKey: provider.api_key, price: provider.prices?.[model] };
 }
 
+/** A project's own Pinecone index (docs/decisions/0047), its key in clear. */
+export interface ProjectIndex {
+  host: string;
+  apiKey: string;
+}
+
+/** The project's own vector index; undefined: the deployment's. */
+export function projectIndexOf(document: TenantConfigurationDocument): ProjectIndex | undefined {
+  const index = document.retrieval?.vector_index;
+  return index && { host: index.index_host, apiKey: index.api_key };
+}
+
 /** Where a tenant's documents are embedded: the credential, the model and its space; undefined when none is set. */
 export interface EmbeddingTarget {
   /** The embedding space a vector belongs to: vectors of different spaces are never compared. */
@@ -56,24 +75,35 @@ export interface EmbeddingTarget {
   apiKey: string;
   model: string;
   dimensions: number;
+  /** The project's own index the space's vectors live in; undefined: the deployment's. */
+  index?: ProjectIndex;
 }
 
 export function embeddingFor(document: TenantConfigurationDocument): EmbeddingTarget | undefined {
   const embedding = document.retrieval?.embedding;
-  return embedding ? embeddingTargetOf(document, embedding) : undefined;
+  return embedding ? embeddingTargetOf(document, embedding, projectIndexOf(document)) : undefined;
 }
 
-/** A space's target from the configuration's providers; undefined when its provider is no longer configured. */
-export function embeddingTargetOf(document: TenantConfigurationDocument, embedding: { provider: string; model: string; dimensions: number }): EmbeddingTarget | undefined {
+/**
+ * A space's target from the configuration's providers; undefined when its provider is no longer configured. The
+ * space names the index its vectors live in, so moving a project to another index is a new space, built in the
+ * background like a change of model while searches keep using the old one.
+ */
+export function embeddingTargetOf(
+  document: TenantConfigurationDocument,
+  embedding: { provider: string; model: string; dimensions: number },
+  index?: ProjectIndex,
+): EmbeddingTarget | undefined {
   const provider = document.providers?.find((candidate) => candidate.id === embedding.provider);
   if (!provider) return undefined;
   return {
-    space: `${provider.base_url}|${embedding.model}|${embedding.dimensions}`,
+    space: `${provider.base_url}|${embedding.model}|${embedding.dimensions}${index ? `|pinecone:${index.host}` : ''}`,
     providerId: provider.id,
     baseUrl: provider.base_url,
     apiKey: provider.api_key,
     model: embedding.model,
     dimensions: embedding.dimensions,
+    ...(index ? { index } : {}),
   };
 }
 
@@ -227,10 +257,8 @@ export class TenantConfigurationService {
   async load(tenantId: string): Promise<StoredConfiguration | undefined> {
     const row = await this.db.selectFrom('tenant_configurations').selectAll().where('tenant_id', '=', canonicalTenantId(tenantId)).executeTakeFirst();
     if (!row) return undefined;
-    const { providers, ...rest } = row.document as StoredDocument;
-    const opened = providers === undefined ? rest : { ...rest, providers: providers.map((provider) => this.opened(row.tenant_id, provider)) };
     // Parsed again rather than cast: a row is only ever read back through the schema that admitted it.
-    const { version, ...document } = TenantConfiguration.parse({ ...opened, version: row.version });
+    const { version, ...document } = TenantConfiguration.parse({ ...this.opened(row.tenant_id, row.document as StoredDocument), version: row.version });
     return { tenantId: row.tenant_id, version, digest: row.digest, document };
   }
 
@@ -253,53 +281,50 @@ export class TenantConfigurationService {
     return Number(result.numDeletedRows);
   }
 
-  /** The document a digest is taken of: each provider key replaced by its HMAC, so no plain hash of a key is kept. */
-  private fingerprinted(document: TenantConfigurationDocument): unknown {
-    if (document.providers === undefined) return document;
-    return {
-      ...document,
-      providers: document.providers.map(({ api_key, ...provider }) => ({
-        ...provider,
-        api_key_hmac: createHmac('sha256', this.digestKey).update(api_key).digest('hex'),
-      })),
+  /**
+   * The document with every key in it (the providers', the project's vector index's) passed through `key`: what is
+   * sealed, opened, fingerprinted or shown. Each key is named by the AAD that binds it to its tenant and place.
+   */
+  private withKeys(tenantId: string, document: StoredDocument | TenantConfigurationDocument, key: (section: KeyHolder, aad: string) => Record<string, string>): never {
+    const { providers, retrieval, ...rest } = document;
+    const swap = (section: KeyHolder, aad: string) => {
+      const { api_key: _key, sealed_api_key: _sealed, ...others } = section;
+      return { ...others, ...key(section, aad) };
     };
+    const index: KeyHolder | undefined = retrieval?.vector_index;
+    return {
+      ...rest,
+      ...(providers === undefined ? {} : { providers: providers.map((provider: KeyHolder & { id: string }) => swap(provider, providerKeyAad(tenantId, provider.id))) }),
+      ...(retrieval === undefined ? {} : { retrieval: { ...retrieval, ...(index === undefined ? {} : { vector_index: swap(index, vectorIndexKeyAad(tenantId)) }) } }),
+    } as never;
+  }
+
+  /** The document a digest is taken of: each key replaced by its HMAC, so no plain hash of a key is kept. */
+  private fingerprinted(document: TenantConfigurationDocument): unknown {
+    return this.withKeys('', document, ({ api_key }) => ({ api_key_hmac: createHmac('sha256', this.digestKey).update(api_key!).digest('hex') }));
   }
 
   private sealed(tenantId: string, document: TenantConfigurationDocument): StoredDocument {
-    if (document.providers === undefined) return document as StoredDocument;
-    return {
-      ...document,
-      providers: document.providers.map(({ api_key, ...provider }) => ({
-        ...provider,
-        sealed_api_key: this.secrets.seal(api_key, providerKeyAad(tenantId, provider.id)),
-      })),
-    };
+    return this.withKeys(tenantId, document, ({ api_key }, aad) => ({ sealed_api_key: this.secrets.seal(api_key!, aad) }));
   }
 
-  private opened(tenantId: string, { sealed_api_key, ...provider }: StoredProvider): ProviderSection {
-    return { ...provider, api_key: this.secrets.open(sealed_api_key, providerKeyAad(tenantId, provider.id)) };
+  private opened(tenantId: string, document: StoredDocument): TenantConfigurationDocument {
+    return this.withKeys(tenantId, document, ({ sealed_api_key }, aad) => ({ api_key: this.secrets.open(sealed_api_key!, aad) }));
   }
 
-  /** A provider as an answer shows it: the key redacted like a secret setting. */
-  private shown(tenantId: string, stored: StoredProvider): ProviderSection {
-    const provider = this.opened(tenantId, stored);
-    return { ...provider, api_key: redact(provider.api_key) };
-  }
-
+  /** The configuration as an answer shows it: every key redacted like a secret setting. */
   private present(row: ConfigurationRow): TenantConfigurationOutput {
-    const { providers, ...rest } = row.document as StoredDocument;
-    return {
-      tenant_id: row.tenant_id,
-      version: row.version,
-      ...rest,
-      ...(providers === undefined ? {} : { providers: providers.map((provider) => this.shown(row.tenant_id, provider)) }),
-      updated_at: row.updated_at.toISOString(),
-    };
+    const shown = this.withKeys(row.tenant_id, row.document as StoredDocument, ({ sealed_api_key }, aad) => ({
+      api_key: redact(this.secrets.open(sealed_api_key!, aad)),
+    })) as TenantConfigurationDocument;
+    return { tenant_id: row.tenant_id, version: row.version, ...shown, updated_at: row.updated_at.toISOString() };
   }
 }
 
 /** Binds a sealed provider key to its tenant and credential, so it cannot be copied onto another. */
 const providerKeyAad = (tenantId: string, providerId: string) => `tenant:${tenantId}:provider:${providerId}:api-key`;
+/** Binds the sealed key of a project's own vector index to its tenant. */
+export const vectorIndexKeyAad = (tenantId: string) => `tenant:${tenantId}:vector-index:api-key`;
 
 /**
  * SHA-256 of the document as canonical JSON (keys sorted at every level, absent members dropped). Set-like lists

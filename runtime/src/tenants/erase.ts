@@ -33,12 +33,18 @@ export interface EraseReport {
 
 /**
  * A step outside the row purge. Must be idempotent, and must find what it removes without the tenant's rows
- * (by tenant id or key prefix): a repeated DELETE runs it again after the rows are gone.
+ * (by tenant id or key prefix, or by what it collected): a repeated DELETE runs it again after the rows are gone.
  */
 export interface EraseStep {
   name: string;
   phase: Exclude<ErasePhase, 'rows'>;
-  run(tenantId: string): Promise<{ items?: number }>;
+  /**
+   * Reads, inside the purge transaction and before any row goes, what the step will need once the rows are gone
+   * (such as the indexes that hold the tenant's vectors, which only the tenant's rows name). Kept with the erase
+   * record, as JSON, until the step succeeds; handed to every run after the purge, this erase's or a retry's.
+   */
+  collect?(trx: Transaction<RuntimeSchema>, tenantId: string): Promise<unknown>;
+  run(tenantId: string, collected?: unknown): Promise<{ items?: number }>;
 }
 
 /** Deletes one feature's rows of a tenant inside the erase transaction; returns the count removed. */
@@ -76,18 +82,22 @@ export class TenantEraser {
   async erase(tenantId: string, rowsPresent: boolean): Promise<EraseReport> {
     const outcomes: EraseStepOutcome[] = [];
     const rowsDeleted: Record<string, number> = {};
+    // What steps collected before the rows went: this erase's purge, or the one a retry follows.
+    let collected: Record<string, unknown> = {};
 
     for (const phase of erasePhases) {
       if (phase === 'rows') {
         if (!rowsPresent) {
           outcomes.push({ step: 'rows', phase, outcome: 'already_done' });
+          const record = await this.db.selectFrom('tenant_erasures').select('collected').where('tenant_id', '=', tenantId).executeTakeFirst();
+          collected = record?.collected ?? {};
           continue;
         }
-        await this.purgeRows(tenantId, rowsDeleted);
+        collected = await this.purgeRows(tenantId, rowsDeleted);
         outcomes.push({ step: 'rows', phase, outcome: 'done', items: Object.values(rowsDeleted).reduce((a, b) => a + b, 0) });
         continue;
       }
-      for (const step of this.steps.filter((s) => s.phase === phase)) outcomes.push(await this.runStep(tenantId, step));
+      for (const step of this.steps.filter((s) => s.phase === phase)) outcomes.push(await this.runStep(tenantId, step, collected[step.name]));
       const failed = outcomes.find((o) => o.phase === phase && o.outcome === 'failed');
       if (rowsPresent && gatingPhases.includes(phase) && failed) {
         const rest = this.steps.filter((s) => erasePhases.indexOf(s.phase) > erasePhases.indexOf(phase));
@@ -117,16 +127,22 @@ export class TenantEraser {
       steps: outcomes,
       erased_at: new Date().toISOString(),
     };
+    // A step that succeeded needs what it collected no more (it may name credentials): only a failed one's stays.
+    const failed = new Set(outcomes.filter((o) => o.outcome === 'failed').map((o) => o.step));
+    const kept = Object.fromEntries(Object.entries(collected).filter(([step]) => failed.has(step)));
     await this.db
       .updateTable('tenant_erasures')
-      .set({ complete: report.complete, report: JSON.stringify(report) })
+      .set({ complete: report.complete, report: JSON.stringify(report), collected: JSON.stringify(kept) })
       .where('tenant_id', '=', tenantId)
       .execute();
     return report;
   }
 
-  private async purgeRows(tenantId: string, rowsDeleted: Record<string, number>): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+  /** Purges the rows in one transaction, first collecting what later steps need of them; answers what was collected. */
+  private async purgeRows(tenantId: string, rowsDeleted: Record<string, number>): Promise<Record<string, unknown>> {
+    return this.db.transaction().execute(async (trx) => {
+      const collected: Record<string, unknown> = {};
+      for (const step of this.steps) if (step.collect) collected[step.name] = await step.collect(trx, tenantId);
       for (const purge of this.purges) {
         rowsDeleted[purge.table] = (rowsDeleted[purge.table] ?? 0) + (await purge.purge(trx, tenantId));
       }
@@ -135,15 +151,16 @@ export class TenantEraser {
       // The erase record commits with the purge: a later DELETE knows the rows are gone and retries the rest.
       await trx
         .insertInto('tenant_erasures')
-        .values({ tenant_id: tenantId, complete: false, report: JSON.stringify({}) })
-        .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ erased_at: new Date(), complete: false }))
+        .values({ tenant_id: tenantId, complete: false, report: JSON.stringify({}), collected: JSON.stringify(collected) })
+        .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ erased_at: new Date(), complete: false, collected: JSON.stringify(collected) }))
         .execute();
+      return collected;
     });
   }
 
-  private async runStep(tenantId: string, step: EraseStep): Promise<EraseStepOutcome> {
+  private async runStep(tenantId: string, step: EraseStep, collected: unknown): Promise<EraseStepOutcome> {
     try {
-      const { items } = await step.run(tenantId);
+      const { items } = await step.run(tenantId, collected);
       return { step: step.name, phase: step.phase, outcome: 'done', ...(items === undefined ? {} : { items }) };
     } catch (error) {
       this.logger.warn({ err: error, tenant_id: tenantId, step: step.name }, 'tenant erase step failed');

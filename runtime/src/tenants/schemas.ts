@@ -168,6 +168,13 @@ function isApiRoot(value: string): boolean {
   }
 }
 
+/** A key the control plane pushes: in clear on the admin channel, never one of our redacted renderings of it. */
+const pushedKey = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`);
+
 export const ModelPriceSchema = z
   .strictObject({
     input_per_million_usd: z.number().min(0).meta({ description: 'USD per million input (prompt) tokens' }),
@@ -184,12 +191,7 @@ export const ProviderSectionSchema = z
       .max(2048)
       .refine(isApiRoot, 'must be an http(s) URL without credentials: the API root, such as https://api.openai.com/v1')
       .meta({ description: 'The API root, such as https://api.openai.com/v1' }),
-    api_key: z
-      .string()
-      .min(1)
-      .max(4096)
-      .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`)
-      .meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused' }),
+    api_key: pushedKey.meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused' }),
     models: configNames.meta({ description: 'Chat models this credential serves' }),
     prices: z
       .record(configName, ModelPriceSchema)
@@ -236,6 +238,19 @@ export const UsageLimitsSchema = z
   .meta({ id: 'UsageLimits' });
 
 /** How documents are embedded and searched (docs/decisions/0041). */
+/** A project's own Pinecone index (docs/decisions/0047): its data-plane host and key; the tenant's vectors go in its namespace. */
+export const VectorIndexSectionSchema = z
+  .strictObject({
+    provider: z.literal('pinecone').meta({ description: 'The only index a project may bring: Pinecone' }),
+    index_host: z
+      .string()
+      .max(2048)
+      .refine(isApiRoot, 'must be an http(s) URL without credentials: the index host, such as https://docs-abc123.svc.us-east-1.pinecone.io')
+      .meta({ description: "The index's data-plane host, from describe_index or the console" }),
+    api_key: pushedKey.meta({ description: 'The Pinecone key, in clear on the admin channel; sealed at rest and shown redacted, and a redacted one is refused' }),
+  })
+  .meta({ id: 'VectorIndexSection' });
+
 export const RetrievalSectionSchema = z
   .strictObject({
     embedding: z
@@ -269,6 +284,9 @@ export const RetrievalSectionSchema = z
       .boolean()
       .optional()
       .meta({ description: 'true: each turn starts with the passages of the documents the person may read that best match their message (for tokens that may search them)' }),
+    vector_index: VectorIndexSectionSchema.optional().meta({
+      description: "The project's own vector index; unset: the deployment's (pgvector, or the deployment's Pinecone index). A change re-embeds the documents into the new index in the background",
+    }),
   })
   .meta({ id: 'RetrievalSection' });
 
@@ -352,5 +370,6 @@ export type TenantConfigurationOutput = z.infer<typeof TenantConfigurationOut>;
 /** The stored part of a configuration: everything but its version. */
 export type TenantConfigurationDocument = Omit<TenantConfigurationInput, 'version'>;
 export type ProviderSection = z.infer<typeof ProviderSectionSchema>;
+export type VectorIndexSection = z.infer<typeof VectorIndexSectionSchema>;
 export type ModelPrice = z.infer<typeof ModelPriceSchema>;
 export type UsageLimits = z.infer<typeof UsageLimitsSchema>;
