@@ -63,7 +63,7 @@ export async function run(): Promise<BenchReport> {
 
     const tenantId = randomUUID();
     await insertTenants(database.db, [tenantId]);
-    const target: EmbeddingTarget = { space: `bench|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'model', dimensions: DIMENSIONS };
+    const target: EmbeddingTarget = { space: `bench|model|${DIMENSIONS}`, modelSpace: `bench|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'model', dimensions: DIMENSIONS };
     const loadStarted = performance.now();
     const visibleDocuments = Math.round(DOCUMENTS * VISIBLE_SHARE);
     await load(database.db, tenantId, target, { near, rand, visibleDocuments });

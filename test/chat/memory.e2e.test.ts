@@ -98,6 +98,10 @@ describe.each(availableSetups())('memory and the wiki (%s)', (setup) => {
     expect((await memoryOf(outsider)).wiki).toEqual([]);
     expect(await turn(colleague, { name: 'recall', arguments: { query: 'refund days' } })).toContain('Refund within 45 days.');
     expect(await turn(outsider, { name: 'recall', arguments: { query: 'refund days' } })).toBe('Nothing remembered matches.');
+    // Found by meaning too, through the project's embedding model: words that appear nowhere on the page reach it
+    // (the fake's vectors share no words, so the nearest page is the only page), and still only for those who see it.
+    expect(await turn(colleague, { name: 'recall', arguments: { query: 'xyzzy plugh' } })).toContain('Refund within 45 days.');
+    expect(await turn(outsider, { name: 'recall', arguments: { query: 'xyzzy plugh' } })).toBe('Nothing remembered matches.');
 
     const pageId = seen.wiki[0]!.id;
     const fromUser = await world.rt.endUser(`/memory/${pageId}`, colleague, { method: 'DELETE' });

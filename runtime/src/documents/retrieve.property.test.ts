@@ -28,7 +28,7 @@ const GROUPS = ['sales', 'support', 'ops'];
 const DOCUMENTS = 400;
 const CALLERS = 10_000;
 const DIMENSIONS = 8;
-const target: EmbeddingTarget = { space: `test|property|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'property', dimensions: DIMENSIONS };
+const target: EmbeddingTarget = { space: `test|property|${DIMENSIONS}`, modelSpace: `test|property|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'property', dimensions: DIMENSIONS };
 
 const ancestorOf = (path: string, depth: number) => {
   const segments = path.split(':');

@@ -2,7 +2,8 @@
 // A memory item belongs to one subject: only they change or forget it; privileged roles may read anyone's. A wiki
 // page is written by the agent for the project and seen by the subtree of the writer's token scope (and by whoever's
 // scope covers it), like a document shared with a scope; privileged roles see every page. Both are searched by
-// words and, when the project has an embedding model, by meaning, fused by reciprocal rank.
+// words and, when the project has an embedding model, by meaning, fused by reciprocal rank; both stay beside their
+// rows (pgvector) whatever index holds the documents' vectors.
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable } from 'kysely';
 import { notFound, permissionDenied } from '@agentplane/lib/errors';
@@ -178,17 +179,15 @@ export class MemoryService {
             .limit(candidates)
             .execute()
         : [];
-    const pages = await this.db
-      .selectFrom('wiki_pages')
-      .selectAll()
-      .where('tenant_id', '=', principal.tenantId)
-      .where(sql<boolean>`search @@ ${words}`)
-      .orderBy(sql`ts_rank(search, ${words})`, 'desc')
-      .limit(candidates * 2)
-      .execute();
+    const seen = this.visibleWikiPages(principal);
+    const pagesByWords = await seen.where(sql<boolean>`search @@ ${words}`).orderBy(sql`ts_rank(search, ${words})`, 'desc').limit(candidates).execute();
+    const pagesByMeaning = literal && vector ? await seen.where('space', '=', vector.space).orderBy(sql`embedding <=> ${literal}::vector`).limit(candidates).execute() : [];
     return {
       memories: fuse([byWords, byMeaning], limit).map(memoryOut),
-      pages: pages.filter((page) => canSeeWikiPage(principal.claims, page)).slice(0, limit).map(wikiOut),
+      // The filter and the rule on one page are the same rule; the refusal wins should they ever differ.
+      pages: fuse([pagesByWords, pagesByMeaning], limit)
+        .filter((page) => canSeeWikiPage(principal.claims, page))
+        .map(wikiOut),
     };
   }
 
@@ -204,10 +203,12 @@ export class MemoryService {
       if (Number(count.n) >= MAX_WIKI_PAGES) throw permissionDenied(`the project's wiki already has ${MAX_WIKI_PAGES} pages, the most there may be`, { code: 'wiki_full' });
     }
     const now = new Date();
+    const vector = await this.embedOne(principal, `${title}\n\n${content}`);
+    const written = { content, author: principal.claims.sub, updated_at: now, space: vector?.space ?? null, embedding: vector ? `[${vector.values.join(',')}]` : null };
     const row = await this.db
       .insertInto('wiki_pages')
-      .values({ id: randomUUID(), tenant_id: principal.tenantId, scope, title, content, author: principal.claims.sub, created_at: now, updated_at: now })
-      .onConflict((oc) => oc.columns(['tenant_id', 'scope', 'title']).doUpdateSet({ content, author: principal.claims.sub, updated_at: now }))
+      .values({ id: randomUUID(), tenant_id: principal.tenantId, scope, title, created_at: now, ...written })
+      .onConflict((oc) => oc.columns(['tenant_id', 'scope', 'title']).doUpdateSet(written))
       .returningAll()
       .executeTakeFirstOrThrow();
     return wikiOut(row);
@@ -242,6 +243,13 @@ export class MemoryService {
   // ---------------------------------------------------------------------------------------------------------------
 
   private async visibleWiki(principal: Principal, limit: number): Promise<WikiRow[]> {
+    const rows = await this.visibleWikiPages(principal).orderBy('updated_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+    // The filter and the rule on one page are the same rule; the refusal wins should they ever differ.
+    return rows.filter((row) => canSeeWikiPage(principal.claims, row));
+  }
+
+  /** The tenant's wiki pages the caller sees (`canSeeWikiPage` as SQL). */
+  private visibleWikiPages(principal: Principal) {
     const { claims } = principal;
     let query = this.db.selectFrom('wiki_pages').selectAll().where('tenant_id', '=', principal.tenantId);
     if (claims.data_scope !== undefined) {
@@ -249,9 +257,7 @@ export class MemoryService {
       query = query.where(sql<boolean>`(${within(dataScope, sql.ref('scope'))} or ${within(sql.ref('scope'), dataScope)})`);
     }
     if (!isPrivileged(claims.roles)) query = query.where(sql<boolean>`(${within(sql.val(claims.sub), sql.ref('scope'))} or ${within(sql.ref('scope'), sql.val(claims.scope))})`);
-    const rows = await query.orderBy('updated_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
-    // The filter and the rule on one page are the same rule; the refusal wins should they ever differ.
-    return rows.filter((row) => canSeeWikiPage(claims, row));
+    return query;
   }
 
   /** Whose memory the caller may read: their own, or (privileged) any subject within their data scope. */
@@ -274,7 +280,8 @@ export class MemoryService {
     if (!target || !this.options.embed) return undefined;
     try {
       const [values] = await this.options.embed(target, [text]);
-      return values ? { space: target.space, values } : undefined;
+      // Memory stays beside its rows whatever index holds the documents' vectors: its space is the model's alone.
+      return values ? { space: target.modelSpace, values } : undefined;
     } catch (error) {
       this.options.logger.warn({ err: error, tenant_id: principal.tenantId }, 'memory embedding failed; searching by words only');
       return undefined;

@@ -359,4 +359,13 @@ export const runtimeMigrations: Migration[] = [
       "alter table tenant_erasures add column collected jsonb not null default '{}'::jsonb",
     ],
   },
+  {
+    version: 13,
+    name: 'wiki_by_meaning',
+    statements: [
+      // A wiki page is found by meaning as memory items are: its title and content embedded in the model's space.
+      'alter table wiki_pages add column space text',
+      'alter table wiki_pages add column embedding vector',
+    ],
+  },
 ];

@@ -307,6 +307,10 @@ export interface WikiPagesTable {
   content: string;
   /** The subject whose turn wrote it last. */
   author: string;
+  /** The embedding space of `embedding` (null: written without an embedding model, or its provider failed). */
+  space: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Title and content embedded, as pgvector text. */
+  embedding: ColumnType<string | null, string | null | undefined, string | null>;
   search: ColumnType<string, never, never>;
   created_at: Timestamp;
   updated_at: Timestamp;

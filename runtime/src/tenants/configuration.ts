@@ -69,6 +69,8 @@ export function projectIndexOf(document: TenantConfigurationDocument): ProjectIn
 export interface EmbeddingTarget {
   /** The embedding space a vector belongs to: vectors of different spaces are never compared. */
   space: string;
+  /** The space as the model alone makes it, whatever index holds the vectors: what memory, kept beside its rows, is embedded in. */
+  modelSpace: string;
   /** The provider credential's id in the configuration. */
   providerId: string;
   baseUrl: string;
@@ -96,8 +98,10 @@ export function embeddingTargetOf(
 ): EmbeddingTarget | undefined {
   const provider = document.providers?.find((candidate) => candidate.id === embedding.provider);
   if (!provider) return undefined;
+  const modelSpace = `${provider.base_url}|${embedding.model}|${embedding.dimensions}`;
   return {
-    space: `${provider.base_url}|${embedding.model}|${embedding.dimensions}${index ? `|pinecone:${index.host}` : ''}`,
+    space: index ? `${modelSpace}|pinecone:${index.host}` : modelSpace,
+    modelSpace,
     providerId: provider.id,
     baseUrl: provider.base_url,
     apiKey: provider.api_key,

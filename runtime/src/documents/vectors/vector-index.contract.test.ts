@@ -16,7 +16,7 @@ import { PineconeIndex } from './pinecone.js';
 import type { IndexedDocument, VectorIndex } from './port.js';
 
 const DIMENSIONS = 4;
-const target: EmbeddingTarget = { space: `http://embedder|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://embedder', apiKey: 'k', model: 'model', dimensions: DIMENSIONS };
+const target: EmbeddingTarget = { space: `http://embedder|model|${DIMENSIONS}`, modelSpace: `http://embedder|model|${DIMENSIONS}`, providerId: 'p', baseUrl: 'http://embedder', apiKey: 'k', model: 'model', dimensions: DIMENSIONS };
 const TENANT = randomUUID();
 const OTHER_TENANT = randomUUID();
 const [store] = storesUnderTest();
