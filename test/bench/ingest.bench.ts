@@ -8,6 +8,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import { sql } from 'kysely';
 import { openDatabase, type Database } from '@agentplane/lib/db/database';
 import { migrate } from '@agentplane/lib/db/migrate';
 import { silentLogger } from '@agentplane/lib/logging';
@@ -16,7 +17,7 @@ import { BlobUrlSigner } from '@agentplane/runtime/blob/signed-urls';
 import { chunkDocument } from '@agentplane/runtime/documents/ingest/chunk';
 import { parseDocument } from '@agentplane/runtime/documents/ingest/parse';
 import { enqueueIngest, IngestWorker } from '@agentplane/runtime/documents/ingest/worker';
-import { PgVectorIndex } from '@agentplane/runtime/documents/vectors/pgvector';
+import { INDEX_FROM_VECTORS, PgVectorIndex } from '@agentplane/runtime/documents/vectors/pgvector';
 import { runtimeMigrations } from '@agentplane/runtime/store/migrations';
 import type { RuntimeSchema } from '@agentplane/runtime/store/schema';
 import { documentRow, insertTenants } from '../fakes/document-rows.js';
@@ -44,8 +45,42 @@ async function localEmbed(_target: unknown, texts: string[]): Promise<number[][]
   });
 }
 
-async function pipeline(database: Database<RuntimeSchema>, dir: string): Promise<Record<string, number>> {
+/**
+ * Fills the space with `INDEX_FROM_VECTORS` vectors of another tenant and gives it its approximate index, as a
+ * space shared by many tenants soon is: every write after that also keeps the HNSW graph.
+ */
+async function fillSpace(database: Database<RuntimeSchema>, space: string): Promise<void> {
+  const tenantId = randomUUID();
+  await insertTenants(database.db, [tenantId]);
+  const documentId = randomUUID();
+  await database.db
+    .insertInto('documents')
+    .values(
+      documentRow({
+        id: documentId, tenant_id: tenantId, owner: 'acme:bob', visibility: 'self', scope: null, allowed_roles: [], allowed_groups: [],
+        title: 'filler', content_type: 'text/plain', blob_key: `tenants/${tenantId}/documents/${documentId}`, status: 'ready', uploaded_at: new Date(), generation: 1,
+      }),
+    )
+    .execute();
+  await sql`
+    insert into document_chunks (id, document_id, tenant_id, generation, ordinal, content, start_offset, end_offset, tokens)
+    select gen_random_uuid(), ${documentId}, ${tenantId}, 1, n, 'filler ' || n, 0, 10, 3 from generate_series(1, ${INDEX_FROM_VECTORS}) as n`.execute(database.db);
+  await sql`
+    insert into chunk_embeddings (chunk_id, space, embedding)
+    select c.id, ${space}, g.v::vector
+    from document_chunks c
+    -- Correlated with the row (its ordinal is never 0), so each chunk gets a vector of its own.
+    cross join lateral (select array_agg(random() - 0.5) as v from generate_series(1, ${DIMENSIONS}) where c.ordinal > 0) as g
+    where c.document_id = ${documentId}`.execute(database.db);
+  await new PgVectorIndex(database.db, silentLogger()).prepare({ space, modelSpace: space, providerId: 'p', baseUrl: 'http://unused', apiKey: 'unused', model: 'hash', dimensions: DIMENSIONS });
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_indexes where indexname like 'chunk_embeddings_hnsw_%'`.execute(database.db);
+  if (rows[0]!.n !== 1) throw new Error('the filled space has no approximate index');
+}
+
+async function pipeline(database: Database<RuntimeSchema>, dir: string, options: { indexedSpace: boolean }): Promise<Record<string, number>> {
   await migrate(database.db, runtimeMigrations);
+  const space = `http://unused|hash|${DIMENSIONS}`;
+  if (options.indexedSpace) await fillSpace(database, space);
   const tenantId = randomUUID();
   await insertTenants(database.db, [tenantId]);
   const blobs = new FsBlobStore({ root: join(dir, 'blobs'), signer: new BlobUrlSigner({ secret: 'x'.repeat(32), publicBaseUrl: 'http://127.0.0.1' }) });
@@ -83,8 +118,18 @@ async function pipeline(database: Database<RuntimeSchema>, dir: string): Promise
     // one job at a time, back to back
   }
   const seconds = (performance.now() - started) / 1000;
-  const chunks = Number((await database.db.selectFrom('document_chunks').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
-  const vectors = Number((await database.db.selectFrom('chunk_embeddings').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  const chunks = Number((await database.db.selectFrom('document_chunks').select((eb) => eb.fn.countAll().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow()).n);
+  const vectors = Number(
+    (
+      await database.db
+        .selectFrom('chunk_embeddings as e')
+        .innerJoin('document_chunks as c', 'c.id', 'e.chunk_id')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('c.tenant_id', '=', tenantId)
+        .where('e.space', '=', space)
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
   if (chunks !== DOCUMENTS * SECTIONS_PER_DOCUMENT || vectors !== chunks) throw new Error(`ingested ${chunks} chunks and ${vectors} vectors, expected ${DOCUMENTS * SECTIONS_PER_DOCUMENT} of each`);
   return { chunks, seconds, chunksPerSecond: chunks / seconds };
 }
@@ -122,19 +167,30 @@ export async function run(): Promise<BenchReport> {
     const rows: Row[] = [];
     const caseName = `${DOCUMENTS} Markdown documents, ${DOCUMENTS * SECTIONS_PER_DOCUMENT} chunks, one worker`;
     rows.push({ case: caseName, impl: 'parse and chunk alone, in memory', baseline: true, figures: await parseAndChunkOnly() });
-    const embeddedDir = makeTempDir('bench-ingest');
-    teardown.add(() => rmSync(embeddedDir, { recursive: true, force: true }));
-    const embedded = await openDatabase<RuntimeSchema>({ driver: 'pglite', dataDir: join(embeddedDir, 'db') });
-    teardown.add(() => embedded.close());
-    rows.push({ case: caseName, impl: 'ours, embedded (PGlite)', figures: await pipeline(embedded, embeddedDir) });
+    const spaces = [
+      { indexedSpace: false, label: 'a space below its index' },
+      { indexedSpace: true, label: `a space past ${INDEX_FROM_VECTORS.toLocaleString('en-US')} vectors (HNSW kept)` },
+    ];
+    for (const { indexedSpace, label } of spaces) {
+      const dir = makeTempDir('bench-ingest');
+      const embedded = await openDatabase<RuntimeSchema>({ driver: 'pglite', dataDir: join(dir, 'db') });
+      try {
+        rows.push({ case: caseName, impl: `ours, embedded (PGlite), ${label}`, figures: await pipeline(embedded, dir, { indexedSpace }) });
+      } finally {
+        await embedded.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
     if (postgresBinaries()) {
       const postgres = await startPostgres();
       teardown.add(() => postgres.stop());
-      const database = await openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
-      teardown.add(() => database.close());
-      const dir = makeTempDir('bench-ingest-pg');
-      teardown.add(() => rmSync(dir, { recursive: true, force: true }));
-      rows.push({ case: caseName, impl: 'ours, PostgreSQL', figures: await pipeline(database, dir) });
+      for (const { indexedSpace, label } of spaces) {
+        const database = await openDatabase<RuntimeSchema>({ driver: 'postgres', url: await postgres.createDatabase() });
+        teardown.add(() => database.close());
+        const dir = makeTempDir('bench-ingest-pg');
+        teardown.add(() => rmSync(dir, { recursive: true, force: true }));
+        rows.push({ case: caseName, impl: `ours, PostgreSQL, ${label}`, figures: await pipeline(database, dir, { indexedSpace }) });
+      }
     }
     const throughput: Table = finishTable({
       title: 'ingest: chunks per second through one worker (fast local embedder)',

@@ -368,4 +368,13 @@ export const runtimeMigrations: Migration[] = [
       'alter table wiki_pages add column embedding vector',
     ],
   },
+  {
+    version: 14,
+    name: 'vectors_by_space',
+    statements: [
+      // How many vectors a space holds, counted up to the size at which it is given its approximate index
+      // (docs/decisions/0042): an index-only scan instead of a pass over every space's vectors.
+      'create index chunk_embeddings_space on chunk_embeddings (space)',
+    ],
+  },
 ];

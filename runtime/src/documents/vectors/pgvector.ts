@@ -1,5 +1,6 @@
 // The pgvector adapter of the vector index (docs/decisions/0042, 0046): vectors in `chunk_embeddings` beside their
-// chunks, one HNSW index per embedding space, and the visibility rule joined into the query. Chunk and vector rows
+// chunks, one HNSW index per embedding space once the space is large enough to use it, and the visibility rule
+// joined into the query. Chunk and vector rows
 // go in one transaction and leave with their document, so removal needs nothing of its own.
 import { createHash } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
@@ -19,9 +20,20 @@ const MAX_SCAN_TUPLES = 40_000;
  */
 export const EXACT_SCAN_MAX_CHUNKS = 20_000;
 
+/**
+ * A space is given its approximate index once it holds this many vectors. Below, no caller can see more chunks than
+ * the space holds, so every search is exact and the index would never be walked: writes skip maintaining its graph
+ * (most of an ingest's cost in a space that has one: docs/benchmarks.md).
+ */
+export const INDEX_FROM_VECTORS = EXACT_SCAN_MAX_CHUNKS;
+/** How long a count below the threshold is trusted before the space is counted again (other processes write too). */
+const RECOUNT_AFTER_MS = 60_000;
+
 export class PgVectorIndex implements VectorIndex {
   readonly name = 'pgvector' as const;
   private readonly indexed = new Set<string>();
+  /** Spaces counted below the threshold: vectors this process may still write, and until when, before counting again. */
+  private readonly below = new Map<string, { room: number; until: number }>();
 
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
@@ -29,12 +41,39 @@ export class PgVectorIndex implements VectorIndex {
   ) {}
 
   /**
-   * Makes sure the space has its approximate index: HNSW over the vectors cast to the space's dimension, partial to
-   * the space (pgvector's way to index vectors of several dimensions in one column). Idempotent.
+   * Makes sure the space has its approximate index once it can be of use (`INDEX_FROM_VECTORS`): HNSW over the
+   * vectors cast to the space's dimension, partial to the space (pgvector's way to index vectors of several
+   * dimensions in one column). Built over what the space holds at once, then kept by every write. Idempotent.
    */
   async prepare(target: EmbeddingTarget): Promise<void> {
     if (this.indexed.has(target.space)) return;
-    const name = `chunk_embeddings_hnsw_${createHash('sha256').update(target.space).digest('hex').slice(0, 16)}`;
+    const below = this.below.get(target.space);
+    if (below && below.room > 0 && below.until > Date.now()) return;
+    // Counted up to the threshold only, through the space's own index: a few milliseconds at most.
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from (select 1 from chunk_embeddings where space = ${target.space} limit ${INDEX_FROM_VECTORS}) as held`.execute(this.db);
+    const held = rows[0]?.n ?? 0;
+    if (held < INDEX_FROM_VECTORS && !(await this.indexExists(target))) {
+      this.below.set(target.space, { room: INDEX_FROM_VECTORS - held, until: Date.now() + RECOUNT_AFTER_MS });
+      return;
+    }
+    this.below.delete(target.space);
+    await this.createIndex(target);
+  }
+
+  private indexName(target: EmbeddingTarget): string {
+    return `chunk_embeddings_hnsw_${createHash('sha256').update(target.space).digest('hex').slice(0, 16)}`;
+  }
+
+  /** Made already (by another process, or before a restart): it is kept by writes whatever the count. */
+  private async indexExists(target: EmbeddingTarget): Promise<boolean> {
+    const { rows } = await sql<{ found: number }>`select 1 as found from pg_indexes where indexname = ${this.indexName(target)}`.execute(this.db);
+    if (rows.length > 0) this.indexed.add(target.space);
+    return rows.length > 0;
+  }
+
+  private async createIndex(target: EmbeddingTarget): Promise<void> {
+    const name = this.indexName(target);
     // The space is written into the index's predicate as a literal; it is the project's own configuration, quoted.
     const literal = `'${target.space.replace(/'/g, "''")}'`;
     try {
@@ -53,6 +92,8 @@ export class PgVectorIndex implements VectorIndex {
   }
 
   async write(target: EmbeddingTarget, _document: IndexedDocument, vectors: ChunkVector[], trx: Kysely<RuntimeSchema> = this.db): Promise<void> {
+    const below = this.below.get(target.space);
+    if (below) below.room -= vectors.length;
     for (let i = 0; i < vectors.length; i += 200) {
       await trx
         .insertInto('chunk_embeddings')
