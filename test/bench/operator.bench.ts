@@ -117,6 +117,7 @@ export async function run(): Promise<BenchReport> {
         { key: 'heapMiB', label: 'heap used MiB', ratio: true },
         { key: 'heapTotalMiB', label: 'heap reserved MiB', ratio: true },
         { key: 'externalMiB', label: 'external MiB', ratio: true },
+        { key: 'anonMiB', label: 'anonymous RSS MiB', ratio: true },
       ],
       rows: [
         { case: 'resident memory', impl: 'operator started, no Project yet', baseline: true, figures: idle },
@@ -295,7 +296,7 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 function processMemory(pid: number): Record<string, number> {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kib = (field: string) => Number(/(\d+) kB/.exec(status.split('\n').find((line) => line.startsWith(`${field}:`)) ?? '')?.[1] ?? Number.NaN);
-  return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
+  return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024, anonMiB: kib('RssAnon') / 1024 };
 }
 
 /** The operator's V8 heap, live and reserved, from its own metrics (prom-client's process.memoryUsage()). */

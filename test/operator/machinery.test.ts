@@ -5,10 +5,11 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, type Project } from '@agentplane/lib/kubernetes/resources';
+import { API_VERSION, LABELS, MANAGED_BY, type Project } from '@agentplane/lib/kubernetes/resources';
 import { silentLogger } from '@agentplane/lib/logging';
 import { ensureFinalizer, finalize } from '@agentplane/operator/finalizers';
 import { KubeClient } from '@agentplane/operator/kube/client';
+import { OwnedObjectCache } from '@agentplane/operator/kube/owned';
 import { LeaderElector } from '@agentplane/operator/leader';
 import { setCondition, writeStatus } from '@agentplane/operator/status';
 import { eventually } from '../harness/eventually.js';
@@ -256,6 +257,37 @@ describe.skipIf(!binaries)('operator machinery on a real API server', () => {
       expect(await exited).toBe(0);
       const lease = await kube.coordination.readNamespacedLease({ name: 'main-program', namespace: OPERATOR_NAMESPACE });
       expect(lease.spec?.holderIdentity ?? '').toBe('');
+    });
+  });
+  describe('watch caches', () => {
+    it('keep what the operator made without its field ownership records, through the list and every event after', async () => {
+      const core = cluster.kubeConfig().makeApiClient(k8s.CoreV1Api);
+      const labels = { [LABELS.managedBy]: MANAGED_BY };
+      await core.createNamespacedConfigMap({ namespace: OPERATOR_NAMESPACE, body: { metadata: { name: 'listed', labels }, data: { a: '1' } } });
+      const cache = new OwnedObjectCache(cluster.kubeConfig(), [{ apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' }], silentLogger());
+      await Promise.all(cache.watches.map((watch) => watch.start()));
+      try {
+        const ref = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace: OPERATOR_NAMESPACE, name });
+        // The API server keeps ownership records on each object; the cache does not, from the list on.
+        expect((await core.readNamespacedConfigMap({ namespace: OPERATOR_NAMESPACE, name: 'listed' })).metadata?.managedFields?.length).toBeGreaterThan(0);
+        const listed = cache.get<k8s.V1ConfigMap>(ref('listed'));
+        expect(listed?.data).toEqual({ a: '1' });
+        expect(listed?.metadata).not.toHaveProperty('managedFields');
+
+        // An object added, then changed, while the watch runs.
+        await core.createNamespacedConfigMap({ namespace: OPERATOR_NAMESPACE, body: { metadata: { name: 'watched', labels }, data: { b: '1' } } });
+        await core.patchNamespacedConfigMap(
+          { namespace: OPERATOR_NAMESPACE, name: 'watched', body: { data: { b: '2' } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
+        const watched = await eventually(() => {
+          const object = cache.get<k8s.V1ConfigMap>(ref('watched'));
+          return object?.data?.b === '2' ? object : false;
+        }, { what: 'the change in the cache' });
+        expect(watched.metadata).not.toHaveProperty('managedFields');
+      } finally {
+        await Promise.all(cache.watches.map((watch) => watch.stop()));
+      }
     });
   });
 });

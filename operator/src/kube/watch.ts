@@ -1,6 +1,10 @@
 // Keeps one kind of object watched: client-node's informer lists, then watches from that list's resourceVersion
 // (relisting by itself after 410 Gone); when the watch fails otherwise it stops, so this restarts it with a growing
 // delay. `synced` says the first list has arrived and the watch is running: the operator's readiness.
+//
+// Objects are cached without `metadata.managedFields`: the operator writes by server-side apply and never reads
+// them, and for an applied object they are about as large as the rest of it (every field it sets, named again), so
+// at a thousand Projects they were much of the operator's heap (docs/benchmarks.md).
 import * as k8s from '@kubernetes/client-node';
 import { errorMessage } from '@agentplane/lib/errors';
 import type { Logger } from '@agentplane/lib/logging';
@@ -28,9 +32,16 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
     private readonly spec: WatchSpec<T>,
     private readonly logger: Logger,
   ) {
-    this.informer = k8s.makeInformer(kubeConfig, spec.path, spec.list, spec.labelSelector);
-    this.informer.on('add', (object) => spec.onChange(object, 'add'));
-    this.informer.on('update', (object) => spec.onChange(object, 'update'));
+    const list = async () => {
+      const listed = await spec.list();
+      for (const object of listed.items) withoutManagedFields(object);
+      return listed;
+    };
+    this.informer = k8s.makeInformer(kubeConfig, spec.path, list, spec.labelSelector);
+    // The cache holds the very object a watch event hands these listeners (registered first, so before any other):
+    // trimmed here, it is trimmed there.
+    this.informer.on('add', (object) => spec.onChange(withoutManagedFields(object), 'add'));
+    this.informer.on('update', (object) => spec.onChange(withoutManagedFields(object), 'update'));
     this.informer.on('delete', (object) => spec.onChange(object, 'delete'));
     this.informer.on('error', (error) => this.failed(error));
   }
@@ -80,4 +91,10 @@ export class ObjectWatch<T extends k8s.KubernetesObject> {
       if (!this.stopped) void this.connect().catch((failure: unknown) => this.failed(failure));
     }, delayMs);
   }
+}
+
+/** Drops the object's field ownership records (see the head of this file); answers the object. */
+export function withoutManagedFields<T extends k8s.KubernetesObject>(object: T): T {
+  if (object.metadata?.managedFields !== undefined) delete object.metadata.managedFields;
+  return object;
 }
