@@ -162,6 +162,19 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
   it('makes no writes at steady state, and reads only the reconciled objects themselves from the API server', async () => {
     const tenant = await env.admin.createTenant('alpha', namespaceOf('alpha'), { default_model: 'model-a' });
     await waitForCondition(() => env.admin.tenant(namespaceOf('alpha'), tenant.metadata.name), 'Ready', 'True');
+    // The main operator settled first (nothing queued, no write for a second): the world has stopped changing, so
+    // whatever the steady operator's first passes find can only confirm what it did. Under load the earlier
+    // rollout's last status changes could otherwise land just as the steady operator starts, and be its to write.
+    let lastWrites = -1;
+    await eventually(
+      async () => {
+        const writes = await operator.metrics.writesTotal();
+        const settled = writes === lastWrites && operator.queue.depth === 0;
+        lastWrites = writes;
+        return settled;
+      },
+      { what: 'the main operator settled', intervalMs: 1_000, timeoutMs: 60_000 },
+    );
     const steady = await startOperator(env.cluster, env.config({ ...sharedStores, RESYNC_SECONDS: '1', LEADER_ELECTION_LEASE: 'steady-state' }), { runtimeClient: env.runtimeClient });
     try {
       // Its first passes over everything it finds may only confirm what the main operator did.
