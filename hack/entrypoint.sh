@@ -21,8 +21,8 @@ case "$program" in
   runtime) main=runtime/dist/main.js ;;
   operator)
     main=operator/dist/main.js flags=--max-semi-space-size=2
-    # Two malloc arenas instead of glibc's eight per core: after a 1,000-Project burst the memory the allocator kept
-    # outside V8's heap fell by half (RSS 2.69x idle instead of 3.74x, at the same pace; docs/benchmarks.md).
+    # Two malloc arenas instead of glibc's eight per core, for a single-threaded program that allocates in bursts:
+    # lower RSS after a 1,000-Project burst in the runs made, though they vary widely (docs/benchmarks.md).
     export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
     ;;
   migrate) main=runtime/dist/migrate.js ;;
