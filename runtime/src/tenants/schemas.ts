@@ -168,6 +168,9 @@ function isApiRoot(value: string): boolean {
   }
 }
 
+/** A URL the control plane pushes, `what` named in its refusal. */
+const apiRoot = (what: string) => z.string().max(2048).refine(isApiRoot, `must be an http(s) URL without credentials: ${what}`);
+
 /** A key the control plane pushes: in clear on the admin channel, never one of our redacted renderings of it. */
 const pushedKey = z
   .string()
@@ -186,11 +189,7 @@ export const ProviderSectionSchema = z
   .strictObject({
     id: z.string().min(1).max(256).meta({ description: 'The control plane\'s credential id' }),
     kind: z.enum(PROVIDER_KINDS).meta({ description: 'How the provider is spoken to: OpenAI itself, or any server speaking its API' }),
-    base_url: z
-      .string()
-      .max(2048)
-      .refine(isApiRoot, 'must be an http(s) URL without credentials: the API root, such as https://api.openai.com/v1')
-      .meta({ description: 'The API root, such as https://api.openai.com/v1' }),
+    base_url: apiRoot('the API root, such as https://api.openai.com/v1').meta({ description: 'The API root, such as https://api.openai.com/v1' }),
     api_key: pushedKey.meta({ description: 'The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused' }),
     models: configNames.meta({ description: 'Chat models this credential serves' }),
     prices: z
@@ -237,20 +236,16 @@ export const UsageLimitsSchema = z
   })
   .meta({ id: 'UsageLimits' });
 
-/** How documents are embedded and searched (docs/decisions/0041). */
 /** A project's own Pinecone index (docs/decisions/0047): its data-plane host and key; the tenant's vectors go in its namespace. */
 export const VectorIndexSectionSchema = z
   .strictObject({
     provider: z.literal('pinecone').meta({ description: 'The only index a project may bring: Pinecone' }),
-    index_host: z
-      .string()
-      .max(2048)
-      .refine(isApiRoot, 'must be an http(s) URL without credentials: the index host, such as https://docs-abc123.svc.us-east-1.pinecone.io')
-      .meta({ description: "The index's data-plane host, from describe_index or the console" }),
+    index_host: apiRoot('the index host, such as https://docs-abc123.svc.us-east-1.pinecone.io').meta({ description: "The index's data-plane host, from describe_index or the console" }),
     api_key: pushedKey.meta({ description: 'The Pinecone key, in clear on the admin channel; sealed at rest and shown redacted, and a redacted one is refused' }),
   })
   .meta({ id: 'VectorIndexSection' });
 
+/** How documents are embedded and searched (docs/decisions/0041). */
 export const RetrievalSectionSchema = z
   .strictObject({
     embedding: z
