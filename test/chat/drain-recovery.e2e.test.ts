@@ -186,7 +186,9 @@ describe('a runtime process stopped mid-turn', () => {
     fake.script({ text: words(600), dripMs: 100 });
     const { start, seen, events } = await streamUntilTokens(await calls.endUser('/chat/stream', token, { method: 'POST', body: JSON.stringify({ message: 'a long one' }) }), 3);
     rt.child.kill('SIGTERM');
-    const frames = [...seen, ...(await rest(events))];
+    const frames = [...seen, ...(await rest(events).catch((error: unknown) => {
+      throw new Error(`the stream broke off before its terminal frame; the runtime said:\n${rt.output()}`, { cause: error });
+    }))];
     const last = frames.at(-1)!;
     expect(last).toMatchObject({ event: 'error', data: { status: 500, code: 'run_interrupted', retryable: true, run_id: start.run_id, session_id: start.session_id } });
     expect(frames.filter((e) => e.event === 'done' || e.event === 'error')).toHaveLength(1);

@@ -1,6 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardedFetch } from './guarded-fetch.js';
 import type { Resolver, UrlPolicy } from './url-guard.js';
@@ -17,6 +19,7 @@ interface Seen {
 let server: http.Server;
 let port: number;
 let seen: Seen[] = [];
+let dripClosed = Promise.withResolvers<void>();
 
 beforeAll(async () => {
   server = http.createServer((req, res) => {
@@ -35,6 +38,16 @@ beforeAll(async () => {
           return redirect(302, '/loop');
         case '/silent':
           return; // accepts, reads the request, never answers
+        case '/drip': {
+          // Streams a line every 10 ms until the client goes; says when its connection closed.
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          const timer = setInterval(() => res.write('more\n'), 10);
+          res.once('close', () => {
+            clearInterval(timer);
+            dripClosed.resolve();
+          });
+          return;
+        }
         default:
           return res.writeHead(404).end('no such path');
       }
@@ -47,6 +60,10 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
+
+// A full collection on demand, without starting the test process with --expose-gc.
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
 
 const toLoopback: Resolver = async () => [{ address: '127.0.0.1', family: 4 }];
 const dev: UrlPolicy = { allowPrivate: true, allowHttp: true, resolve: toLoopback };
@@ -138,6 +155,25 @@ describe('guardedFetch', () => {
     const pending = guardedFetch(`http://model.test:${port}/silent`, { signal: controller.signal }, dev);
     setTimeout(() => controller.abort(), 50);
     await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it("stops a streamed answer when the caller's signal aborts, after the request was garbage collected", async () => {
+    // fetch's Request follows the caller's signal through a WeakRef: once the Request is collected (a long stream
+    // outlives it), an abort no longer reaches it. The caller's own signal must be the one the socket listens to.
+    dripClosed = Promise.withResolvers<void>();
+    const controller = new AbortController();
+    const res = await guardedFetch(`http://model.test:${port}/drip`, { signal: controller.signal }, dev);
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('more');
+    for (let i = 0; i < 3; i++) {
+      collectGarbage();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    controller.abort();
+    await dripClosed.promise;
+    await expect((async () => {
+      for (;;) if ((await reader.read()).done) return 'ended quietly';
+    })()).rejects.toBeDefined();
   });
 
   it('keeps the original name for TLS while connecting to the pinned address, and still verifies the certificate', async () => {

@@ -38,6 +38,9 @@ export async function guardedFetch(
 ): Promise<Response> {
   let target = await checkUrl(input instanceof Request ? input.url : input, policy);
   const request = new Request(input, init);
+  // The caller's own signal, not `request.signal`: a Request follows it only through a WeakRef, so once the Request
+  // is collected (a streamed answer outlives it) an abort would no longer reach the socket.
+  const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
   const timeoutMs = policy.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const headers = new Headers(request.headers);
   headers.delete('host');
@@ -47,7 +50,7 @@ export async function guardedFetch(
   let body = method === 'GET' || method === 'HEAD' ? undefined : Buffer.from(await request.arrayBuffer());
 
   for (let hop = 0; ; hop++) {
-    const res = await send(target, method, headers, body, request.signal, timeoutMs, connections);
+    const res = await send(target, method, headers, body, signal ?? undefined, timeoutMs, connections);
     const location = res.headers.location;
     if (!REDIRECT_STATUSES.has(res.statusCode ?? 0) || !location || request.redirect === 'manual') {
       return toResponse(res, target.url, method, hop > 0);
@@ -81,7 +84,7 @@ function send(
   method: string,
   headers: Headers,
   body: Buffer | undefined,
-  signal: AbortSignal,
+  signal: AbortSignal | undefined,
   timeoutMs: number,
   connections: ConnectionPool | undefined,
 ): Promise<http.IncomingMessage> {
@@ -98,7 +101,7 @@ function send(
       // A pooled agent pins its connections to this same address set itself (its lookup wins over this one).
       agent: connections ? connections.agentFor(target) : false,
       lookup: pinnedLookup(addresses),
-      signal,
+      ...(signal ? { signal } : {}),
       // Socket idle limit: covers a server that accepts and then goes silent, before or during the body.
       timeout: timeoutMs,
     });
@@ -113,7 +116,7 @@ function send(
     });
     req.on('error', (err) => {
       clearTimeout(deadline);
-      if (signal.aborted) reject(signal.reason);
+      if (signal?.aborted) reject(signal.reason);
       else if (err instanceof AppError) reject(err);
       else reject(upstreamFailed(`could not reach ${url.origin}: ${err.message}`, err));
     });
