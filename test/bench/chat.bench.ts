@@ -533,7 +533,15 @@ export async function retentionTable(setup: string, env: Record<string, string>)
 // ---- the bench ----
 
 /** Blocking latency, first token and replay on one setup; the long stream and open streams only on embedded. */
+/**
+ * Which tables run: all by default; `BENCH_CHAT_TABLES=latency,outside` (of latency, stream, replay, streams,
+ * retention, outside) runs only those, on every setup, while working on one of them.
+ */
+const chosenTables = process.env.BENCH_CHAT_TABLES?.split(',').map((name) => name.trim());
+const wanted = (table: string) => !chosenTables || chosenTables.includes(table);
+
 async function measureSetup(report: BenchReport, setup: string, env: Record<string, string>, full: boolean): Promise<void> {
+  if (!wanted('latency') && !(full && wanted('stream')) && !wanted('replay')) return;
   const teardown = new Teardown();
   try {
     const fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL], record: false });
@@ -541,9 +549,9 @@ async function measureSetup(report: BenchReport, setup: string, env: Record<stri
     const world = await chatWorld({ ...env, PROVIDER_TIMEOUT_MS: '60000' }, { fake });
     teardown.add(() => world.stop());
     const targets = [direct(fake), await ours(world, `ours (${setup})`)];
-    report.tables.push(await latencyTable(setup, fake, targets));
-    if (full) report.tables.push(await longStreamTable(setup, fake, targets));
-    report.tables.push(await replayTable(setup, world));
+    if (wanted('latency')) report.tables.push(await latencyTable(setup, fake, targets));
+    if (full && wanted('stream')) report.tables.push(await longStreamTable(setup, fake, targets));
+    if (wanted('replay')) report.tables.push(await replayTable(setup, world));
   } finally {
     await teardown.run();
   }
@@ -580,9 +588,9 @@ export async function outsideTable(setup: string, env: Record<string, string>): 
 export async function run(): Promise<BenchReport> {
   const report: BenchReport = { name: 'chat', tables: [], skipped: [] };
   await measureSetup(report, 'embedded', {}, true);
-  report.tables.push(await openStreamsTable());
-  report.tables.push(await retentionTable('embedded', {}));
-  report.tables.push(await outsideTable('embedded', {}));
+  if (wanted('streams')) report.tables.push(await openStreamsTable());
+  if (wanted('retention')) report.tables.push(await retentionTable('embedded', {}));
+  if (wanted('outside')) report.tables.push(await outsideTable('embedded', {}));
   if (!availableSetups().includes('scale')) {
     report.skipped.push('scale: PostgreSQL, Redis or MinIO binary not found');
     return report;
@@ -590,8 +598,8 @@ export async function run(): Promise<BenchReport> {
   const services = await ScaleServices.start();
   try {
     await measureSetup(report, 'scale', await services.env(), false);
-    report.tables.push(await retentionTable('scale', await services.env()));
-    report.tables.push(await outsideTable('scale', await services.env()));
+    if (wanted('retention')) report.tables.push(await retentionTable('scale', await services.env()));
+    if (wanted('outside')) report.tables.push(await outsideTable('scale', await services.env()));
   } finally {
     await services.stop();
   }
