@@ -93,6 +93,27 @@ function eventBusContract(backend: () => Backend): void {
     expect(await bus.logs.read(empty, 0)).toEqual({ state: 'closed', lastId: 0, events: [] });
   });
 
+  it('appends a last frame and closes the log in one step, which a tail follows to its end', async () => {
+    const bus = backend().open();
+    const key = newKey();
+    await bus.logs.append(key, 'first');
+    const tail = follow(bus.logs, key, 0);
+    await waitFor(() => tail.ids.length === 1, 'the first frame');
+    expect(await bus.logs.appendLast(key, 'last')).toBe(2);
+    expect(await tail.done).toEqual([1, 2]);
+    expect(await bus.logs.read(key, 0)).toEqual({ state: 'closed', lastId: 2, events: [{ id: 1, data: 'first' }, { id: 2, data: 'last' }] });
+    await expect(bus.logs.appendLast(key, 'again')).rejects.toMatchObject({ kind: 'conflict', code: 'log_closed' });
+    await expect(bus.logs.append(key, 'late')).rejects.toMatchObject({ kind: 'conflict', code: 'log_closed' });
+    await bus.logs.close(key);
+    expect(await bus.logs.read(key, 1)).toEqual({ state: 'closed', lastId: 2, events: [{ id: 2, data: 'last' }] });
+
+    // A log whose only frame is its last.
+    const single = newKey();
+    expect(await bus.logs.appendLast(single, { done: true })).toBe(1);
+    expect(await bus.logs.read(single, 0)).toEqual({ state: 'closed', lastId: 1, events: [{ id: 1, data: { done: true } }] });
+    expect(await follow(bus.logs, single, 0).done).toEqual([1]);
+  });
+
   it('gives unique increasing ids to two processes appending at once', async () => {
     const a = backend().open();
     const b = backend().peer(a);

@@ -88,6 +88,20 @@ class MemoryLogs implements EventLogs {
   }
 
   async append<T>(key: string, data: T): Promise<number> {
+    return this.appendNow(key, data);
+  }
+
+  async appendLast<T>(key: string, data: T): Promise<number> {
+    const id = this.appendNow(key, data);
+    this.closeNow(key);
+    return id;
+  }
+
+  async close(key: string): Promise<void> {
+    this.closeNow(key);
+  }
+
+  private appendNow<T>(key: string, data: T): number {
     checkKey(key);
     const json = toJson(data);
     const log = this.current(key) ?? this.create(key);
@@ -103,7 +117,7 @@ class MemoryLogs implements EventLogs {
     return id;
   }
 
-  async close(key: string): Promise<void> {
+  private closeNow(key: string): void {
     checkKey(key);
     const log = this.current(key) ?? this.create(key);
     if (log.closed) return;

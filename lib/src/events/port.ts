@@ -24,6 +24,12 @@ export interface EventLogs {
   append<T>(key: string, data: T): Promise<number>;
   /** Marks the log finished (its terminal frame is written): tails end once drained. Idempotent. */
   close(key: string): Promise<void>;
+  /**
+   * Appends the log's terminal frame and closes the log in one step, returning the frame's id: one round trip
+   * instead of two, and nothing (another frame, a reordered retry) can land between them. A closed log takes
+   * nothing (`log_closed`).
+   */
+  appendLast<T>(key: string, data: T): Promise<number>;
   /** Frames with id > afterId, oldest first, at most `limit` (all when omitted). */
   read<T>(key: string, afterId: number, limit?: number): Promise<LogRead<T>>;
   /**

@@ -89,6 +89,19 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PUBLISH', ARGV[3], 'closed')
 return 1`);
 
+// KEYS: stream, marker. ARGV: frame json, log ms, marker ms, notice channel. The append and the close as one step.
+// Returns the frame's id, or 0 when the log was closed already.
+const appendLastFrame = new Script(`
+if redis.call('HGET', KEYS[2], 'closed') == '1' then return 0 end
+local id = redis.call('HINCRBY', KEYS[2], 'last', 1)
+redis.call('HSET', KEYS[2], 'closed', '1')
+redis.call('XADD', KEYS[1], id .. '-0', 'd', ARGV[1])
+redis.call('XADD', KEYS[1], id .. '-1', 'closed', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'closed')
+return id`);
+
 // KEYS: stream, marker. ARGV: first stream id wanted, max entries ('0': all).
 // Returns {'expired'} | {'missing'} | {state, lastId, entries}.
 const readFrames = new Script(`
@@ -243,6 +256,16 @@ class RedisLogs implements EventLogs {
     const { logMs, markerMs } = this.retention;
     const id = Number(
       await appendFrame.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]),
+    );
+    if (id === 0) throw logClosed(key);
+    return id;
+  }
+
+  async appendLast<T>(key: string, data: T): Promise<number> {
+    checkKey(key);
+    const { logMs, markerMs } = this.retention;
+    const id = Number(
+      await appendLastFrame.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]),
     );
     if (id === 0) throw logClosed(key);
     return id;

@@ -161,8 +161,11 @@ export class TurnEngine {
 
   /** Writes the terminal frame and closes the log. */
   async end(tenantId: string, runId: string, frame: TerminalFrame): Promise<void> {
-    await this.frame(tenantId, runId, frame);
-    await this.deps.events.logs.close(runLogKey(tenantId, runId));
+    try {
+      await this.deps.events.logs.appendLast(runLogKey(tenantId, runId), frame);
+    } catch (error) {
+      if (!(error instanceof LogClosedError)) throw error;
+    }
     this.held.get(runId)?.ended?.(frame);
   }
 
@@ -618,13 +621,15 @@ export class TurnEngine {
       }
       throw error;
     });
-    if (ended.message) {
-      history.push(ended.message);
-      await deps.conversations.notify(turn.tenantId, turn.sessionId, [ended.message]);
+    if (ended.message) history.push(ended.message);
+    // The conversation's followers hear of the message while the log takes its `done` frame: both are stored by now.
+    const notified = ended.message ? deps.conversations.notify(turn.tenantId, turn.sessionId, [ended.message]) : undefined;
+    if (ended.outcome !== 'ended') {
+      await notified;
+      return ended.outcome;
     }
-    if (ended.outcome !== 'ended') return ended.outcome;
     const messageId = ended.message?.id ?? outcome.messageId;
-    await this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals));
+    await Promise.all([notified, this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals))]);
     if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
     return 'ended';
   }
