@@ -59,6 +59,7 @@ import { Features } from './features.js';
 import { runtimeMigrations } from './store/migrations.js';
 import type { RuntimeSchema } from './store/schema.js';
 import { configurationDigestKey, registerConfigurations, TenantConfigurationService } from './tenants/configuration.js';
+import { TenantChangeNotices, TRUST_STAMP_MS } from './tenants/change-notices.js';
 import { TenantEraser } from './tenants/erase.js';
 import { tenantConfigurationRoutes, tenantRoutes } from './tenants/routes.js';
 import { TenantService } from './tenants/service.js';
@@ -148,7 +149,27 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const features = new Features(eraser, logger);
     closers.unshift(() => features.shutdown());
     const tenants = new TenantService(database.db, secretBox, eraser);
-    const configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey), database.changesTo(['tenants', 'tenant_configurations']));
+    // A stamp is re-read only once the tenant tables may have changed: on the embedded store when this process wrote
+    // to them; on a shared one when any replica says it did, or a second has passed (decision 0049).
+    const tenantTables = ['tenants', 'tenant_configurations'];
+    const ownWrites = database.changesTo(tenantTables);
+    let configurations: TenantConfigurationService;
+    if (ownWrites) configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey), ownWrites);
+    else {
+      const notices = new TenantChangeNotices(events.pubsub, logger);
+      database.onCommittedWrites(tenantTables, () => notices.announce());
+      // Not awaited, like the run control channel: with Redis away at start the service still starts, and until it
+      // listens each stamp is trusted for a second at most.
+      let stopListening: (() => Promise<void>) | undefined;
+      notices.listen().then(
+        (stop) => {
+          stopListening = stop;
+        },
+        (error: unknown) => logger.warn({ err: error }, `could not listen for tenant change notices; cached tenant stamps are trusted ${TRUST_STAMP_MS} ms at most`),
+      );
+      closers.unshift(async () => stopListening?.());
+      configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey), () => notices.count(), TRUST_STAMP_MS);
+    }
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     registerConfigurations(features, configurations);
     registerNarrowingKeys(features, narrowingKeys);

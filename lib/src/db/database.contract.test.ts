@@ -192,6 +192,42 @@ function contract(name: string, open: () => Promise<Database<Schema>>) {
       }
     });
 
+    it('tells a listener of each committed write to the tables it watches, at the commit, and of no rolled-back one', async () => {
+      const heard: string[] = [];
+      let inside = -1;
+      database.onCommittedWrites(['counters'], () => {
+        heard.push('counters');
+      });
+      database.onCommittedWrites(['embeddings'], () => {
+        heard.push('embeddings');
+      });
+      await db.updateTable('counters').set({ value: 1 }).where('id', '=', 1).execute();
+      expect(heard).toEqual(['counters']);
+      await db.selectFrom('counters').selectAll().execute();
+      await db.insertInto('notes').values({ tenant_id: tenantA, body: JSON.stringify({ unwatched: true }) }).execute();
+      expect(heard).toEqual(['counters']);
+
+      await db.transaction().execute(async (trx) => {
+        await trx.updateTable('counters').set({ value: 2 }).where('id', '=', 1).execute();
+        await sql`insert into embeddings (tenant_id, embedding) values (${tenantA}, '[1,1,1]')`.execute(trx);
+        await trx.updateTable('counters').set({ value: 3 }).where('id', '=', 1).execute();
+        inside = heard.length;
+      });
+      expect(inside).toBe(1);
+      expect(heard.slice(1).sort()).toEqual(['counters', 'embeddings']);
+
+      await expect(db.transaction().execute(async (trx) => {
+        await trx.updateTable('counters').set({ value: 4 }).where('id', '=', 1).execute();
+        throw new Error('changed my mind');
+      })).rejects.toThrow('changed my mind');
+      // A failed write outside a transaction commits nothing either.
+      await expect(db.insertInto('counters').values({ id: 1, value: 5 }).execute()).rejects.toMatchObject({ code: '23505' });
+      expect(heard).toHaveLength(3);
+      expect((await db.selectFrom('counters').select('value').where('id', '=', 1).executeTakeFirstOrThrow()).value).toBe(3);
+      await db.updateTable('counters').set({ value: 0 }).where('id', '=', 1).execute();
+      expect(heard).toHaveLength(4);
+    });
+
     it('answers ping', async () => {
       await expect(database.ping()).resolves.toBeUndefined();
     });

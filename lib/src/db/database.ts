@@ -29,6 +29,13 @@ export interface Database<Schema> {
    * statement at a time, so a cache is never tagged as newer than what it read.
    */
   changesTo(tables: readonly string[]): (() => number) | undefined;
+  /**
+   * Calls `listener` once a statement this process sent that writes to any of `tables` has committed: at once for
+   * a statement outside a transaction, at its transaction's commit otherwise (a rolled-back write calls nothing).
+   * What a shared store's replicas tell each other their caches of those tables may be stale with; a write made
+   * outside this process is not seen.
+   */
+  onCommittedWrites(tables: readonly string[], listener: () => void | Promise<void>): void;
   /** Resolves when the database answers a query (used by GET /ready). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -53,6 +60,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
       db,
       statements: counted.statements,
       changesTo: () => undefined,
+      onCommittedWrites: counted.onCommittedWrites,
       ping: async () => {
         try {
           await sql`select 1`.execute(db);
@@ -87,6 +95,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     db,
     statements: counted.statements,
     changesTo: (tables) => counted.watchWrites(tables),
+    onCommittedWrites: counted.onCommittedWrites,
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -98,17 +107,46 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
   };
 }
 
+/** Statements that open and end a transaction, as Kysely sends them (`rollback to savepoint` ends nothing). */
+const BEGINS = /^\s*(?:begin|start\s+transaction)\b/i;
+const COMMITS = /^\s*(?:commit|end)\b/i;
+const ROLLS_BACK = /^\s*(?:rollback|abort)\b(?!\s+to\b)/i;
+
+interface WriteWatch {
+  writes: RegExp;
+  count: number;
+  /** Called once a matching write has committed; the statement's answer waits for it (it must not throw). */
+  committed?: () => void | Promise<void>;
+}
+
 /**
  * A pool whose clients count the statements they send, and the writes to watched tables: one counter and a few
- * regular expressions per statement, cheap enough to keep on in production.
+ * regular expressions per statement, cheap enough to keep on in production. Each client follows whether it is inside
+ * a transaction, so a watch that wants to hear of committed writes hears of them at the commit.
  */
-function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () => number; watchWrites: (tables: readonly string[]) => () => number } {
+function countingPool(pool: PostgresPool): {
+  pool: PostgresPool;
+  statements: () => number;
+  watchWrites: (tables: readonly string[]) => () => number;
+  onCommittedWrites: (tables: readonly string[], listener: () => void | Promise<void>) => void;
+} {
   let statements = 0;
-  const watches: { writes: RegExp; count: number }[] = [];
+  const watches: WriteWatch[] = [];
   // One wrapper per pooled client, so Kysely (which keys its connections by client) keeps reusing its own.
   const wrappers = new WeakMap<PostgresPoolClient, PostgresPoolClient>();
+  const watchFor = (tables: readonly string[], committed?: () => void | Promise<void>): WriteWatch => {
+    // Anywhere in the text, so a write inside a CTE counts too; quoted (Kysely) or bare (hand-written SQL).
+    const names = tables.map((table) => table.replace(/[^a-z0-9_]/gi, '')).join('|');
+    const watch: WriteWatch = { writes: new RegExp(`\\b(?:insert\\s+into|update|delete\\s+from|truncate(?:\\s+table)?)\\s+"?(?:${names})"?(?![\\w"])`, 'i'), count: 0 };
+    if (committed) watch.committed = committed;
+    watches.push(watch);
+    return watch;
+  };
   const wrap = (client: PostgresPoolClient): PostgresPoolClient => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    let inTransaction = false;
+    // Watches whose tables this client wrote in the transaction it has open.
+    let uncommitted = new Set<WriteWatch>();
     return {
       get processID() {
         return client.processID;
@@ -116,8 +154,31 @@ function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () 
       query: ((...args: unknown[]) => {
         statements += 1;
         const text = args[0];
-        if (typeof text === 'string') for (const watch of watches) if (watch.writes.test(text)) watch.count += 1;
-        return query(...args);
+        let committing: Set<WriteWatch> | undefined;
+        if (typeof text === 'string') {
+          for (const watch of watches) {
+            if (!watch.writes.test(text)) continue;
+            watch.count += 1;
+            if (watch.committed) uncommitted.add(watch);
+          }
+          if (BEGINS.test(text)) inTransaction = true;
+          else if (ROLLS_BACK.test(text)) {
+            inTransaction = false;
+            uncommitted.clear();
+          } else if ((COMMITS.test(text) || !inTransaction) && uncommitted.size > 0) {
+            inTransaction = false;
+            committing = uncommitted;
+            uncommitted = new Set();
+          } else if (COMMITS.test(text)) inTransaction = false;
+        }
+        const result = query(...args);
+        if (!committing || !(result instanceof Promise)) return result;
+        const heard = committing;
+        // The caller hears of its commit once the listeners have (a replica told before the writer answers).
+        return result.then(async (answer: unknown) => {
+          await Promise.all([...heard].map(async (watch) => watch.committed!()));
+          return answer;
+        });
       }) as PostgresPoolClient['query'],
       release: (destroy?: boolean) => client.release(destroy),
     };
@@ -125,11 +186,11 @@ function countingPool(pool: PostgresPool): { pool: PostgresPool; statements: () 
   return {
     statements: () => statements,
     watchWrites(tables) {
-      // Anywhere in the text, so a write inside a CTE counts too; quoted (Kysely) or bare (hand-written SQL).
-      const names = tables.map((table) => table.replace(/[^a-z0-9_]/gi, '')).join('|');
-      const watch = { writes: new RegExp(`\\b(?:insert\\s+into|update|delete\\s+from|truncate(?:\\s+table)?)\\s+"?(?:${names})"?(?![\\w"])`, 'i'), count: 0 };
-      watches.push(watch);
+      const watch = watchFor(tables);
       return () => watch.count;
+    },
+    onCommittedWrites(tables, listener) {
+      watchFor(tables, listener);
     },
     pool: {
       options: pool.options,

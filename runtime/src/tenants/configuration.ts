@@ -159,14 +159,18 @@ export class TenantConfigurationService {
     /** Keys the fingerprints of provider keys in the digest (`configurationDigestKey`). */
     private readonly digestKey: Buffer,
     /**
-     * On the embedded store, the count of writes to the tenant tables (`Database.changesTo`): while it stands still,
-     * a stamp read before is still the stored one, and a request costs no read to learn so.
+     * A count of changes to the tenant tables: while it stands still, a stamp read before is still the stored one,
+     * and a request costs no read to learn so. On the embedded store, the writes sent (`Database.changesTo`); on a
+     * shared store, the change notices heard from every replica (TenantChangeNotices), with `trustMs` as well.
      */
     private readonly tenantWrites?: () => number,
+    /** How long a stamp is trusted at most, whatever the count says (a shared store: a notice can be lost). */
+    private readonly trustMs?: number,
+    private readonly now: () => number = Date.now,
   ) {}
 
-  /** Stamps read under a count of tenant writes (embedded store only). */
-  private readonly stamps = new Map<string, { writes: number; stamp: TenantStamp }>();
+  /** Stamps read under a count of tenant changes, and when they were read. */
+  private readonly stamps = new Map<string, { writes: number; stamp: TenantStamp; readAt: number }>();
 
   /**
    * Stores a pushed configuration. A higher version replaces the stored one; the same version with the same
@@ -234,11 +238,12 @@ export class TenantConfigurationService {
     tenantId = canonicalTenantId(tenantId);
     // Taken before the read: a write sent meanwhile makes this entry stale rather than newer than it is.
     const writes = this.tenantWrites?.();
+    const readAt = this.now();
     const held = writes === undefined ? undefined : this.stamps.get(tenantId);
-    if (held && held.writes === writes) return held.stamp;
+    if (held && held.writes === writes && (this.trustMs === undefined || readAt - held.readAt < this.trustMs)) return held.stamp;
     const stamp = await this.readStamp(tenantId);
     if (writes !== undefined) {
-      if (stamp) this.stamps.set(tenantId, { writes, stamp });
+      if (stamp) this.stamps.set(tenantId, { writes, stamp, readAt });
       else this.stamps.delete(tenantId);
     }
     return stamp;
