@@ -175,6 +175,58 @@ describe('TurnEngine', () => {
     expect(usage).toMatchObject([{ purpose: 'turn', input_tokens: 12, output_tokens: 3 }]);
   });
 
+  it('takes over the model call sent while the turn was stored: one call, with the same prompt, relayed as usual', async () => {
+    models.push([{ type: 'text-delta', text: 'Ear' }, { type: 'text-delta', text: 'ly' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: 5, outputTokens: 2 } }]);
+    const turn = await storeTurn('Be quick');
+    const early = engine.callEarly(turn, 'Be quick');
+    // Sent before the run exists: the call is under way while the turn's rows would be stored.
+    await early.started;
+    expect(models.calls).toHaveLength(1);
+    await engine.launch(turn, startFrame(turn), undefined, early);
+    const frames = await framesOf(turn);
+    expect(frames.map((frame) => frame.type)).toEqual(['start', 'token', 'token', 'done']);
+    expect(terminal(frames)).toMatchObject({ type: 'done', content: 'Early', usage: { input_tokens: 5, output_tokens: 2 } });
+    expect(models.calls).toHaveLength(1);
+    expect(models.calls[0]!.request.messages).toEqual([
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Be quick' },
+    ]);
+    expect((await messagesOf(turn.sessionId)).map((row) => [row.role, row.content])).toEqual([['user', 'Be quick'], ['assistant', 'Early']]);
+  });
+
+  it('drops an early call the stored turn does not match, and calls again with the prompt the run has', async () => {
+    models.push([{ type: 'hang' }]);
+    models.push(script.text('From the stored turn.'));
+    const turn = await storeTurn('What was stored');
+    const early = engine.callEarly(turn, 'Something else');
+    await early.started;
+    await engine.launch(turn, startFrame(turn), undefined, early);
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'From the stored turn.' });
+    expect(models.calls).toHaveLength(2);
+    expect(models.calls[0]!.request.signal?.aborted).toBe(true);
+    expect(models.calls[1]!.request.messages.at(-1)).toEqual({ role: 'user', content: 'What was stored' });
+  });
+
+  it('aborts an early call whose turn was never stored', async () => {
+    models.push([{ type: 'hang' }]);
+    const early = engine.callEarly({ ...(await storeTurn('unused')), tenantId }, 'Never stored');
+    await early.started;
+    engine.discard(early);
+    expect(models.calls[0]!.request.signal?.aborted).toBe(true);
+  });
+
+  it('cancels an early call with its run', async () => {
+    models.push([{ type: 'text-delta', text: 'Partial' }, { type: 'hang' }]);
+    const turn = await storeTurn('Go on forever');
+    const early = engine.callEarly(turn, 'Go on forever');
+    await engine.launch(turn, startFrame(turn), undefined, early);
+    await waitForFrame(turn, 'token');
+    expect(engine.cancelHeld(turn.runId)).toBe(true);
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', finish_reason: 'cancelled' });
+    expect(models.calls).toHaveLength(1);
+    expect(models.calls[0]!.request.signal?.aborted).toBe(true);
+  });
+
   it('a client tool call pauses the turn; its answer is placed after the call on the next turn', async () => {
     const call = { id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' };
     models.push(script.toolCalls([call]));

@@ -9,7 +9,7 @@ import { storableText } from '@agentplane/lib/http/text';
 import type { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Effort } from '@agentplane/lib/permissions';
-import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, Usage } from '../models/port.js';
+import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, StreamPart, Usage } from '../models/port.js';
 import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { SessionPending } from '../store/schema.js';
 import { clampHistory, toModelMessages } from './history.js';
@@ -123,9 +123,26 @@ interface HeldRun {
   lost: boolean;
   /** Told the terminal frame once it is in the log, or undefined when the run stopped without writing one here. */
   ended?: (frame: TerminalFrame | undefined) => void;
+  /** The first model call, sent before the run was stored; its first step takes it over or drops it. */
+  early?: EarlyCall;
 }
 
 export type TerminalFrame = Extract<Frame, { type: 'done' | 'error' }>;
+
+/** What a turn's first model call needs before the turn is stored. */
+export type EarlyTurn = Pick<Turn, 'tenantId' | 'model' | 'target' | 'tools' | 'systemPrompt' | 'effort' | 'limits' | 'maxContextTokens'>;
+
+/**
+ * A turn's first model call, sent while the turn's rows are stored (docs/decisions/0050). The run takes it over at
+ * launch when its first prompt is the one the call was sent with; otherwise, and when the turn was not stored, it
+ * is dropped.
+ */
+export interface EarlyCall {
+  /** The call's own: aborted when the call is dropped, and by the run's (a cancel, a drain's cut-off) once taken over. */
+  controller: AbortController;
+  /** The call under way: its prompt and its parts. Rejects as the call would have (the limiter's refusal, say). */
+  started: Promise<{ messages: ModelMessage[]; parts: AsyncIterable<StreamPart>; stream: AsyncIterator<StreamPart> }>;
+}
 
 export class TurnEngine {
   /** Runs this process holds, by id: cancel from this process reaches them without a pub/sub round trip. */
@@ -186,9 +203,9 @@ export class TurnEngine {
    * `start` frame, then runs it in the background. Holding comes first, so a notice sent by anyone who learnt the
    * run id from that frame finds it. The caller has stored the running row.
    */
-  async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>, ended?: HeldRun['ended']): Promise<void> {
+  async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>, ended?: HeldRun['ended'], early?: EarlyCall): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
-    const run = this.hold(turn);
+    const run = this.hold(turn, early);
     if (ended) run.ended = ended;
     try {
       await this.frame(turn.tenantId, turn.runId, start);
@@ -201,6 +218,7 @@ export class TurnEngine {
       } catch (failure) {
         this.deps.logger.error({ err: failure, run_id: turn.runId }, 'could not fail a run whose start frame was refused');
       } finally {
+        this.drop(run);
         this.release(turn.runId);
         finished();
       }
@@ -209,6 +227,39 @@ export class TurnEngine {
     void this.execute(turn, run)
       .catch((error: unknown) => this.deps.logger.error({ err: error, run_id: turn.runId }, 'run failed outside its own handling'))
       .finally(finished);
+  }
+
+  /**
+   * Sends a turn's first model call before the turn is stored, for a prompt known without the store: a new
+   * conversation's first step, which sees the system prompt and the person's message alone (a turn with automatic
+   * document context searches first, and is not called early). The start statement and the provider's answer then
+   * overlap instead of following each other. The limiter is asked first, as the run's first step would.
+   */
+  callEarly(turn: EarlyTurn, message: string): EarlyCall {
+    const controller = new AbortController();
+    const started = (async () => {
+      const messages = await this.promptOf(turn, turn.systemPrompt ?? '', [[{ role: 'user', content: message }]]);
+      await this.deps.limiter.acquire(turn.tenantId, turn.limits);
+      const stream = this.call(turn, this.deps.models(turn.target, turn.model), messages, controller.signal)[Symbol.asyncIterator]();
+      // A stream runs nothing until asked: asking for its first part sends the request now.
+      return { messages, stream, parts: resumed(stream.next(), stream) };
+    })();
+    // Not awaited until the run's first step: a refusal is that step's to report, or nobody's when it is dropped.
+    started.catch(() => undefined);
+    return { controller, started };
+  }
+
+  /** Drops an early call no run took over: aborts it and lets its stream end. */
+  discard(early: EarlyCall): void {
+    early.controller.abort();
+    early.started.then(async ({ stream }) => stream.return?.(undefined)).catch(() => undefined);
+  }
+
+  /** Drops the early call a run still holds, if any. */
+  private drop(run: HeldRun): void {
+    if (!run.early) return;
+    this.discard(run.early);
+    run.early = undefined;
   }
 
   /** Cancels a run this process holds; false when it holds none by that id. */
@@ -296,8 +347,10 @@ export class TurnEngine {
     else if (message!.type === 'steer') run.steerNoticed = true;
   }
 
-  private hold(turn: Turn): HeldRun {
-    const run: HeldRun = { controller: new AbortController(), steerNoticed: false, lost: false };
+  private hold(turn: Turn, early?: EarlyCall): HeldRun {
+    const run: HeldRun = { controller: new AbortController(), steerNoticed: false, lost: false, ...(early ? { early } : {}) };
+    // Whatever stops the run stops its early call; dropping the call (a first prompt it does not match) stops only it.
+    if (early) run.controller.signal.addEventListener('abort', () => early.controller.abort(run.controller.signal.reason), { once: true });
     this.held.set(turn.runId, run);
     if (this.deps.lifecycle.cutOffSignal.aborted) run.controller.abort(new RunInterruptedError());
     if (!this.leaseKeeper) {
@@ -365,6 +418,7 @@ export class TurnEngine {
       }
       await this.fail(turn, error);
     } finally {
+      this.drop(run);
       this.release(turn.runId);
       // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
       run.ended?.(undefined);
@@ -398,13 +452,10 @@ export class TurnEngine {
         history.push(...(await this.takeSteers(turn)));
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
-      const messages = await clampHistory(
-        system === '' ? null : { role: 'system', content: system },
-        toModelMessages(history),
-        turn.maxContextTokens,
-      );
-      await deps.limiter.acquire(turn.tenantId, turn.limits);
-      const step = await this.step(turn, model, messages, signal, totals);
+      const messages = await this.promptOf(turn, system, toModelMessages(history));
+      const early = await this.takeEarly(run, messages);
+      if (!early) await deps.limiter.acquire(turn.tenantId, turn.limits);
+      const step = await this.step(turn, model, messages, signal, totals, early);
       if (step.failure !== undefined) {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
@@ -446,8 +497,42 @@ export class TurnEngine {
     }
   }
 
-  /** One model call, relayed token by token. A failure comes back as `failure`, with whatever text arrived first. */
-  private async step(turn: Turn, model: LanguageModel, messages: ModelMessage[], signal: AbortSignal, totals: TurnTotals) {
+  /** A step's prompt: the system text (none when empty), then the conversation, clamped to the turn's context. */
+  private promptOf(turn: Pick<Turn, 'maxContextTokens'>, system: string, conversation: ModelMessage[][]): Promise<ModelMessage[]> {
+    return clampHistory(system === '' ? null : { role: 'system', content: system }, conversation, turn.maxContextTokens);
+  }
+
+  /**
+   * The parts of the run's early call, when this first step's prompt is the one it was sent with (a steer taken
+   * meanwhile changes it); the call is dropped otherwise. Throws what the early call threw.
+   */
+  private async takeEarly(run: HeldRun, messages: ModelMessage[]): Promise<AsyncIterable<StreamPart> | undefined> {
+    const early = run.early;
+    if (!early) return undefined;
+    run.early = undefined;
+    const started = await early.started;
+    if (JSON.stringify(started.messages) === JSON.stringify(messages)) return started.parts;
+    this.discard(early);
+    return undefined;
+  }
+
+  /** The model call of a step: its parts as they come. */
+  private call(turn: EarlyTurn, model: LanguageModel, messages: ModelMessage[], signal: AbortSignal): AsyncIterable<StreamPart> {
+    const tools = turn.tools.definitions();
+    return model.stream({
+      model: turn.model,
+      messages,
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(turn.effort === undefined ? {} : { effort: turn.effort }),
+      signal,
+    });
+  }
+
+  /**
+   * One model call, relayed token by token (the early call's parts when it was sent before the run was stored). A
+   * failure comes back as `failure`, with whatever text arrived first.
+   */
+  private async step(turn: Turn, model: LanguageModel, messages: ModelMessage[], signal: AbortSignal, totals: TurnTotals, early?: AsyncIterable<StreamPart>) {
     let text = '';
     const calls: ModelToolCall[] = [];
     let finishReason: ModelFinishReason = 'stop';
@@ -455,15 +540,8 @@ export class TurnEngine {
     let failure: unknown;
     const draft = this.deps.drafts.start({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, subject: turn.subject, model: turn.model });
     const tokens = new TokenRelay((frame) => this.frame(turn.tenantId, turn.runId, frame));
-    const tools = turn.tools.definitions();
     try {
-      for await (const part of model.stream({
-        model: turn.model,
-        messages,
-        ...(tools.length > 0 ? { tools } : {}),
-        ...(turn.effort === undefined ? {} : { effort: turn.effort }),
-        signal,
-      })) {
+      for await (const part of early ?? this.call(turn, model, messages, signal)) {
         if (part.type === 'text-delta') {
           if (part.text === '') continue;
           // A provider's text may hold what no store takes (NUL, a lone surrogate): kept, as U+FFFD.
@@ -686,6 +764,23 @@ const TOKENS_IN_FLIGHT = 64;
  * Redis, a synchronous in-process append), so they go out pipelined instead of one round trip after another. The
  * step waits for them all before it ends, and a failed append fails the step there.
  */
+/**
+ * A stream whose first part was asked for already: that part, then the rest. Left early, it ends the stream
+ * underneath too, whether or not it got past the first part.
+ */
+async function* resumed<T>(first: Promise<IteratorResult<T>>, rest: AsyncIterator<T>): AsyncGenerator<T, void, undefined> {
+  let delegated = false;
+  try {
+    const head = await first;
+    if (head.done) return;
+    yield head.value;
+    delegated = true;
+    yield* { [Symbol.asyncIterator]: () => rest };
+  } finally {
+    if (!delegated) await rest.return?.(undefined);
+  }
+}
+
 class TokenRelay {
   private readonly inFlight = new Set<Promise<void>>();
   private failure: { error: unknown } | undefined;

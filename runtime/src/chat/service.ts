@@ -120,8 +120,34 @@ export class ChatService {
       choice = chooseModel(principal.configuration, permission, principal.routing, request.model);
       // Before anything is stored: a refused turn leaves the conversation as it was.
       if (choice.kind === 'model') await deps.limiter.check(tenantId, limitsOf(principal.configuration));
+    } catch (error) {
+      return refused(error);
+    }
+    const configuration = principal.configuration.document;
+    const context =
+      choice.kind === 'model' && configuration.retrieval?.auto_context && request.message !== undefined && deps.documentContext && tools.get(deps.documentContext.tool)
+        ? () => deps.documentContext!.find(principal, request.message!)
+        : undefined;
+    const calling =
+      choice.kind === 'model'
+        ? {
+            tenantId,
+            model: choice.model,
+            target: choice.target,
+            tools,
+            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
+            systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
+            effort: effortOf(request.effort, permission.maxEffort),
+            limits: limitsOf(principal.configuration),
+            maxContextTokens: permission.maxContextTokens,
+          }
+        : undefined;
+    // A new conversation's first prompt is known before its rows are stored: its model call goes out meanwhile.
+    const early = calling && !existing && !answering && request.message !== undefined && !context ? deps.engine.callEarly(calling, request.message) : undefined;
+    try {
       stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering });
     } catch (error) {
+      if (early) deps.engine.discard(early);
       return refused(error);
     }
     const model = choice.kind === 'model' ? choice.model : null;
@@ -134,37 +160,28 @@ export class ChatService {
     };
 
     try {
-      if (stored.kind === 'run' && choice.kind === 'model') {
-        const configuration = principal.configuration.document;
+      if (stored.kind === 'run' && choice.kind === 'model' && calling) {
         await deps.engine.launch(
           {
+            ...calling,
             runId,
             sessionId,
-            tenantId,
             subject: principal.claims.sub,
-            model: choice.model,
-            target: choice.target,
             price: choice.price,
-            tools,
-            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
-            systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
-            effort: effortOf(request.effort, permission.maxEffort),
-            limits: limitsOf(principal.configuration),
             maxToolIterations: permission.maxToolIterations,
-            maxContextTokens: permission.maxContextTokens,
             autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
             history: stored.history,
             // Where the project chose it, for a message (not an answer to a pause) from someone who may search.
-            ...(configuration.retrieval?.auto_context && request.message !== undefined && deps.documentContext && tools.get(deps.documentContext.tool)
-              ? { context: () => deps.documentContext!.find(principal, request.message!) }
-              : {}),
+            ...(context ? { context } : {}),
           },
           start,
           ended && settle,
+          early,
         );
         await deps.conversations.notify(tenantId, sessionId, stored.rows);
         return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
       }
+      if (early) deps.engine.discard(early);
       await this.frame(tenantId, runId, start);
       await deps.conversations.notify(tenantId, sessionId, stored.rows);
       if (stored.kind === 'paused') {
