@@ -49,6 +49,13 @@ RUN --mount=type=cache,target=/root/.npm \
  # Workspace packages are links into /app; the final stage brings the compiled packages to where they point.
  && rm -f node_modules/@agentplane/all-in-one node_modules/@agentplane/test
 
+# ---- jemalloc, which the entrypoint preloads (decision 0051): the library alone, at one path for every architecture
+FROM ${NODE_IMAGE} AS jemalloc
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libjemalloc2 \
+ && mkdir /out \
+ && cp /usr/lib/*-linux-gnu/libjemalloc.so.2 /out/libjemalloc.so.2
+
 # ---- the image
 FROM ${NODE_IMAGE}
 # npm and corepack are build tools here: the running programs never use them.
@@ -66,6 +73,7 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /out/ ./
 COPY package.json ./
+COPY --from=jemalloc /out/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2
 COPY --chmod=0755 hack/entrypoint.sh ./hack/entrypoint.sh
 USER 10001:10001
 # control-api, runtime (data plane), operator (health, readiness, metrics)

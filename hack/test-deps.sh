@@ -26,6 +26,14 @@ fi
 ln -sf "$(command -v redis-server)" "$BIN/redis-server"
 log "redis-server: $("$BIN/redis-server" --version | awk '{print $3}')"
 
+# --- jemalloc: Debian's, which the image's entrypoint preloads (its test runs the entrypoint on it) --------------
+if [ ! -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] && [ ! -f /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 ]; then
+  log "installing libjemalloc2 from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends libjemalloc2 >/dev/null
+fi
+
 # --- Chromium: Debian's, driven by playwright-core in the browser suites (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD) ---
 # The suites launch /usr/bin/chromium itself; Playwright's own browser download cannot be fetched here.
 if [ ! -x /usr/bin/chromium ]; then

@@ -1,11 +1,13 @@
 // The container image's contract, short of building it (no container engine here): the entrypoint runs the compiled
 // program its first argument names, the Dockerfile copies only files that exist and that .dockerignore lets through,
 // and what the final stage installs holds no TypeScript tooling.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../harness/process.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const entrypoint = join(root, 'hack', 'entrypoint.sh');
@@ -32,6 +34,38 @@ describe('the image entrypoint', () => {
     const result = run([program], { [portVariable]: 'not-a-port' });
     expect(result.stderr).toContain(`${portVariable}="not-a-port" is not valid`);
     expect(result.code).toBe(2);
+  });
+
+  // The allocator a program runs on, read from its own memory map once the entrypoint has exec'd node.
+  async function allocatorOf(env: Record<string, string>): Promise<'jemalloc' | 'glibc'> {
+    const dataDir = mkdtempSync(join(tmpdir(), 'entrypoint-malloc-'));
+    const child = spawn(entrypoint, ['runtime'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', AGENTPLANE_DATA_DIR: dataDir, DATA_PORT: String(await freePort()), ...env },
+      stdio: 'ignore',
+    });
+    try {
+      for (let tries = 0; tries < 500; tries++) {
+        const exe = (() => {
+          try {
+            return readlinkSync(`/proc/${child.pid}/exe`);
+          } catch {
+            return '';
+          }
+        })();
+        if (basename(exe) === 'node') return readFileSync(`/proc/${child.pid}/maps`, 'utf8').includes('libjemalloc') ? 'jemalloc' : 'glibc';
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      throw new Error('the entrypoint never ran node');
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+
+  it('runs its program on jemalloc where the system has it, and on glibc malloc when told to', async () => {
+    expect(existsSync('/usr/lib/x86_64-linux-gnu/libjemalloc.so.2') || existsSync('/usr/local/lib/libjemalloc.so.2')).toBe(true);
+    expect(await allocatorOf({})).toBe('jemalloc');
+    expect(await allocatorOf({ AGENTPLANE_MALLOC: 'glibc' })).toBe('glibc');
   });
 
   it('refuses an unknown or missing program with its usage (exit 64)', () => {

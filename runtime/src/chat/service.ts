@@ -124,6 +124,8 @@ export class ChatService {
       return refused(error);
     }
     const configuration = principal.configuration.document;
+    // The automatic document context, where the project chose it, for a message (not an answer to a pause) from
+    // someone who may search.
     const context =
       choice.kind === 'model' && configuration.retrieval?.auto_context && request.message !== undefined && deps.documentContext && tools.get(deps.documentContext.tool)
         ? () => deps.documentContext!.find(principal, request.message!)
@@ -171,7 +173,6 @@ export class ChatService {
             maxToolIterations: permission.maxToolIterations,
             autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
             history: stored.history,
-            // Where the project chose it, for a message (not an answer to a pause) from someone who may search.
             ...(context ? { context } : {}),
           },
           start,
