@@ -36,8 +36,9 @@ describe('the image entrypoint', () => {
     expect(result.code).toBe(2);
   });
 
-  // The allocator a program runs on, read from its own memory map once the entrypoint has exec'd node.
-  async function allocatorOf(env: Record<string, string>): Promise<'jemalloc' | 'glibc'> {
+  // The allocator the runtime runs on, read from its own memory map once the entrypoint has exec'd node, and the
+  // V8 flags it was given.
+  async function runtimeProcessOf(env: Record<string, string>): Promise<{ allocator: 'jemalloc' | 'glibc'; argv: string[] }> {
     const dataDir = mkdtempSync(join(tmpdir(), 'entrypoint-malloc-'));
     const child = spawn(entrypoint, ['runtime'], {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', AGENTPLANE_DATA_DIR: dataDir, DATA_PORT: String(await freePort()), ...env },
@@ -52,7 +53,10 @@ describe('the image entrypoint', () => {
             return '';
           }
         })();
-        if (basename(exe) === 'node') return readFileSync(`/proc/${child.pid}/maps`, 'utf8').includes('libjemalloc') ? 'jemalloc' : 'glibc';
+        if (basename(exe) === 'node') {
+          const allocator = readFileSync(`/proc/${child.pid}/maps`, 'utf8').includes('libjemalloc') ? 'jemalloc' : 'glibc';
+          return { allocator, argv: readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0') };
+        }
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       throw new Error('the entrypoint never ran node');
@@ -62,10 +66,12 @@ describe('the image entrypoint', () => {
     }
   }
 
-  it('runs its program on jemalloc where the system has it, and on glibc malloc when told to', async () => {
+  it('runs the runtime on jemalloc where the system has it (glibc malloc when told to), with 8 MiB semi-spaces', async () => {
     expect(existsSync('/usr/lib/x86_64-linux-gnu/libjemalloc.so.2') || existsSync('/usr/local/lib/libjemalloc.so.2')).toBe(true);
-    expect(await allocatorOf({})).toBe('jemalloc');
-    expect(await allocatorOf({ AGENTPLANE_MALLOC: 'glibc' })).toBe('glibc');
+    const runtime = await runtimeProcessOf({});
+    expect(runtime.allocator).toBe('jemalloc');
+    expect(runtime.argv).toContain('--max-semi-space-size=8');
+    expect((await runtimeProcessOf({ AGENTPLANE_MALLOC: 'glibc' })).allocator).toBe('glibc');
   });
 
   it('refuses an unknown or missing program with its usage (exit 64)', () => {
