@@ -179,7 +179,9 @@ export class ChatService {
           ended && settle,
           early,
         );
-        await deps.conversations.notify(tenantId, sessionId, stored.rows);
+        // Sent, not waited for: the conversation's followers hear of the message as the caller hears of the run, and
+        // a stream's first token is not held behind the publish (notify never throws).
+        void deps.conversations.notify(tenantId, sessionId, stored.rows);
         return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
       }
       if (early) deps.engine.discard(early);
