@@ -178,7 +178,7 @@ describe('TurnEngine', () => {
   it('takes over the model call sent while the turn was stored: one call, with the same prompt, relayed as usual', async () => {
     models.push([{ type: 'text-delta', text: 'Ear' }, { type: 'text-delta', text: 'ly' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: 5, outputTokens: 2 } }]);
     const turn = await storeTurn('Be quick');
-    const early = engine.callEarly(turn, 'Be quick');
+    const early = engine.callEarly(turn, 'Be quick', startFrame(turn));
     // Sent before the run exists: the call is under way while the turn's rows would be stored.
     await early.started;
     expect(models.calls).toHaveLength(1);
@@ -198,7 +198,7 @@ describe('TurnEngine', () => {
     models.push([{ type: 'hang' }]);
     models.push(script.text('From the stored turn.'));
     const turn = await storeTurn('What was stored');
-    const early = engine.callEarly(turn, 'Something else');
+    const early = engine.callEarly(turn, 'Something else', startFrame(turn));
     await early.started;
     await engine.launch(turn, startFrame(turn), undefined, early);
     expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'From the stored turn.' });
@@ -207,18 +207,21 @@ describe('TurnEngine', () => {
     expect(models.calls[1]!.request.messages.at(-1)).toEqual({ role: 'user', content: 'What was stored' });
   });
 
-  it('aborts an early call whose turn was never stored', async () => {
+  it('aborts an early call whose turn was never stored, and closes the log its start frame opened', async () => {
     models.push([{ type: 'hang' }]);
-    const early = engine.callEarly({ ...(await storeTurn('unused')), tenantId }, 'Never stored');
+    const turn = await storeTurn('unused');
+    const early = engine.callEarly(turn, 'Never stored', startFrame(turn));
     await early.started;
-    engine.discard(early);
+    engine.abandon(early);
     expect(models.calls[0]!.request.signal?.aborted).toBe(true);
+    expect(await framesOf(turn)).toEqual([startFrame(turn)]);
+    expect(await events.logs.read(runLogKey(tenantId, turn.runId), 0)).toMatchObject({ state: 'closed' });
   });
 
   it('cancels an early call with its run', async () => {
     models.push([{ type: 'text-delta', text: 'Partial' }, { type: 'hang' }]);
     const turn = await storeTurn('Go on forever');
-    const early = engine.callEarly(turn, 'Go on forever');
+    const early = engine.callEarly(turn, 'Go on forever', startFrame(turn));
     await engine.launch(turn, startFrame(turn), undefined, early);
     await waitForFrame(turn, 'token');
     expect(engine.cancelHeld(turn.runId)).toBe(true);

@@ -142,6 +142,10 @@ export interface EarlyCall {
   controller: AbortController;
   /** The call under way: its prompt and its parts. Rejects as the call would have (the limiter's refusal, say). */
   started: Promise<{ messages: ModelMessage[]; parts: AsyncIterable<StreamPart>; stream: AsyncIterator<StreamPart> }>;
+  /** The run's `start` frame, appended to its log meanwhile too; rejects when the log refused it. */
+  logged: Promise<void>;
+  /** The run's log. */
+  key: string;
 }
 
 export class TurnEngine {
@@ -208,7 +212,7 @@ export class TurnEngine {
     const run = this.hold(turn, early);
     if (ended) run.ended = ended;
     try {
-      await this.frame(turn.tenantId, turn.runId, start);
+      await (early ? early.logged : this.frame(turn.tenantId, turn.runId, start));
     } catch (error) {
       // The log took no start frame (the event port failed): the run never calls the model, its row and session are
       // failed here so the conversation is free for a retry, and the caller answers the error (nobody could follow
@@ -235,8 +239,12 @@ export class TurnEngine {
    * document context searches first, and is not called early). The start statement and the provider's answer then
    * overlap instead of following each other. The limiter is asked first, as the run's first step would.
    */
-  callEarly(turn: EarlyTurn, message: string): EarlyCall {
+  callEarly(turn: EarlyTurn, message: string, start: Extract<Frame, { type: 'start' }>): EarlyCall {
     const controller = new AbortController();
+    // Nobody knows the run's id before the turn is stored and answered, so no one can follow its log early: the
+    // start frame's round trip to the event port overlaps the store too.
+    const logged = this.frame(turn.tenantId, start.run_id, start);
+    logged.catch(() => undefined);
     const started = (async () => {
       const messages = await this.promptOf(turn, turn.systemPrompt ?? '', [[{ role: 'user', content: message }]]);
       await this.deps.limiter.acquire(turn.tenantId, turn.limits);
@@ -246,7 +254,13 @@ export class TurnEngine {
     })();
     // Not awaited until the run's first step: a refusal is that step's to report, or nobody's when it is dropped.
     started.catch(() => undefined);
-    return { controller, started };
+    return { controller, started, logged, key: runLogKey(turn.tenantId, start.run_id) };
+  }
+
+  /** Drops the early call of a turn that was not stored, and closes the log its start frame opened. */
+  abandon(early: EarlyCall): void {
+    this.discard(early);
+    early.logged.then(() => this.deps.events.logs.close(early.key)).catch(() => undefined);
   }
 
   /** Drops an early call no run took over: aborts it and lets its stream end. */

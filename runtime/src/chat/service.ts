@@ -144,16 +144,17 @@ export class ChatService {
             maxContextTokens: permission.maxContextTokens,
           }
         : undefined;
-    // A new conversation's first prompt is known before its rows are stored: its model call goes out meanwhile.
-    const early = calling && !existing && !answering && request.message !== undefined && !context ? deps.engine.callEarly(calling, request.message) : undefined;
+    const model = choice.kind === 'model' ? choice.model : null;
+    const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
+    // A new conversation's first prompt is known before its rows are stored: its model call (and its log's start
+    // frame) go out meanwhile.
+    const early = calling && !existing && !answering && request.message !== undefined && !context ? deps.engine.callEarly(calling, request.message, start) : undefined;
     try {
       stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering });
     } catch (error) {
-      if (early) deps.engine.discard(early);
+      if (early) deps.engine.abandon(early);
       return refused(error);
     }
-    const model = choice.kind === 'model' ? choice.model : null;
-    const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
     let settle: (frame: TerminalFrame | undefined) => void = () => undefined;
     const ended = options.awaitEnd ? new Promise<TerminalFrame | undefined>((resolve) => (settle = resolve)) : undefined;
     const endWith = async (frame: TerminalFrame) => {
@@ -184,8 +185,10 @@ export class ChatService {
         void deps.conversations.notify(tenantId, sessionId, stored.rows);
         return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
       }
+      // Not a run after all (a new conversation's plain message always is): its early start frame is the log's.
       if (early) deps.engine.discard(early);
-      await this.frame(tenantId, runId, start);
+      if (!early) await this.frame(tenantId, runId, start);
+      else await early.logged;
       await deps.conversations.notify(tenantId, sessionId, stored.rows);
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
