@@ -165,11 +165,14 @@ function countingPool(pool: PostgresPool): {
           else if (ROLLS_BACK.test(text)) {
             inTransaction = false;
             uncommitted.clear();
-          } else if ((COMMITS.test(text) || !inTransaction) && uncommitted.size > 0) {
-            inTransaction = false;
-            committing = uncommitted;
-            uncommitted = new Set();
-          } else if (COMMITS.test(text)) inTransaction = false;
+          } else {
+            if (COMMITS.test(text)) inTransaction = false;
+            // Outside a transaction, this statement's own writes commit with it; a commit commits the transaction's.
+            if (!inTransaction && uncommitted.size > 0) {
+              committing = uncommitted;
+              uncommitted = new Set();
+            }
+          }
         }
         const result = query(...args);
         if (!committing || !(result instanceof Promise)) return result;

@@ -251,22 +251,19 @@ class RedisLogs implements EventLogs {
     });
   }
 
-  async append<T>(key: string, data: T): Promise<number> {
-    checkKey(key);
-    const { logMs, markerMs } = this.retention;
-    const id = Number(
-      await appendFrame.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]),
-    );
-    if (id === 0) throw logClosed(key);
-    return id;
+  append<T>(key: string, data: T): Promise<number> {
+    return this.appendWith(appendFrame, key, data);
   }
 
-  async appendLast<T>(key: string, data: T): Promise<number> {
+  appendLast<T>(key: string, data: T): Promise<number> {
+    return this.appendWith(appendLastFrame, key, data);
+  }
+
+  /** Runs one of the append scripts (same keys and arguments, 0 for a closed log). */
+  private async appendWith<T>(script: Script, key: string, data: T): Promise<number> {
     checkKey(key);
     const { logMs, markerMs } = this.retention;
-    const id = Number(
-      await appendLastFrame.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]),
-    );
+    const id = Number(await script.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]));
     if (id === 0) throw logClosed(key);
     return id;
   }

@@ -204,8 +204,9 @@ export class TurnEngine {
 
   /**
    * Starts the run: holds it (so cancel and steer notices for it are heard on this process's channel), writes its
-   * `start` frame, then runs it in the background. Holding comes first, so a notice sent by anyone who learnt the
-   * run id from that frame finds it. The caller has stored the running row.
+   * `start` frame (or waits for the early call's append of it), then runs it in the background. Holding comes
+   * before anyone can learn the run's id: from the frame once the caller answers, so a notice sent then finds it.
+   * The caller has stored the running row.
    */
   async launch(turn: Turn, start: Extract<Frame, { type: 'start' }>, ended?: HeldRun['ended'], early?: EarlyCall): Promise<void> {
     const finished = this.deps.lifecycle.beginWork();
@@ -770,14 +771,6 @@ export class TurnEngine {
   }
 }
 
-/** Token frames in flight at most before the relay waits for the log: a slow event port slows the step, not memory. */
-const TOKENS_IN_FLIGHT = 64;
-
-/**
- * Token frames of one step, appended without waiting for each: the event port keeps their order (one connection to
- * Redis, a synchronous in-process append), so they go out pipelined instead of one round trip after another. The
- * step waits for them all before it ends, and a failed append fails the step there.
- */
 /**
  * A stream whose first part was asked for already: that part, then the rest. Left early, it ends the stream
  * underneath too, whether or not it got past the first part.
@@ -795,6 +788,14 @@ async function* resumed<T>(first: Promise<IteratorResult<T>>, rest: AsyncIterato
   }
 }
 
+/** Token frames in flight at most before the relay waits for the log: a slow event port slows the step, not memory. */
+const TOKENS_IN_FLIGHT = 64;
+
+/**
+ * Token frames of one step, appended without waiting for each: the event port keeps their order (one connection to
+ * Redis, a synchronous in-process append), so they go out pipelined instead of one round trip after another. The
+ * step waits for them all before it ends, and a failed append fails the step there.
+ */
 class TokenRelay {
   private readonly inFlight = new Set<Promise<void>>();
   private failure: { error: unknown } | undefined;

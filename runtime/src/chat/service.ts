@@ -187,8 +187,7 @@ export class ChatService {
       }
       // Not a run after all (a new conversation's plain message always is): its early start frame is the log's.
       if (early) deps.engine.discard(early);
-      if (!early) await this.frame(tenantId, runId, start);
-      else await early.logged;
+      await (early ? early.logged : this.frame(tenantId, runId, start));
       await deps.conversations.notify(tenantId, sessionId, stored.rows);
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
