@@ -264,13 +264,21 @@ describe('hostile input on every operation of both planes', () => {
     const seeded = await fetch(projectDocuments, { method: 'POST', headers: { 'x-api-key': adminKey, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'seed', title: 'seed' }) });
     if (seeded.status !== 201) throw new Error(`the seeding corpus document answered ${seeded.status}`);
     const { document: projectDocument } = (await seeded.json()) as { document: { id: string } };
+    // A published tool, so the hostile bodies of its PATCH reach the body check rather than stopping at 404.
+    const published = await fetch(`${control.url}/api/projects/${project.id}/webhook-tools`, {
+      method: 'POST',
+      headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'seeded_tool', description: 'A tool the probe changes', url: 'http://127.0.0.1:9/hook' }),
+    });
+    if (published.status !== 201) throw new Error(`the seeding webhook tool answered ${published.status}: ${await published.text()}`);
+    const { id: toolId } = (await published.json()) as { id: string };
     planes.push({
       name: 'control plane',
       url: control.url,
       document: (await (await fetch(`${control.url}/openapi.json`)).json()) as Json,
       db: control.control.database.db as Kysely<unknown>,
       credentials: { apiKey: { 'x-api-key': adminKey }, session: { authorization: `Bearer ${session}` } },
-      pathValues: (_operation, name) => ({ id: project.id, orgId, documentId: projectDocument.id })[name] ?? randomUUID(),
+      pathValues: (_operation, name) => ({ id: project.id, orgId, documentId: projectDocument.id, toolId })[name] ?? randomUUID(),
     });
   }, 120_000);
 

@@ -21,6 +21,8 @@ import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
+import { webhookToolRoutes } from './tools/routes.js';
+import { WebhookToolService } from './tools/webhook-tools.js';
 import { KnowledgeService } from './knowledge/service.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
@@ -119,6 +121,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
         ...knowledgeRoutes(new KnowledgeService(projects, reach), keys),
+        ...webhookToolRoutes(new WebhookToolService(db, secretBox, projects, urlPolicy, reach), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

@@ -43,6 +43,10 @@ import { documentContext, documentSearchTool, SEARCH_DOCUMENTS } from './documen
 import { EmbeddingSpaces } from './documents/spaces.js';
 import { corpusRoutes } from './documents/corpus-routes.js';
 import { documentRoutes } from './documents/routes.js';
+import { registerTools } from './tools/feature.js';
+import { ToolDeliveries } from './tools/deliveries.js';
+import { toolRoutes } from './tools/routes.js';
+import { WebhookTools } from './tools/webhook-tools.js';
 import { registerMemory } from './memory/feature.js';
 import { memoryRoutes, wikiAdminRoutes } from './memory/routes.js';
 import { MemoryService } from './memory/service.js';
@@ -242,6 +246,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     registerDocuments(features, documents, ingest, vectors);
     const memory = new MemoryService(database.db, { logger, embed });
     registerMemory(features);
+    const deliveries = new ToolDeliveries(database.db);
+    registerTools(features, deliveries);
+    // A handler is at a URL the project's admin chose: reached through the SSRF guard, on pooled connections.
+    const webhookTools = new WebhookTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webhookToolTimeoutMs }, providerConnections), deliveries, logger });
     const chat = new ChatService({
       db: database.db,
       events,
@@ -252,7 +260,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       engine,
       limiter,
       logger,
-      serverTools: (principal) => [documentSearchTool(documents, principal), ...memoryTools(memory, principal)],
+      serverTools: (principal) => [documentSearchTool(documents, principal), ...memoryTools(memory, principal), ...webhookTools.for(principal)],
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
 
@@ -274,6 +282,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...sessionRoutes(sessions, lifecycle.drainSignal),
         ...documentRoutes(documents),
         ...memoryRoutes(memory),
+        ...toolRoutes(deliveries, tenants),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {

@@ -84,6 +84,7 @@ describe('runtime service routes', () => {
         'GET /tenants/{tenant_id}/wiki',
         'GET /tenants/{tenant_id}/wiki/{item_id}',
         'DELETE /tenants/{tenant_id}/wiki/{item_id}',
+        'GET /tenants/{tenant_id}/tools/deliveries',
         'GET /capabilities',
         'POST /auth/token',
         'POST /chat',
@@ -118,6 +119,7 @@ describe('runtime service routes', () => {
         'POST /documents/retrieve',
         'GET /memory',
         'DELETE /memory/{item_id}',
+        'GET /tools/deliveries',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

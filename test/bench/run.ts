@@ -17,8 +17,9 @@ import { run as relational } from './relational.bench.js';
 import { run as retrieval } from './retrieval.bench.js';
 import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
+import { run as tools } from './tools.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, operator, provider, startup, retrieval, ingest, soak };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, tools, operator, provider, startup, retrieval, ingest, soak };
 /** Run only when named: the soak takes an hour. */
 const byNameOnly = new Set(['soak']);
 

@@ -196,4 +196,28 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column vector_index jsonb',
     ],
   },
+  {
+    version: 14,
+    name: 'webhook tools',
+    statements: [
+      // HTTPS endpoints a project publishes as tools (docs/decisions/0052). Each has its own signing secret,
+      // sealed; after a rotation the replaced one still signs until previous_secret_until.
+      `create table control.webhook_tools (
+        id uuid primary key,
+        project_id uuid not null references control.projects (id) on delete cascade,
+        name text not null,
+        description text not null,
+        parameters jsonb not null,
+        url text not null,
+        requires_approval boolean not null,
+        secret text not null,
+        previous_secret text,
+        previous_secret_until timestamptz,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        rotated_at timestamptz,
+        unique (project_id, name)
+      )`,
+    ],
+  },
 ];

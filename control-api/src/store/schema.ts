@@ -90,6 +90,23 @@ export interface ControlSchema {
     created_at: Generated<Date>;
     refreshed_at: ColumnType<Date, Date | undefined, Date>;
   };
+  webhook_tools: {
+    id: string;
+    project_id: string;
+    name: string;
+    description: string;
+    parameters: ColumnType<Record<string, unknown>, string, string>;
+    url: string;
+    requires_approval: boolean;
+    /** Sealed with the SecretBox (tools/webhook-tools.ts `webhookSecretAad`); returned once, at creation or rotation. */
+    secret: string;
+    /** The secret a rotation replaced, sealed; it signs beside the new one until `previous_secret_until`. */
+    previous_secret: string | null;
+    previous_secret_until: Date | null;
+    created_at: Generated<Date>;
+    updated_at: ColumnType<Date, Date | undefined, Date>;
+    rotated_at: Date | null;
+  };
   outbox: {
     id: Generated<number>;
     project_id: string;

@@ -5,24 +5,34 @@ import { pathPattern } from './routes.js';
 
 /** The methods routes serve on each path pattern (OpenAPI style: `/tenants/{tenant_id}`), `HEAD` with `GET`. */
 class ServedMethods {
-  private readonly patterns: { literal: boolean; method: string; pattern: RegExp }[];
+  private readonly patterns: { literals: boolean[]; method: string; pattern: RegExp }[];
 
   constructor(routes: { method: string; path: string }[]) {
     this.patterns = routes.map((route) => ({
-      literal: !route.path.includes('{'),
+      // Which segments are literal: of two patterns that take a path, the one literal where the other is templated
+      // (at the first place they differ) is the path's own route.
+      literals: route.path.split('/').map((segment) => !segment.includes('{')),
       method: route.method.toUpperCase(),
       pattern: pathPattern(route.path),
     }));
   }
 
-  /** The methods served on `path`: by a route of exactly that path when there is one, else by any that matches. */
+  /**
+   * The methods served on `path` by its most literal routes (`/projects/{id}/tools/deliveries` rather than
+   * `/projects/{id}/tools/{toolId}`, which would take the same path): the path's own.
+   */
   on(path: string): Set<string> {
     const matching = this.patterns.filter((candidate) => candidate.pattern.test(path));
-    const exact = matching.filter((candidate) => candidate.literal);
-    const methods = new Set((exact.length > 0 ? exact : matching).map((candidate) => candidate.method));
-    if (methods.has('GET')) methods.add('HEAD');
-    return methods;
+    const rank = (literals: boolean[]) => literals.map((literal) => (literal ? '1' : '0')).join('');
+    const best = matching.reduce((top, candidate) => (rank(candidate.literals) > top ? rank(candidate.literals) : top), '');
+    return withHead(matching.filter((candidate) => rank(candidate.literals) === best));
   }
+}
+
+function withHead(patterns: { method: string }[]): Set<string> {
+  const methods = new Set(patterns.map((candidate) => candidate.method));
+  if (methods.has('GET')) methods.add('HEAD');
+  return methods;
 }
 
 function methodNotAllowed(res: Parameters<RequestHandler>[1], method: string, path: string, allowed: Set<string>): void {
@@ -34,12 +44,11 @@ function methodNotAllowed(res: Parameters<RequestHandler>[1], method: string, pa
 
 /**
  * Before the routes: `OPTIONS` (other than a CORS preflight) answers 204 with `Allow`, and a path that a route
- * serves literally (`/chat/sessions/models`) answers 405 for the methods it does not serve, even where a templated
- * route (`/chat/sessions/{id}`) would take the same path with that method.
+ * serves more literally (`/chat/sessions/models`) answers 405 for the methods it does not serve, even where a more
+ * templated route (`/chat/sessions/{id}`) would take the same path with that method.
  */
 export function methodsBeforeRoutes(routes: { method: string; path: string }[]): RequestHandler {
   const all = new ServedMethods(routes);
-  const literal = new ServedMethods(routes.filter((route) => !route.path.includes('{')));
   return (req, res, next) => {
     if (req.method === 'OPTIONS') {
       const allowed = all.on(req.path);
@@ -48,7 +57,7 @@ export function methodsBeforeRoutes(routes: { method: string; path: string }[]):
       res.status(204).end();
       return;
     }
-    const allowed = literal.on(req.path);
+    const allowed = all.on(req.path);
     if (allowed.size === 0 || allowed.has(req.method)) return next();
     methodNotAllowed(res, req.method, req.path, allowed);
   };

@@ -56,6 +56,27 @@ export const BUILTIN_TOOL_CAPABILITIES: Readonly<Record<string, readonly Capabil
   browser_handoff: ['browser', 'browser_handoff'],
 };
 
+/**
+ * Names the service's own tools take, today's and those it is to have: a tool a project publishes (a webhook tool)
+ * may not take one, nor a name of the browser family, so a published tool never stands in for a built-in.
+ */
+const RESERVED_TOOL_NAMES = new Set([
+  ...Object.keys(BUILTIN_TOOL_CAPABILITIES),
+  'search_documents',
+  'remember',
+  'recall',
+  'forget',
+  'write_wiki_page',
+  'todo',
+  'load_skill',
+  'delegate',
+  'schedule_task',
+]);
+
+export function isReservedToolName(name: string): boolean {
+  return RESERVED_TOOL_NAMES.has(name) || name.startsWith('browser_');
+}
+
 /** The capabilities a tool needs by its name alone; empty for a tool the built-in rule does not know. */
 export function builtinToolCapabilities(name: string): readonly Capability[] {
   const listed = Object.hasOwn(BUILTIN_TOOL_CAPABILITIES, name) ? BUILTIN_TOOL_CAPABILITIES[name] : undefined;

@@ -18,6 +18,9 @@ export const FEATURES: readonly Feature[] = [
   { name: 'conversations (runtime/src/chat, runtime/src/sessions)', capabilities: ['chat', 'system_prompt', 'steer'] },
   { name: 'built-in pauses (runtime/src/chat/tools.ts)', capabilities: ['ask_user', 'approvals'] },
   { name: 'generations beside the turn (runtime/src/chat/side.ts)', capabilities: ['auto_title', 'followups', 'recap'] },
+  { name: 'documents and retrieval (runtime/src/documents)', capabilities: ['documents:read', 'documents:write'] },
+  { name: 'memory and the wiki (runtime/src/memory)', capabilities: ['memory'] },
+  { name: 'webhook tools (runtime/src/tools)', capabilities: ['webhook_tools'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -32,7 +32,7 @@ import {
 } from './runs.js';
 import { citeSources, type CitationStyle, type Source } from './citations.js';
 import type { ChatResponseOutput, CitationOutput, Frame } from './schemas.js';
-import { parseArguments, toolNotAvailable, type ToolSet } from './tools.js';
+import { parseArguments, toolNotAvailable, type ClearedCall, type ServerTool, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
 
 /** Everything a run needs, decided before it starts (ChatService.start). */
@@ -63,6 +63,8 @@ export interface Turn {
    * up to date with what it writes itself (it alone writes to the session while it runs), so no step re-reads it.
    */
   history: MessageRow[];
+  /** Server calls the person approved (SPEC.md Approval pause): made before the first model step. */
+  cleared?: ClearedCall[];
 }
 
 export interface TurnTotals {
@@ -417,6 +419,7 @@ export class TurnEngine {
     const totals = emptyTotals();
     const history = [...turn.history];
     try {
+      if (turn.cleared) history.push(...(await this.makeCleared(turn, run.controller.signal, totals)));
       let outcome = await this.loop(turn, run, history, totals);
       while (!run.lost) {
         const ended = await this.complete(turn, outcome, totals, history);
@@ -609,15 +612,8 @@ export class TurnEngine {
         await refuse(call, `The arguments of '${call.name}' were not a JSON object; call it again with valid JSON arguments.`, call.arguments);
         continue;
       }
-      if (tool.kind === 'server' && tool.server) {
-        await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
-        const outcome = await tool.server.run(args, signal).catch((error: unknown): { ok: false; message: string } => {
-          this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
-          return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
-        });
-        const result = !outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style);
-        await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
-        answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
+      if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
+        answers.push(await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals));
       } else if (tool.kind === 'ask_user') {
         const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
         pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
@@ -637,7 +633,7 @@ export class TurnEngine {
           detail: JSON.stringify(args),
           tool: call.name,
           arguments: args,
-          kind: 'client',
+          kind: tool.kind === 'server' ? 'server' : 'client',
         });
       } else {
         pending.tool_calls.push({ id: call.id, name: call.name, arguments: args });
@@ -646,6 +642,43 @@ export class TurnEngine {
     const rows = await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
     return { pending: paused ? pending : null, answers: rows };
+  }
+
+  /**
+   * One call of a tool the service runs, between its tool_start and tool_end frames; a failure is the call's result
+   * (the model reads it and the turn goes on).
+   */
+  private async runServerCall(turn: Turn, server: ServerTool, call: ClearedCall, signal: AbortSignal, totals: TurnTotals): Promise<NewMessage> {
+    await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
+    const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id };
+    const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): { ok: false; message: string } => {
+      if (signal.aborted) throw signal.reason;
+      this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
+      return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
+    });
+    const result = !outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style);
+    await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
+    return { role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject };
+  }
+
+  /**
+   * The approved server calls the turn starts with, made and their results stored. A tool this turn no longer
+   * offers (its capability or the tool itself gone since the pause) is refused as any call outside the set is.
+   */
+  private async makeCleared(turn: Turn, signal: AbortSignal, totals: TurnTotals): Promise<MessageRow[]> {
+    const answers: NewMessage[] = [];
+    for (const call of turn.cleared ?? []) {
+      const tool = turn.tools.get(call.name);
+      if (tool?.kind === 'server' && tool.server) {
+        answers.push(await this.runServerCall(turn, tool.server, call, signal, totals));
+        continue;
+      }
+      const result = toolNotAvailable(call.name);
+      await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
+      await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: false, result });
+      answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
+    }
+    return this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
   }
 
   /** Steer messages waiting for this boundary become ordinary user messages. */

@@ -61,7 +61,7 @@ export interface ChatServiceDeps {
 
 /** What a turn's start stored: a run to launch (with the prompt's history), the same pause again, or no model to call. */
 type Stored =
-  | { kind: 'run'; rows: MessageRow[]; history: MessageRow[] }
+  | { kind: 'run'; rows: MessageRow[]; history: MessageRow[]; cleared?: NonNullable<SessionPending['cleared']> }
   | { kind: 'paused'; rows: MessageRow[]; pending: SessionPending }
   | { kind: 'no_model'; rows: MessageRow[] };
 
@@ -69,6 +69,8 @@ type Stored =
 interface PauseResolution {
   answers: NewMessage[];
   remaining: Omit<SessionPending, 'run_id'> | null;
+  /** Approved server calls the run makes before its first model step (none while the pause remains). */
+  cleared: NonNullable<SessionPending['cleared']>;
 }
 
 const runNotFound = (runId: string) => notFound(`run ${runId} not found`);
@@ -175,6 +177,7 @@ export class ChatService {
             autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
             history: stored.history,
             ...(context ? { context } : {}),
+            ...(stored.cleared && stored.cleared.length > 0 ? { cleared: stored.cleared } : {}),
           },
           start,
           ended && settle,
@@ -254,7 +257,7 @@ export class ChatService {
         return { kind: 'no_model', rows };
       }
       await deps.conversations.setRollup(trx, sessionId, { status: 'running', model, pending: null });
-      return { kind: 'run', rows, history: await deps.conversations.messagesOf(sessionId, trx) };
+      return { kind: 'run', rows, history: await deps.conversations.messagesOf(sessionId, trx), cleared: resolution.cleared };
     });
   }
 
@@ -445,7 +448,7 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
     if (results.length + decisions.length + answersToQuestions.length > 0) {
       throw invalidArgument('nothing in this conversation is waiting for an answer', { code: 'nothing_pending' });
     }
-    return { answers: [], remaining: null };
+    return { answers: [], remaining: null, cleared: [] };
   }
   const notWaiting = (field: string, id: string, what: string) =>
     invalidArgument(`${field}: tool_call_id '${id}' is not waiting for ${what}`, { code: 'not_pending' });
@@ -473,6 +476,7 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
     answers.push({ role: 'tool', content, toolCallId: call.id, name: call.name, ...(result.is_error ? { metadata: { is_error: true } } : {}) });
   }
   const remainingApprovals: SessionPending['approvals'] = [];
+  const cleared: NonNullable<SessionPending['cleared']> = [...(pending.cleared ?? [])];
   for (const approval of pending.approvals) {
     const decision = decisionById.get(approval.tool_call_id);
     if (!decision) {
@@ -486,6 +490,9 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
     } else if (approval.kind === 'client') {
       // The identical call, now cleared to run, goes to the client on this round.
       remainingCalls.push({ id: approval.tool_call_id, name: approval.tool!, arguments: approval.arguments });
+    } else if (approval.kind === 'server') {
+      // The service runs the identical call itself, once the turn goes on.
+      cleared.push({ id: approval.tool_call_id, name: approval.tool!, arguments: approval.arguments });
     } else {
       answers.push({ role: 'tool', content: approvalMessage(decision.note), toolCallId: approval.tool_call_id, name, metadata });
     }
@@ -497,7 +504,14 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
     else answers.push({ role: 'tool', content: answer.answer, toolCallId: question.tool_call_id, name: 'ask_user' });
   }
   const open = remainingCalls.length + remainingApprovals.length + remainingQuestions.length > 0;
-  return { answers, remaining: open ? { tool_calls: remainingCalls, approvals: remainingApprovals, questions: remainingQuestions } : null };
+  if (open) {
+    return {
+      answers,
+      remaining: { tool_calls: remainingCalls, approvals: remainingApprovals, questions: remainingQuestions, ...(cleared.length > 0 ? { cleared } : {}) },
+      cleared: [],
+    };
+  }
+  return { answers, remaining: null, cleared };
 }
 
 /** The terminal `error` frame a failed run's row records; null when it recorded none. */

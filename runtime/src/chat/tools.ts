@@ -9,12 +9,35 @@ import type { ChatRequestInput } from './schemas.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 
-/** A tool this service runs itself, for the caller (the document search): offered only with the capabilities it needs. */
+/** Where a call of a server tool is made: its conversation, run and call id. */
+export interface ServerCallContext {
+  sessionId: string;
+  runId: string;
+  toolCallId: string;
+}
+
+/** A call the person approved, made by the service when the turn goes on. */
+export interface ClearedCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/**
+ * A tool this service runs itself, for the caller (the document search, memory, a webhook tool): offered only with
+ * the capabilities it needs.
+ */
 export interface ServerTool {
   definition: ModelTool;
   needs: readonly Capability[];
+  /** Each call waits for the person's approval first (a webhook tool published with `requiresApproval`). */
+  requiresApproval?: boolean;
   /** Passages to cite (`sources`), a plain answer for the model (`text`), or a refusal it can act on. */
-  run(args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: true; text: string } | { ok: false; message: string }>;
+  run(
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    context: ServerCallContext,
+  ): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: true; text: string } | { ok: false; message: string }>;
 }
 
 export interface OfferedTool {
@@ -61,7 +84,10 @@ export class ToolSet {
   static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>, serverTools: readonly ServerTool[] = []): ToolSet {
     const tools = new Map<string, OfferedTool>();
     for (const server of serverTools) {
-      if (permission.toolAllowed(server.definition.name, server.needs)) tools.set(server.definition.name, { kind: 'server', definition: server.definition, requiresApproval: false, server });
+      // The service's own tools come first: a published tool cannot take a built-in's name (the control plane refuses
+      // one, and a configuration that has one anyway leaves the built-in in place).
+      if (tools.has(server.definition.name) || !permission.toolAllowed(server.definition.name, server.needs)) continue;
+      tools.set(server.definition.name, { kind: 'server', definition: server.definition, requiresApproval: server.requiresApproval === true, server });
     }
     // A server tool this turn offers cannot be shadowed; one it does not offer (its capability not held) leaves the
     // name to the client, so a client's own `recall` keeps working for tokens without memory.

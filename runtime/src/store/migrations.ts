@@ -377,4 +377,28 @@ export const runtimeMigrations: Migration[] = [
       'create index chunk_embeddings_space on chunk_embeddings (space)',
     ],
   },
+  {
+    version: 15,
+    name: 'tool_deliveries',
+    statements: [
+      // Each call of a webhook tool (docs/decisions/0052): when, which tool, for whom, how it went, an excerpt.
+      `create table tool_deliveries (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        tool_id text not null,
+        tool text not null,
+        session_id uuid not null,
+        run_id text not null,
+        subject text not null,
+        status integer,
+        ok boolean not null,
+        attempts integer not null,
+        duration_ms integer not null,
+        result_excerpt text not null,
+        error text,
+        created_at timestamptz not null default now()
+      )`,
+      'create index tool_deliveries_recent on tool_deliveries (tenant_id, created_at desc, id)',
+    ],
+  },
 ];

@@ -61,10 +61,15 @@ export interface SessionPending {
     detail: string;
     tool: string | null;
     arguments: Record<string, unknown>;
-    /** What approving does: a client call goes back to the client; `request_approval` is answered "approved". */
-    kind: 'client' | 'request_approval';
+    /**
+     * What approving does: a client call goes back to the client; a server call (a webhook tool) is run by the
+     * service when the turn goes on; `request_approval` is answered "approved".
+     */
+    kind: 'client' | 'server' | 'request_approval';
   }[];
   questions: { tool_call_id: string; question: string; options?: string[] }[];
+  /** Server calls approved while something else still waits: run once the pause resolves. */
+  cleared?: { id: string; name: string; arguments: Record<string, unknown> }[];
 }
 
 export interface SessionsTable {
@@ -279,7 +284,31 @@ export interface RuntimeSchema {
   tenant_configurations: TenantConfigurationsTable;
   tenant_narrowing_keys: TenantNarrowingKeysTable;
   tenant_erasures: TenantErasuresTable;
+  tool_deliveries: ToolDeliveriesTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}
+
+/** One call of a webhook tool, as `GET /tools/deliveries` lists it (docs/decisions/0052): an excerpt, never a secret. */
+export interface ToolDeliveriesTable {
+  id: string;
+  tenant_id: string;
+  /** The control plane's tool id, and its name when called. */
+  tool_id: string;
+  tool: string;
+  session_id: string;
+  run_id: string;
+  subject: string;
+  /** The handler's HTTP status; null when none answered. */
+  status: number | null;
+  /** A 2xx answer. */
+  ok: boolean;
+  attempts: number;
+  duration_ms: number;
+  /** The start of what the agent was given (the handler's text, or why there was none). */
+  result_excerpt: string;
+  /** Why the call failed (no answer, a non-2xx status); null for a 2xx. */
+  error: string | null;
+  created_at: Generated<Date>;
 }
 
 /** What the agent remembers for one subject (docs/decisions/0044). */

@@ -16,6 +16,7 @@ import {
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
   type VectorIndexSection,
+  type WebhookToolSection,
 } from './schemas.js';
 import { redact } from '@agentplane/lib/schemas/redaction';
 import { canonicalTenantId, tenantNotFound } from './service.js';
@@ -30,7 +31,13 @@ type StoredProvider = Omit<ProviderSection, 'api_key'> & { sealed_api_key: strin
 type StoredVectorIndex = Omit<VectorIndexSection, 'api_key'> & { sealed_api_key: string };
 type Retrieval = NonNullable<TenantConfigurationDocument['retrieval']>;
 type StoredRetrieval = Omit<Retrieval, 'vector_index'> & { vector_index?: StoredVectorIndex };
-type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval'> & { providers?: StoredProvider[]; retrieval?: StoredRetrieval };
+/** A webhook tool as stored: each signing secret sealed, under another name. */
+type StoredWebhookTool = Omit<WebhookToolSection, 'secrets'> & { secrets: Array<{ sealed_secret: string; until?: string }> };
+type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval' | 'webhook_tools'> & {
+  providers?: StoredProvider[];
+  retrieval?: StoredRetrieval;
+  webhook_tools?: StoredWebhookTool[];
+};
 /** A section that holds a key: in clear in a pushed document, sealed in a stored one. */
 type KeyHolder = { api_key?: string; sealed_api_key?: string };
 
@@ -291,20 +298,35 @@ export class TenantConfigurationService {
   }
 
   /**
-   * The document with every key in it (the providers', the project's vector index's) passed through `key`: what is
-   * sealed, opened, fingerprinted or shown. Each key is named by the AAD that binds it to its tenant and place.
+   * The document with every key in it (the providers', the project's vector index's, the webhook tools' signing
+   * secrets) passed through `key`: what is sealed, opened, fingerprinted or shown. Each key is named by the AAD that
+   * binds it to its tenant and place.
    */
   private withKeys(tenantId: string, document: StoredDocument | TenantConfigurationDocument, key: (section: KeyHolder, aad: string) => Record<string, string>): never {
-    const { providers, retrieval, ...rest } = document;
+    const { providers, retrieval, webhook_tools: webhookTools, ...rest } = document;
     const swap = (section: KeyHolder, aad: string) => {
       const { api_key: _key, sealed_api_key: _sealed, ...others } = section;
       return { ...others, ...key(section, aad) };
+    };
+    // A tool's signing secret goes through `key` as a key would, under its own names.
+    const swapSecret = (held: { secret?: string; sealed_secret?: string; until?: string }, aad: string) => {
+      const { secret, sealed_secret: sealed, ...others } = held;
+      const swapped = key({ ...(secret === undefined ? {} : { api_key: secret }), ...(sealed === undefined ? {} : { sealed_api_key: sealed }) }, aad);
+      return { ...others, ...Object.fromEntries(Object.entries(swapped).map(([name, value]) => [name.replace('api_key', 'secret'), value])) };
     };
     const index: KeyHolder | undefined = retrieval?.vector_index;
     return {
       ...rest,
       ...(providers === undefined ? {} : { providers: providers.map((provider: KeyHolder & { id: string }) => swap(provider, providerKeyAad(tenantId, provider.id))) }),
       ...(retrieval === undefined ? {} : { retrieval: { ...retrieval, ...(index === undefined ? {} : { vector_index: swap(index, vectorIndexKeyAad(tenantId)) }) } }),
+      ...(webhookTools === undefined
+        ? {}
+        : {
+            webhook_tools: (webhookTools as Array<{ id: string; secrets: Array<{ secret?: string; sealed_secret?: string; until?: string }> }>).map((tool) => ({
+              ...tool,
+              secrets: tool.secrets.map((held, place) => swapSecret(held, webhookSecretAad(tenantId, tool.id, place))),
+            })),
+          }),
     } as never;
   }
 
@@ -332,6 +354,8 @@ export class TenantConfigurationService {
 
 /** Binds a sealed provider key to its tenant and credential, so it cannot be copied onto another. */
 const providerKeyAad = (tenantId: string, providerId: string) => `tenant:${tenantId}:provider:${providerId}:api-key`;
+/** Binds a webhook tool's sealed signing secret to its tenant, tool and place (current 0, replaced 1). */
+const webhookSecretAad = (tenantId: string, toolId: string, place: number) => `tenant:${tenantId}:webhook-tool:${toolId}:secret:${place}`;
 /** Binds the sealed key of a project's own vector index to its tenant. */
 export const vectorIndexKeyAad = (tenantId: string) => `tenant:${tenantId}:vector-index:api-key`;
 

@@ -171,12 +171,14 @@ function isApiRoot(value: string): boolean {
 /** A URL the control plane pushes, `what` named in its refusal. */
 const apiRoot = (what: string) => z.string().max(2048).refine(isApiRoot, `must be an http(s) URL without credentials: ${what}`);
 
-/** A key the control plane pushes: in clear on the admin channel, never one of our redacted renderings of it. */
-const pushedKey = z
-  .string()
-  .min(1)
-  .max(4096)
-  .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`);
+/** A secret the control plane pushes: in clear on the admin channel, never one of our redacted renderings of it. */
+const pushedSecret = (field: string) =>
+  z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine((key) => !isRedacted(key), `${field} ${redactedSecretMessage}`);
+const pushedKey = pushedSecret('api_key');
 
 export const ModelPriceSchema = z
   .strictObject({
@@ -244,6 +246,44 @@ export const VectorIndexSectionSchema = z
     api_key: pushedKey.meta({ description: 'The Pinecone key, in clear on the admin channel; sealed at rest and shown redacted, and a redacted one is refused' }),
   })
   .meta({ id: 'VectorIndexSection' });
+
+export const maxWebhookTools = 128;
+/** The longest description a tool's definition carries to the model. */
+export const maxToolDescriptionLength = 4_096;
+/** The largest parameters schema of a published tool, as JSON. */
+export const maxToolParametersBytes = 32 * 1024;
+/** A tool name as the models' function-calling APIs take it. */
+export const toolNamePattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A signing secret of a webhook tool: the current one, or the one it replaced, which signs too until `until`. */
+const WebhookToolSecretSchema = z.strictObject({
+  secret: pushedSecret('secret').meta({ description: 'The secret, in clear on the admin channel; sealed at rest and shown redacted' }),
+  until: z.iso.datetime().optional().meta({ description: 'Set on a replaced secret: it signs beside the new one until then (24 hours after the rotation)' }),
+});
+
+/** A webhook tool the project published (docs/decisions/0052): an HTTPS endpoint the agent calls, signed with its own secret. */
+export const WebhookToolSectionSchema = z
+  .strictObject({
+    id: z.string().min(1).max(256).meta({ description: "The control plane's tool id" }),
+    name: z.string().regex(toolNamePattern, 'must be 1-64 letters, digits, _ or -').meta({ description: 'The name the model calls it by' }),
+    description: z.string().max(maxToolDescriptionLength).meta({ description: 'What the tool does, for the model' }),
+    parameters: z.record(z.string(), z.unknown()).meta({ description: "JSON Schema of the tool's arguments (an object schema)" }),
+    url: apiRoot('the handler URL').meta({ description: 'The handler the call is POSTed to; reached through the SSRF guard' }),
+    requires_approval: z.boolean().meta({ description: "Each call waits for the person's approval (in an unattended run, the operator's)" }),
+    secrets: z.array(WebhookToolSecretSchema).min(1).max(2).meta({ description: 'The current secret first; a replaced one second, with `until`' }),
+  })
+  .meta({ id: 'WebhookToolSection' });
+
+const webhookToolSections = z
+  .array(WebhookToolSectionSchema)
+  .max(maxWebhookTools)
+  .superRefine((tools, ctx) => {
+    const names = new Set<string>();
+    tools.forEach((tool, index) => {
+      if (names.has(tool.name)) ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `tool name '${tool.name}' appears twice` });
+      names.add(tool.name);
+    });
+  });
 
 /** How documents are embedded and searched (docs/decisions/0041). */
 export const RetrievalSectionSchema = z
@@ -323,6 +363,9 @@ const configurationShape = z.strictObject({
     }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
+  webhook_tools: webhookToolSections
+    .optional()
+    .meta({ description: `The project's published webhook tools (at most ${maxWebhookTools}), offered under capability webhook_tools. Unset: none` }),
 });
 
 // A default model no provider serves is allowed: it is the project's choice whose provider was removed or rotated
@@ -366,5 +409,6 @@ export type TenantConfigurationOutput = z.infer<typeof TenantConfigurationOut>;
 export type TenantConfigurationDocument = Omit<TenantConfigurationInput, 'version'>;
 export type ProviderSection = z.infer<typeof ProviderSectionSchema>;
 export type VectorIndexSection = z.infer<typeof VectorIndexSectionSchema>;
+export type WebhookToolSection = z.infer<typeof WebhookToolSectionSchema>;
 export type ModelPrice = z.infer<typeof ModelPriceSchema>;
 export type UsageLimits = z.infer<typeof UsageLimitsSchema>;

@@ -1,0 +1,200 @@
+// HTTP adapter for a project's webhook tools (admin key or signed-in session; docs/decisions/0052). The write
+// surface spells the approval gate `requiresApproval`: any value but true or false (null, 0, "false") is 400, the
+// spelling `requires_approval` is 400 whatever its value, and a PATCH without it leaves the gate as it was.
+import { z } from 'zod';
+import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
+import type { ProjectKeyService } from '../keys/service.js';
+import { MAX_PARAMETERS_BYTES, TOOL_NAME, type WebhookToolService } from './webhook-tools.js';
+
+const forbidden = mintKeyOnAdminRoute;
+const hidden = projectHidden;
+
+const requiresApproval = malformedUnless((value): value is boolean => typeof value === 'boolean', 'requiresApproval must be true or false')
+  .meta({ type: 'boolean', description: 'Each call waits for approval, in attended and unattended runs alike. Any value but true or false (null, 0, "false") is 400' })
+  .optional();
+const underscored = malformedUnless((_value): _value is never => false, 'the write surface spells it requiresApproval')
+  .meta({ not: {}, description: 'Refused with 400 whatever its value: the write surface spells it `requiresApproval`' })
+  .optional();
+
+const description = z.string().trim().min(1).max(4_096).meta({ description: 'What the tool does, for the model: when to call it and what it returns' });
+const parameters = z
+  .record(z.string(), z.json())
+  .meta({ description: `JSON Schema of the arguments, an object schema (\`{"type":"object","properties":{...}}\`), at most ${MAX_PARAMETERS_BYTES / 1024} KiB` });
+const url = z.string().trim().min(1).max(2_048).meta({ description: 'The handler: an HTTPS URL, checked by the URL guard (no private or metadata addresses)' });
+
+const WebhookToolCreate = z
+  .strictObject({
+    name: z.string().regex(TOOL_NAME, 'name must be 1-64 letters, digits, _ or -').meta({ description: 'What the model calls it; unique in the project, not a built-in tool\'s name' }),
+    description,
+    parameters: parameters.optional(),
+    url,
+    requiresApproval,
+    requires_approval: underscored,
+  })
+  .meta({ id: 'WebhookToolCreate' });
+
+const WebhookToolPatch = z
+  .strictObject({ description: description.optional(), parameters: parameters.optional(), url: url.optional(), requiresApproval, requires_approval: underscored })
+  .meta({ id: 'WebhookToolPatch' });
+
+const WebhookToolOut = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    description: z.string(),
+    parameters: z.record(z.string(), z.unknown()),
+    url: z.string(),
+    requiresApproval: z.boolean(),
+    created_at: z.iso.datetime(),
+    updated_at: z.iso.datetime(),
+    rotated_at: z.iso.datetime().nullable(),
+    previousSecretUntil: z.iso.datetime().nullable().meta({ description: 'While a rotation\'s 24 hours last: when the replaced secret stops signing' }),
+  })
+  .meta({ id: 'WebhookTool' });
+
+const WebhookToolCreated = WebhookToolOut.extend({
+  secret: z.string().meta({ description: 'The signing secret: shown this once, never listed again. Verify `X-Service-Signature` with it' }),
+}).meta({ id: 'WebhookToolCreated' });
+
+const WebhookToolRotated = z
+  .object({
+    id: z.uuid(),
+    secret: z.string().meta({ description: 'The new signing secret, shown this once' }),
+    previousSecretUntil: z.iso.datetime().meta({ description: 'Until then calls carry both signatures, comma-separated; afterwards only the new one' }),
+  })
+  .meta({ id: 'WebhookToolRotated' });
+
+const ToolParams = ProjectParams.extend({ toolId: z.uuid({ error: 'toolId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+
+const DeliveriesQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(1_000).optional().meta({ description: 'How many, newest first (default 100, at most 1,000)' }),
+});
+
+export function webhookToolRoutes(tools: WebhookToolService, keys: ProjectKeyService): RouteDefinition[] {
+  const admin = authorizeAdmin(keys);
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/webhook-tools',
+      operationId: 'listWebhookTools',
+      summary: "The project's webhook tools (never their secrets)",
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'Oldest first', schema: z.object({ tools: z.array(WebhookToolOut) }).meta({ id: 'WebhookToolList' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: { tools: await tools.list(params.id) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/webhook-tools',
+      operationId: 'createWebhookTool',
+      summary: 'Publish a webhook tool; its signing secret is in this answer and never again',
+      description: 'Publishing grants nothing: a token reaches the tool only with capability `webhook_tools` (and `enable_webhook_tools` not false).',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: WebhookToolCreate,
+      responses: {
+        201: { description: 'Published', schema: WebhookToolCreated },
+        400: { description: 'A URL the guard refuses, a built-in tool\'s name, parameters that are not an object schema, or an invalid `requiresApproval`' },
+        403: forbidden,
+        404: hidden,
+        409: { description: 'The name is taken in this project (`code` `name_taken`), or the project has 128 tools' },
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body }) {
+        return { status: 201, body: await tools.create(params.id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/webhook-tools/deliveries',
+      operationId: 'listWebhookToolDeliveries',
+      summary: 'Recent calls of the project\'s webhook tools, newest first: when, tool, result excerpt, duration and error',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      query: DeliveriesQuery,
+      responses: {
+        200: { description: 'As the runtime recorded them', schema: z.object({ deliveries: z.array(z.record(z.string(), z.unknown())) }).meta({ id: 'WebhookToolDeliveries' }) },
+        403: forbidden,
+        404: hidden,
+        503: { description: 'The project\'s runtime is not reachable yet' },
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, query }) {
+        return { body: (await tools.deliveries(params.id, query.limit)) as { deliveries: Record<string, unknown>[] } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/webhook-tools/{toolId}',
+      operationId: 'getWebhookTool',
+      summary: 'One webhook tool (never its secret)',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ToolParams,
+      responses: { 200: { description: 'The tool', schema: WebhookToolOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await tools.get(params.id, params.toolId) };
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/api/projects/{id}/webhook-tools/{toolId}',
+      operationId: 'updateWebhookTool',
+      summary: 'Change a webhook tool: the fields sent change, the rest (the approval gate included) stay as they were',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ToolParams,
+      body: WebhookToolPatch,
+      responses: {
+        200: { description: 'The tool as changed', schema: WebhookToolOut },
+        400: { description: 'An invalid `requiresApproval` (null, 0, "false"), the spelling `requires_approval`, a URL the guard refuses, or parameters that are not an object schema: nothing is changed' },
+        403: forbidden,
+        404: hidden,
+      },
+      // The tool is found before its body is read: an unknown one is 404 whatever the body says.
+      authorize: async ({ params, res }) => {
+        await admin(res.locals, params.id);
+        await tools.get(params.id, params.toolId);
+      },
+      async handle({ params, body }) {
+        return { body: await tools.update(params.id, params.toolId, body) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/projects/{id}/webhook-tools/{toolId}',
+      operationId: 'removeWebhookTool',
+      summary: 'Remove a webhook tool; the agent can no longer call it',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ToolParams,
+      responses: { 200: { description: 'The removed tool', schema: WebhookToolOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await tools.remove(params.id, params.toolId) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/webhook-tools/{toolId}/rotate',
+      operationId: 'rotateWebhookToolSecret',
+      summary: 'A new signing secret, shown this once; for 24 hours calls carry both signatures',
+      tags: ['webhook-tools'],
+      security: ['apiKey', 'session'],
+      params: ToolParams,
+      responses: { 200: { description: 'Rotated', schema: WebhookToolRotated }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await tools.rotate(params.id, params.toolId) };
+      },
+    }),
+  ];
+}
