@@ -7,14 +7,10 @@ import { createHmac } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifySignature } from '@agentplane/lib/crypto/signatures';
-import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { WebhookHandler } from './fakes/webhook-handler.js';
-import { startTestControl, type TestControl } from './harness/control.js';
-import { eventually } from './harness/eventually.js';
-import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
+import { json, startTestProject, type TestProject } from './harness/project.js';
 
-const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
 const PROVIDER_KEY = 'sk-fake-webhook-tools-0123456789';
 const MODEL = 'gpt-4o-mini';
 
@@ -29,54 +25,27 @@ interface Tool {
 }
 
 describe('webhook tools from the control plane', () => {
-  let rt: TestRuntime;
-  let api: TestControl;
+  let project: TestProject;
   let fake: FakeOpenAIServer;
   let handler: WebhookHandler;
-  let projectId: string;
-  let tenantId: string;
-  let adminKey: string;
   let tool: Tool;
 
-  const call = (path: string, init: RequestInit = {}) => api.call(`/api/projects/${projectId}${path}`, { key: adminKey, ...init });
-  const send = (method: string, path: string, body?: unknown) => call(path, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  async function json<T>(response: Response, status: number): Promise<T> {
-    const text = await response.text();
-    expect(response.status, text).toBe(status);
-    return JSON.parse(text) as T;
-  }
-  /** Waits until the runtime holds the project's configuration at the control plane's current version. */
-  async function pushed(): Promise<void> {
-    const version = (await api.control.projects.configurationDocument(projectId))!.version;
-    await eventually(async () => (await rt.runtime.configurations.load(tenantId))?.version === version, { what: `configuration version ${version} on the runtime` });
-  }
+  const call = (path: string) => project.send('GET', path);
+  const send = (method: string, path: string, body?: unknown) => project.send(method, path, body);
+  const pushed = () => project.pushed();
   async function turnCallingTool(): Promise<{ content: string; session_id: string; requires_action: boolean }> {
-    const token = (await json<{ access_token: string }>(await send('POST', '/token', { subject: 'acme:alice', capabilities: ['chat', 'webhook_tools', 'approvals'] }), 200))
-      .access_token;
+    const token = await project.token('acme:alice', ['chat', 'webhook_tools', 'approvals']);
     fake.script({ toolCalls: [{ id: 'call_1', name: 'lookup_order', arguments: { order_id: 'A-1' } }] }, 'It shipped.');
-    return json(await rt.endUser('/chat', token, { method: 'POST', body: JSON.stringify({ message: 'Where is A-1?' }) }), 200);
+    return json(await project.rt.endUser('/chat', token, { method: 'POST', body: JSON.stringify({ message: 'Where is A-1?' }) }), 200);
   }
 
   beforeAll(async () => {
     fake = await FakeOpenAIServer.start({ apiKey: PROVIDER_KEY, chatModels: [MODEL] });
     handler = await WebhookHandler.start();
-    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' } });
-    api = await startTestControl(
-      { ...owner, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' },
-      { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 5000 }) },
-    );
-    const { account } = await api.control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
-    const orgId = (await api.control.accounts.orgsOf(account.id))[0]!.id;
-    const project = await api.control.projects.create(orgId, account.id, 'support');
-    projectId = project.id;
-    tenantId = project.tenant_id;
-    adminKey = (await api.control.keys.create({ kind: 'account', accountId: account.id }, projectId, { scope: 'admin', name: 'admin' })).key;
-    await json(await send('PATCH', '', { ceiling: { capabilities: ['chat', 'webhook_tools', 'approvals'] } }), 200);
-    await json(await send('POST', '/providers', { provider: 'openai_compatible', models: [MODEL], values: { api_key: PROVIDER_KEY, base_url: fake.url } }), 201);
+    project = await startTestProject({ capabilities: ['chat', 'webhook_tools', 'approvals'], provider: fake, model: MODEL });
   }, 120_000);
   afterAll(async () => {
-    await api?.stop();
-    await rt?.stop();
+    await project?.stop();
     await fake?.stop();
     await handler?.stop();
   });
@@ -99,7 +68,7 @@ describe('webhook tools from the control plane', () => {
     expect(listed.tools.map((t) => t.id)).toEqual([tool.id]);
     expect(JSON.stringify(listed)).not.toContain(secret);
     expect(JSON.stringify(await json(await call(`/webhook-tools/${tool.id}`), 200))).not.toContain(secret);
-    const stored = await sql<{ row: string }>`select row_to_json(t)::text as row from control.webhook_tools t`.execute(api.control.database.db);
+    const stored = await sql<{ row: string }>`select row_to_json(t)::text as row from control.webhook_tools t`.execute(project.api.control.database.db);
     expect(stored.rows[0]!.row).not.toContain(secret);
 
     await pushed();
@@ -107,7 +76,7 @@ describe('webhook tools from the control plane', () => {
     const answer = await turnCallingTool();
     expect(answer.content).toBe('It shipped.');
     const request = handler.requests.at(-1)!;
-    expect(WebhookHandler.json(request)).toMatchObject({ tool: 'lookup_order', arguments: { order_id: 'A-1' }, subject: 'acme:alice', tenant_id: tenantId, session_id: answer.session_id });
+    expect(WebhookHandler.json(request)).toMatchObject({ tool: 'lookup_order', arguments: { order_id: 'A-1' }, subject: 'acme:alice', tenant_id: project.tenantId, session_id: answer.session_id });
     expect(request.headers['x-service-signature']).toBe(`sha256=${createHmac('sha256', secret).update(request.body).digest('hex')}`);
 
     const { deliveries } = await json<{ deliveries: { tool: string; tool_id: string; ok: boolean; status: number; result: string }[] }>(
@@ -136,7 +105,7 @@ describe('webhook tools from the control plane', () => {
   });
 
   it('takes requiresApproval only as true or false, refuses requires_approval, and keeps the gate through a partial PATCH', async () => {
-    const version = (await api.control.projects.configurationDocument(projectId))!.version;
+    const version = (await project.api.control.projects.configurationDocument(project.projectId))!.version;
     for (const value of [null, 0, 'false', 'true', 1]) {
       const res = await send('PATCH', `/webhook-tools/${tool.id}`, { requiresApproval: value });
       expect(res.status, `requiresApproval ${JSON.stringify(value)}`).toBe(400);
@@ -147,7 +116,7 @@ describe('webhook tools from the control plane', () => {
     expect(((await underscored.json()) as { detail: string }).detail).toContain('the write surface spells it requiresApproval');
     // Nothing changed, and nothing was pushed.
     expect((await json<Tool>(await call(`/webhook-tools/${tool.id}`), 200)).requiresApproval).toBe(false);
-    expect((await api.control.projects.configurationDocument(projectId))!.version).toBe(version);
+    expect((await project.api.control.projects.configurationDocument(project.projectId))!.version).toBe(version);
 
     expect((await json<Tool>(await send('PATCH', `/webhook-tools/${tool.id}`, { requiresApproval: true }), 200)).requiresApproval).toBe(true);
     const partial = await json<Tool>(await send('PATCH', `/webhook-tools/${tool.id}`, { description: 'Look up an order, with approval.' }), 200);
@@ -188,6 +157,6 @@ describe('webhook tools from the control plane', () => {
     const calls = handler.requests.length;
     await turnCallingTool();
     expect(handler.requests).toHaveLength(calls);
-    expect((await rt.runtime.configurations.load(tenantId))!.document.webhook_tools).toBeUndefined();
+    expect((await project.rt.runtime.configurations.load(project.tenantId))!.document.webhook_tools).toBeUndefined();
   });
 });

@@ -21,7 +21,8 @@ import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
-import { webhookToolRoutes } from './tools/routes.js';
+import { McpServerService } from './tools/mcp-servers.js';
+import { mcpServerRoutes, webhookToolRoutes } from './tools/routes.js';
 import { WebhookToolService } from './tools/webhook-tools.js';
 import { KnowledgeService } from './knowledge/service.js';
 import { LocalProvisioner } from './provisioning/local.js';
@@ -122,6 +123,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...providerRoutes(providers, keys),
         ...knowledgeRoutes(new KnowledgeService(projects, reach), keys),
         ...webhookToolRoutes(new WebhookToolService(db, secretBox, projects, urlPolicy, reach), keys),
+        ...mcpServerRoutes(new McpServerService(db, secretBox, projects, urlPolicy), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

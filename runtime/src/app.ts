@@ -46,6 +46,11 @@ import { documentRoutes } from './documents/routes.js';
 import { registerTools } from './tools/feature.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
+import type { Principal } from './auth/authenticate.js';
+import type { ServerTool } from './chat/tools.js';
+import { ToolCatalog } from './tools/catalog.js';
+import { McpTools } from './tools/mcp.js';
+import { UserMcpServers } from './tools/user-mcp.js';
 import { WebhookTools } from './tools/webhook-tools.js';
 import { registerMemory } from './memory/feature.js';
 import { memoryRoutes, wikiAdminRoutes } from './memory/routes.js';
@@ -250,6 +255,21 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     registerTools(features, deliveries);
     // A handler is at a URL the project's admin chose: reached through the SSRF guard, on pooled connections.
     const webhookTools = new WebhookTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webhookToolTimeoutMs }, providerConnections), deliveries, logger });
+    // MCP servers too are at URLs chosen by the project (or an end-user): every request through the guard. A
+    // server's event stream is long-lived, so its own connections, not the pooled ones.
+    const mcp = new McpTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.mcpTimeoutMs }), logger, callTimeoutMs: config.mcpTimeoutMs });
+    features.onShutdown(() => mcp.close());
+    const userMcp = new UserMcpServers(database.db, secretBox, urlPolicy);
+    features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
+    // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
+    // caller's own are listed from their kept lists (a call to a server only when its list is stale).
+    const serverTools = async (principal: Principal): Promise<ServerTool[]> => {
+      const own = [documentSearchTool(documents, principal), ...memoryTools(memory, principal), ...webhookTools.for(principal)];
+      const project = principal.configuration.document.mcp_servers ?? [];
+      const personal = await userMcp.serversOf(principal);
+      if (project.length === 0 && personal.length === 0) return own;
+      return [...own, ...(await mcp.toolsOf(project)), ...(await mcp.toolsOf(personal, ['mcp:manage']))];
+    };
     const chat = new ChatService({
       db: database.db,
       events,
@@ -260,7 +280,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       engine,
       limiter,
       logger,
-      serverTools: (principal) => [documentSearchTool(documents, principal), ...memoryTools(memory, principal), ...webhookTools.for(principal)],
+      serverTools,
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
 
@@ -282,7 +302,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...sessionRoutes(sessions, lifecycle.drainSignal),
         ...documentRoutes(documents),
         ...memoryRoutes(memory),
-        ...toolRoutes(deliveries, tenants),
+        ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
       securitySchemes: {

@@ -37,6 +37,8 @@ export interface RuntimeConfig extends ServiceBasics {
   providerTimeoutMs: number;
   /** How long a webhook tool's handler may take to answer a call (each attempt). */
   webhookToolTimeoutMs: number;
+  /** How long an MCP server may take to connect, list its tools or answer a call. */
+  mcpTimeoutMs: number;
   /** How long a run's lease lasts without renewal; a run whose process died is failed this long after. */
   runLeaseSeconds: number;
   /** Documents read at once by this process. */
@@ -123,6 +125,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 60_000, { min: 100, max: 10 * 60_000 }),
     webhookToolTimeoutMs: read.integer('WEBHOOK_TOOL_TIMEOUT_MS', 30_000, { min: 100, max: 5 * 60_000 }),
+    mcpTimeoutMs: read.integer('MCP_TIMEOUT_MS', 30_000, { min: 100, max: 5 * 60_000 }),
     runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
     ingestConcurrency: read.integer('INGEST_CONCURRENCY', 2, { min: 1, max: 64 }),
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),

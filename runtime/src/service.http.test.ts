@@ -120,6 +120,11 @@ describe('runtime service routes', () => {
         'GET /memory',
         'DELETE /memory/{item_id}',
         'GET /tools/deliveries',
+        'GET /tools',
+        'GET /tools/mcp',
+        'POST /tools/mcp',
+        'DELETE /tools/mcp/{server_id}',
+        'POST /tools/mcp/probe',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

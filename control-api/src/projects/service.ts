@@ -8,7 +8,7 @@ import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, exportKeyRing, importKeyRing, MAX_TRUSTED_KEYS, pruneKeyRing, ringHasRoom, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
-import { pushedWebhookTools } from '../tools/configuration.js';
+import { pushedMcpServers, pushedWebhookTools } from '../tools/configuration.js';
 import { pushedEmbedding, pushedProviders, unpricedModels, vectorIndexKeyAad } from '../providers/configuration.js';
 import { registeredModels } from '../providers/registered.js';
 import type { BudgetWindow, ControlSchema, StoredCeiling } from '../store/schema.js';
@@ -207,11 +207,12 @@ export class ProjectService {
         providers: await pushedProviders(trx, this.secrets, row.id),
         embedding: await pushedEmbedding(trx, row.id, row.embedding),
         webhookTools: await pushedWebhookTools(trx, this.secrets, row.id),
+        mcpServers: await pushedMcpServers(trx, this.secrets, row.id),
         rerank: row.rerank ? await trx.selectFrom('providers').select('id').where('project_id', '=', row.id).where('id', '=', row.rerank.provider_id).executeTakeFirst() : undefined,
       };
     });
     if (!read) return null;
-    const { row, registered, providers, embedding, webhookTools } = read;
+    const { row, registered, providers, embedding, webhookTools, mcpServers } = read;
     // A rerank model whose provider was removed is left out (searches go back to the fused order).
     const rerank = row.rerank && read.rerank ? { provider: row.rerank.provider_id, model: row.rerank.model } : undefined;
     const ring = await importKeyRing(JSON.parse(this.secrets.open(row.signing_keys!, signingKeysAad(row.id))));
@@ -264,6 +265,7 @@ export class ProjectService {
         : {}),
       // Left out for a project that published none, so its document stays what it was before tools existed.
       ...(webhookTools.length > 0 ? { webhook_tools: webhookTools } : {}),
+      ...(mcpServers.length > 0 ? { mcp_servers: mcpServers } : {}),
     };
   }
 

@@ -3,7 +3,7 @@
 // runtime's admin surface over HTTP; `kubernetes` writes Project and Tenant resources and reads their status
 // (docs/decisions/0024).
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
-import type { PushedWebhookTool } from '../tools/configuration.js';
+import type { PushedMcpServer, PushedWebhookTool } from '../tools/configuration.js';
 
 /**
  * A provider credential as pushed: the key in clear, so only over the runtime's admin channel (the runtime seals
@@ -61,6 +61,8 @@ export interface TenantConfigurationDocument {
   };
   /** Present when the project published a webhook tool; secrets in clear on the admin channel. */
   webhook_tools?: PushedWebhookTool[];
+  /** Present when the project has an MCP server; headers in clear on the admin channel. */
+  mcp_servers?: PushedMcpServer[];
 }
 
 /** Which project and tenant an outbox entry is about. */

@@ -220,4 +220,22 @@ export const controlMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 15,
+    name: 'mcp servers',
+    statements: [
+      // A project's MCP servers (docs/decisions/0053), reached over HTTP; their static headers sealed as one secret.
+      `create table control.mcp_servers (
+        id uuid primary key,
+        project_id uuid not null references control.projects (id) on delete cascade,
+        name text not null,
+        url text not null,
+        transport text not null,
+        header_names jsonb not null,
+        headers text,
+        created_at timestamptz not null default now(),
+        unique (project_id, name)
+      )`,
+    ],
+  },
 ];

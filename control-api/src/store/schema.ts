@@ -90,6 +90,18 @@ export interface ControlSchema {
     created_at: Generated<Date>;
     refreshed_at: ColumnType<Date, Date | undefined, Date>;
   };
+  mcp_servers: {
+    id: string;
+    project_id: string;
+    name: string;
+    url: string;
+    transport: 'auto' | 'streamable_http' | 'sse';
+    /** The names of its static headers, shown in listings; their values are in `headers`. */
+    header_names: ColumnType<string[], string, string>;
+    /** The headers as JSON, sealed with the SecretBox (tools/configuration.ts `mcpHeadersAad`); null: none. */
+    headers: string | null;
+    created_at: Generated<Date>;
+  };
   webhook_tools: {
     id: string;
     project_id: string;

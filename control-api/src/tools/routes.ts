@@ -1,10 +1,13 @@
-// HTTP adapter for a project's webhook tools (admin key or signed-in session; docs/decisions/0052). The write
+// HTTP adapters for a project's webhook tools and MCP servers (admin key or signed-in session; docs/decisions/0052
+// and 0053). Of webhook tools: the write
 // surface spells the approval gate `requiresApproval`: any value but true or false (null, 0, "false") is 400, the
 // spelling `requires_approval` is 400 whatever its value, and a PATCH without it leaves the gate as it was.
 import { z } from 'zod';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
+import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { MCP_TRANSPORTS, type McpServerService } from './mcp-servers.js';
 import { MAX_PARAMETERS_BYTES, TOOL_NAME, type WebhookToolService } from './webhook-tools.js';
 
 const forbidden = mintKeyOnAdminRoute;
@@ -194,6 +197,107 @@ export function webhookToolRoutes(tools: WebhookToolService, keys: ProjectKeySer
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params }) {
         return { body: await tools.rotate(params.id, params.toolId) };
+      },
+    }),
+  ];
+}
+
+/** A stdio server's fields: refused with 400 whatever their value, as SPEC.md refuses stdio servers everywhere. */
+const stdio = malformedUnless((_value): _value is never => false, STDIO_MCP_REFUSED).meta({ not: {}, description: `Refused with 400: ${STDIO_MCP_REFUSED}` }).optional();
+
+const McpServerCreate = z
+  .strictObject({
+    name: z.string().regex(MCP_SERVER_NAME, 'name must be 1-24 lower-case letters, digits, _ or -').meta({ description: "Its tools are offered as `<name>__<tool>`; unique in the project" }),
+    url: z.string().trim().min(1).max(2_048).meta({ description: 'The Streamable HTTP (or SSE) endpoint, checked by the URL guard' }),
+    transport: z.enum(MCP_TRANSPORTS).optional().meta({ description: '`auto` (default): Streamable HTTP, falling back to the older SSE transport' }),
+    headers: z
+      .record(z.string().regex(/^[A-Za-z0-9-]{1,128}$/, 'header names are letters, digits and -'), z.string().min(1).max(8_192))
+      .refine((headers) => Object.keys(headers).length <= 16, 'at most 16 headers')
+      .optional()
+      .meta({ description: 'Static headers sent on every request (an API key, say): sealed at rest, never returned' }),
+    command: stdio,
+    args: stdio,
+    type: stdio,
+  })
+  .meta({ id: 'McpServerCreate' });
+
+const McpServerOut = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    url: z.string(),
+    transport: z.enum(MCP_TRANSPORTS),
+    header_names: z.array(z.string()).meta({ description: 'The headers it is sent; their values are never returned' }),
+    created_at: z.iso.datetime(),
+  })
+  .meta({ id: 'McpServer' });
+
+const McpParams = ProjectParams.extend({ mcpId: z.uuid({ error: 'mcpId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+
+export function mcpServerRoutes(servers: McpServerService, keys: ProjectKeyService): RouteDefinition[] {
+  const admin = authorizeAdmin(keys);
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/mcp',
+      operationId: 'listMcpServers',
+      summary: "The project's MCP servers (never their headers' values)",
+      tags: ['mcp'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'Oldest first', schema: z.object({ servers: z.array(McpServerOut) }).meta({ id: 'McpServerList' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: { servers: await servers.list(params.id) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/mcp',
+      operationId: 'addMcpServer',
+      summary: "Add an MCP server reached over HTTP; its tools are offered to the project's turns",
+      tags: ['mcp'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: McpServerCreate,
+      responses: {
+        201: { description: 'Added', schema: McpServerOut },
+        400: { description: 'A stdio server (`command`, `args` or `type`), or a URL the guard refuses' },
+        403: forbidden,
+        404: hidden,
+        409: { description: 'The name is taken in this project (`code` `name_taken`), or the project has 32 servers' },
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body }) {
+        return { status: 201, body: await servers.add(params.id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/mcp/{mcpId}',
+      operationId: 'getMcpServer',
+      summary: 'One MCP server',
+      tags: ['mcp'],
+      security: ['apiKey', 'session'],
+      params: McpParams,
+      responses: { 200: { description: 'The server', schema: McpServerOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await servers.get(params.id, params.mcpId) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/projects/{id}/mcp/{mcpId}',
+      operationId: 'removeMcpServer',
+      summary: 'Remove an MCP server; its tools are no longer offered',
+      tags: ['mcp'],
+      security: ['apiKey', 'session'],
+      params: McpParams,
+      responses: { 200: { description: 'The removed server', schema: McpServerOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await servers.remove(params.id, params.mcpId) };
       },
     }),
   ];

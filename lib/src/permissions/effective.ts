@@ -1,6 +1,7 @@
 // Effective permission for one request (SPEC.md What the service does 9): project ceiling ∩ token ∩
 // per-request flag, plus `allowed_tools` when set. Every route and tool asks this; a caller can decline but
 // never exceed.
+import { permissionDenied } from '../errors.js';
 import {
   CATALOGUE,
   REQUEST_FLAGS,
@@ -146,4 +147,9 @@ export function effectivePermission(input: {
     skillAllowed: (name) => switches.enable_plugins && (skills === undefined || skills.has(name)),
     modelAllowed: (model) => models === undefined || models.has(model),
   };
+}
+
+/** Refuses (403 `capability_denied`) a caller without `capability`, naming `what` needed it. */
+export function requireCapability(permission: Pick<EffectivePermission, 'has'>, capability: Capability, what: string): void {
+  if (!permission.has(capability)) throw permissionDenied(`${what} needs capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
 }

@@ -51,7 +51,8 @@ export interface ChatServiceDeps {
   limiter: UsageLimiter;
   logger: Logger;
   /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
-  serverTools?: (principal: Principal) => ServerTool[];
+  /** The tools the service runs for this caller; MCP servers' lists may take a call to learn (then they are kept). */
+  serverTools?: (principal: Principal) => ServerTool[] | Promise<ServerTool[]>;
   /**
    * The automatic document context: the best passages for a message, as the person's own search finds them; given
    * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
@@ -96,7 +97,7 @@ export class ChatService {
       request: requestFlagsOf(request),
     });
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request, deps.serverTools?.(principal) ?? []);
+    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal)) ?? []);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's

@@ -32,6 +32,8 @@ export interface ServerTool {
   needs: readonly Capability[];
   /** Each call waits for the person's approval first (a webhook tool published with `requiresApproval`). */
   requiresApproval?: boolean;
+  /** Where it comes from, as `GET /tools` shows it; default `builtin`. */
+  origin?: 'builtin' | 'webhook' | 'mcp';
   /** Passages to cite (`sources`), a plain answer for the model (`text`), or a refusal it can act on. */
   run(
     args: Record<string, unknown>,
@@ -113,6 +115,11 @@ export class ToolSet {
 
   get(name: string): OfferedTool | undefined {
     return this.tools.get(name);
+  }
+
+  /** Every tool offered, in the order the model is given them. */
+  list(): OfferedTool[] {
+    return [...this.tools.values()];
   }
 
   definitions(): ModelTool[] {

@@ -401,4 +401,23 @@ export const runtimeMigrations: Migration[] = [
       'create index tool_deliveries_recent on tool_deliveries (tenant_id, created_at desc, id)',
     ],
   },
+  {
+    version: 16,
+    name: 'user_mcp_servers',
+    statements: [
+      // MCP servers end-users attach for themselves (docs/decisions/0053), their headers sealed.
+      `create table user_mcp_servers (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        owner text not null,
+        name text not null,
+        url text not null,
+        transport text not null,
+        header_names jsonb not null,
+        sealed_headers text,
+        created_at timestamptz not null default now(),
+        unique (tenant_id, owner, name)
+      )`,
+    ],
+  },
 ];

@@ -285,7 +285,22 @@ export interface RuntimeSchema {
   tenant_narrowing_keys: TenantNarrowingKeysTable;
   tenant_erasures: TenantErasuresTable;
   tool_deliveries: ToolDeliveriesTable;
+  user_mcp_servers: UserMcpServersTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}
+
+/** An MCP server an end-user attached for themselves (`mcp:manage`; docs/decisions/0053): private to its owner. */
+export interface UserMcpServersTable {
+  id: string;
+  tenant_id: string;
+  owner: string;
+  name: string;
+  url: string;
+  transport: 'auto' | 'streamable_http' | 'sse';
+  header_names: ColumnType<string[], string, string>;
+  /** The headers as JSON, sealed; null: none. */
+  sealed_headers: string | null;
+  created_at: Generated<Date>;
 }
 
 /** One call of a webhook tool, as `GET /tools/deliveries` lists it (docs/decisions/0052): an excerpt, never a secret. */

@@ -16,6 +16,7 @@ import {
   type TenantConfigurationInput,
   type TenantConfigurationOutput,
   type VectorIndexSection,
+  type McpServerSection,
   type WebhookToolSection,
 } from './schemas.js';
 import { redact } from '@agentplane/lib/schemas/redaction';
@@ -33,10 +34,13 @@ type Retrieval = NonNullable<TenantConfigurationDocument['retrieval']>;
 type StoredRetrieval = Omit<Retrieval, 'vector_index'> & { vector_index?: StoredVectorIndex };
 /** A webhook tool as stored: each signing secret sealed, under another name. */
 type StoredWebhookTool = Omit<WebhookToolSection, 'secrets'> & { secrets: Array<{ sealed_secret: string; until?: string }> };
-type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval' | 'webhook_tools'> & {
+/** An MCP server as stored: its headers sealed as one secret. */
+type StoredMcpServer = Omit<McpServerSection, 'headers'> & { sealed_headers?: string };
+type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval' | 'webhook_tools' | 'mcp_servers'> & {
   providers?: StoredProvider[];
   retrieval?: StoredRetrieval;
   webhook_tools?: StoredWebhookTool[];
+  mcp_servers?: StoredMcpServer[];
 };
 /** A section that holds a key: in clear in a pushed document, sealed in a stored one. */
 type KeyHolder = { api_key?: string; sealed_api_key?: string };
@@ -303,7 +307,7 @@ export class TenantConfigurationService {
    * binds it to its tenant and place.
    */
   private withKeys(tenantId: string, document: StoredDocument | TenantConfigurationDocument, key: (section: KeyHolder, aad: string) => Record<string, string>): never {
-    const { providers, retrieval, webhook_tools: webhookTools, ...rest } = document;
+    const { providers, retrieval, webhook_tools: webhookTools, mcp_servers: mcpServers, ...rest } = document;
     const swap = (section: KeyHolder, aad: string) => {
       const { api_key: _key, sealed_api_key: _sealed, ...others } = section;
       return { ...others, ...key(section, aad) };
@@ -314,11 +318,30 @@ export class TenantConfigurationService {
       const swapped = key({ ...(secret === undefined ? {} : { api_key: secret }), ...(sealed === undefined ? {} : { sealed_api_key: sealed }) }, aad);
       return { ...others, ...Object.fromEntries(Object.entries(swapped).map(([name, value]) => [name.replace('api_key', 'secret'), value])) };
     };
+    // An MCP server's headers go through `key` as one secret (their JSON), under their own names.
+    const swapHeaders = (server: { id: string; headers?: Record<string, string>; sealed_headers?: string }, aad: string) => {
+      const { headers, sealed_headers: sealed, ...others } = server;
+      if (headers === undefined && sealed === undefined) return others;
+      const swapped = key({ ...(headers === undefined ? {} : { api_key: JSON.stringify(headers) }), ...(sealed === undefined ? {} : { sealed_api_key: sealed }) }, aad);
+      const held: Record<string, unknown> = {};
+      for (const [name, value] of Object.entries(swapped)) {
+        if (name === 'api_key') held.headers = headersOf(value);
+        else held[name.replace('api_key', 'headers')] = value;
+      }
+      return { ...others, ...held };
+    };
     const index: KeyHolder | undefined = retrieval?.vector_index;
     return {
       ...rest,
       ...(providers === undefined ? {} : { providers: providers.map((provider: KeyHolder & { id: string }) => swap(provider, providerKeyAad(tenantId, provider.id))) }),
       ...(retrieval === undefined ? {} : { retrieval: { ...retrieval, ...(index === undefined ? {} : { vector_index: swap(index, vectorIndexKeyAad(tenantId)) }) } }),
+      ...(mcpServers === undefined
+        ? {}
+        : {
+            mcp_servers: (mcpServers as Array<{ id: string; headers?: Record<string, string>; sealed_headers?: string }>).map((server) =>
+              swapHeaders(server, mcpHeadersAad(tenantId, server.id)),
+            ),
+          }),
       ...(webhookTools === undefined
         ? {}
         : {
@@ -354,6 +377,19 @@ export class TenantConfigurationService {
 
 /** Binds a sealed provider key to its tenant and credential, so it cannot be copied onto another. */
 const providerKeyAad = (tenantId: string, providerId: string) => `tenant:${tenantId}:provider:${providerId}:api-key`;
+/** Binds an MCP server's sealed headers to its tenant and server. */
+const mcpHeadersAad = (tenantId: string, serverId: string) => `tenant:${tenantId}:mcp-server:${serverId}:headers`;
+/**
+ * Headers opened from their JSON. A redacted rendering (what an answer shows) is not JSON: it is shown as one
+ * masked value, without the last characters a redacted key shows (they would be a header value's).
+ */
+const headersOf = (value: string): Record<string, string> => {
+  try {
+    return JSON.parse(value) as Record<string, string>;
+  } catch {
+    return { '(sealed)': '****' };
+  }
+};
 /** Binds a webhook tool's sealed signing secret to its tenant, tool and place (current 0, replaced 1). */
 const webhookSecretAad = (tenantId: string, toolId: string, place: number) => `tenant:${tenantId}:webhook-tool:${toolId}:secret:${place}`;
 /** Binds the sealed key of a project's own vector index to its tenant. */

@@ -1,6 +1,7 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
+import { MCP_SERVER_NAME } from '@agentplane/lib/mcp';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
 import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
@@ -285,6 +286,33 @@ const webhookToolSections = z
     });
   });
 
+export const maxMcpServers = 32;
+
+/** A project's MCP server (docs/decisions/0053): reached over HTTP, with static headers sent on every request. */
+export const McpServerSectionSchema = z
+  .strictObject({
+    id: z.string().min(1).max(256).meta({ description: "The control plane's server id" }),
+    name: z.string().regex(MCP_SERVER_NAME, 'must be 1-24 lower-case letters, digits, _ or -, starting with a letter or digit').meta({ description: "Its tools are offered as `<name>__<tool>`" }),
+    url: apiRoot('the MCP endpoint').meta({ description: 'The Streamable HTTP (or SSE) endpoint; reached through the SSRF guard' }),
+    transport: z.enum(['auto', 'streamable_http', 'sse']).meta({ description: '`auto`: Streamable HTTP, falling back to SSE' }),
+    headers: z
+      .record(z.string().regex(/^[A-Za-z0-9-]{1,128}$/, 'header names are letters, digits and -'), pushedSecret('headers').max(8_192))
+      .optional()
+      .meta({ description: 'Static headers sent on every request, in clear on the admin channel; sealed at rest and shown redacted' }),
+  })
+  .meta({ id: 'McpServerSection' });
+
+const mcpServerSections = z
+  .array(McpServerSectionSchema)
+  .max(maxMcpServers)
+  .superRefine((servers, ctx) => {
+    const names = new Set<string>();
+    servers.forEach((server, index) => {
+      if (names.has(server.name)) ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `server name '${server.name}' appears twice` });
+      names.add(server.name);
+    });
+  });
+
 /** How documents are embedded and searched (docs/decisions/0041). */
 export const RetrievalSectionSchema = z
   .strictObject({
@@ -363,6 +391,9 @@ const configurationShape = z.strictObject({
     }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
+  mcp_servers: mcpServerSections
+    .optional()
+    .meta({ description: `The project's MCP servers (at most ${maxMcpServers}); their tools are offered to every turn of the project. Unset: none` }),
   webhook_tools: webhookToolSections
     .optional()
     .meta({ description: `The project's published webhook tools (at most ${maxWebhookTools}), offered under capability webhook_tools. Unset: none` }),
@@ -410,5 +441,6 @@ export type TenantConfigurationDocument = Omit<TenantConfigurationInput, 'versio
 export type ProviderSection = z.infer<typeof ProviderSectionSchema>;
 export type VectorIndexSection = z.infer<typeof VectorIndexSectionSchema>;
 export type WebhookToolSection = z.infer<typeof WebhookToolSectionSchema>;
+export type McpServerSection = z.infer<typeof McpServerSectionSchema>;
 export type ModelPrice = z.infer<typeof ModelPriceSchema>;
 export type UsageLimits = z.infer<typeof UsageLimitsSchema>;

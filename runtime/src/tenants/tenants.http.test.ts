@@ -376,7 +376,7 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
         ['a private key among the trusted keys', { ...body, trusted_keys: { keys: [privateKey] } }, ['body', 'trusted_keys', 'keys', 0]],
         ['an empty key set', { ...body, trusted_keys: { keys: [] } }, ['body', 'trusted_keys', 'keys']],
         ['an origin with a path', { ...body, origins: ['https://app.example.com/login'] }, ['body', 'origins', 0]],
-        ['a section this runtime does not know', { ...body, mcp_servers: [] }, ['body']],
+        ['a section this runtime does not know', { ...body, skills: [] }, ['body']],
         ['a ceiling without capabilities', { ...body, ceiling: { readOnly: true } }, ['body', 'ceiling', 'capabilities']],
         ['the runtime\'s own narrowing issuer', { ...body, issuer: `agentplane:tenant:${tenant_id}:narrowing` }, ['body', 'issuer']],
       ];

@@ -52,6 +52,7 @@ export class WebhookTools {
   for(principal: Principal): ServerTool[] {
     return (principal.configuration.document.webhook_tools ?? []).map((tool) => ({
       needs: ['webhook_tools'] as const,
+      origin: 'webhook' as const,
       requiresApproval: tool.requires_approval,
       definition: { name: tool.name, description: tool.description, parameters: tool.parameters },
       run: (args, signal, context) => this.call(tool, principal, args, signal, context),
