@@ -228,7 +228,7 @@ describe('npm start (all-in-one)', () => {
           .filter((name) => name !== undefined),
       );
       expect(packages).toContain('express'); // the record saw the packages it did load (PGlite loads on its own thread)
-      for (const unused of ['redis', '@redis/client', '@aws-sdk/client-s3', '@kubernetes/client-node', 'pg', 'gpt-tokenizer']) {
+      for (const unused of ['redis', '@redis/client', '@aws-sdk/client-s3', '@kubernetes/client-node', 'pg', 'gpt-tokenizer', '@modelcontextprotocol/sdk']) {
         expect(packages, `${unused} was loaded`).not.toContain(unused);
       }
     } finally {

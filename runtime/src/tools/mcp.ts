@@ -5,9 +5,7 @@
 // connection to list them each time; connections are kept while used and closed when idle. One loader serves the
 // tool listing, the turns and the probe, so all three say the same of a server.
 import { createHash } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { AppError } from '@agentplane/lib/errors';
 import { storableText } from '@agentplane/lib/http/text';
@@ -188,6 +186,12 @@ export class McpTools {
     const url = new URL(server.url);
     const requestInit: RequestInit = { headers: server.headers ?? {} };
     const fetch = this.options.fetch;
+    // Loaded once a project has a server: a runtime whose projects have none starts without the SDK.
+    const [{ Client }, { SSEClientTransport }, { StreamableHTTPClientTransport }] = await Promise.all([
+      import('@modelcontextprotocol/sdk/client/index.js'),
+      import('@modelcontextprotocol/sdk/client/sse.js'),
+      import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    ]);
     const attempt = async (kind: 'streamable_http' | 'sse'): Promise<Connection> => {
       const client = new Client({ name: 'agentplane', version: '1' });
       const transport: Transport =
