@@ -48,6 +48,7 @@ import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
 import type { Principal } from './auth/authenticate.js';
 import type { ServerTool } from './chat/tools.js';
+import { SessionTodos } from './sessions/todos.js';
 import { ToolCatalog } from './tools/catalog.js';
 import { McpTools } from './tools/mcp.js';
 import { UserMcpServers } from './tools/user-mcp.js';
@@ -260,11 +261,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const mcp = new McpTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.mcpTimeoutMs }), logger, callTimeoutMs: config.mcpTimeoutMs });
     features.onShutdown(() => mcp.close());
     const userMcp = new UserMcpServers(database.db, secretBox, urlPolicy);
+    const todos = new SessionTodos(database.db);
     features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
     const serverTools = async (principal: Principal): Promise<ServerTool[]> => {
-      const own = [documentSearchTool(documents, principal), ...memoryTools(memory, principal), ...webhookTools.for(principal)];
+      const own = [documentSearchTool(documents, principal), ...memoryTools(memory, principal), todos.tool(principal.tenantId), ...webhookTools.for(principal)];
       const project = principal.configuration.document.mcp_servers ?? [];
       const personal = await userMcp.serversOf(principal);
       if (project.length === 0 && personal.length === 0) return own;
@@ -299,7 +301,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...capabilityRoutes(),
         ...narrowingRoutes(narrowing),
         ...chatRoutes(chat, side),
-        ...sessionRoutes(sessions, lifecycle.drainSignal),
+        ...sessionRoutes(sessions, todos, lifecycle.drainSignal),
         ...documentRoutes(documents),
         ...memoryRoutes(memory),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),

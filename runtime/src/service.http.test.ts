@@ -97,6 +97,7 @@ describe('runtime service routes', () => {
         'GET /chat/sessions',
         'GET /chat/sessions/models',
         'GET /chat/sessions/{session_id}/messages',
+        'GET /chat/sessions/{session_id}/todos',
         'POST /chat/sessions/{id}/fork',
         'PATCH /chat/sessions/{id}',
         'DELETE /chat/sessions/{id}',

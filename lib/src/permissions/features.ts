@@ -20,7 +20,8 @@ export const FEATURES: readonly Feature[] = [
   { name: 'generations beside the turn (runtime/src/chat/side.ts)', capabilities: ['auto_title', 'followups', 'recap'] },
   { name: 'documents and retrieval (runtime/src/documents)', capabilities: ['documents:read', 'documents:write'] },
   { name: 'memory and the wiki (runtime/src/memory)', capabilities: ['memory'] },
-  { name: 'webhook tools (runtime/src/tools)', capabilities: ['webhook_tools'] },
+  { name: 'webhook tools and MCP servers (runtime/src/tools)', capabilities: ['webhook_tools', 'mcp:manage'] },
+  { name: "the agent's plan (runtime/src/sessions/todos.ts)", capabilities: ['todo'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

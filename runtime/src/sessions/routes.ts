@@ -23,6 +23,7 @@ import {
   SessionPathParams,
   SessionUpdate,
 } from './schemas.js';
+import type { SessionTodos } from './todos.js';
 import type { SessionService } from './service.js';
 
 /** A conversation's new messages as server-sent events. */
@@ -34,8 +35,34 @@ const notOwned = { description: 'Capability `chat` missing, or the conversation 
 const uuid = z.uuid();
 
 /** `drainSignal` ends open event streams when the process starts draining (clients reconnect elsewhere). */
-export function sessionRoutes(sessions: SessionService, drainSignal?: AbortSignal): RouteDefinition[] {
+const TodoItemOut = z
+  .object({
+    id: z.string().meta({ description: 'Its place in the plan, from 1' }),
+    content: z.string(),
+    status: z.enum(['pending', 'in_progress', 'completed']),
+  })
+  .meta({ id: 'TodoItem' });
+
+export function sessionRoutes(sessions: SessionService, todos: SessionTodos, drainSignal?: AbortSignal): RouteDefinition[] {
   return [
+    defineRoute({
+      method: 'get',
+      path: '/chat/sessions/{session_id}/todos',
+      operationId: 'listSessionTodos',
+      summary: "The agent's plan for a conversation, in order (empty when it kept none)",
+      tags: ['chat'],
+      security: ['bearer'],
+      params: SessionIdParams,
+      responses: {
+        200: { description: 'The plan as the agent last wrote it', schema: z.array(TodoItemOut) },
+        403: forbidden,
+        404: { description: 'No such conversation, or not visible' },
+      },
+      authorize: async ({ params, res }) => void (await sessions.authorizeRead(principalOf(res), params.session_id)),
+      async handle({ params, res }) {
+        return { body: await todos.of(principalOf(res).tenantId, params.session_id) };
+      },
+    }),
     defineRoute({
       method: 'get',
       path: '/chat/sessions',

@@ -420,4 +420,18 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 17,
+    name: 'session_todos',
+    statements: [
+      // The agent's plan for a conversation (capability `todo`; docs/decisions/0054): the whole list, replaced by
+      // each write, gone with its conversation.
+      `create table session_todos (
+        session_id uuid primary key references sessions (id) on delete cascade,
+        tenant_id uuid not null references tenants (tenant_id),
+        items jsonb not null,
+        updated_at timestamptz not null default now()
+      )`,
+    ],
+  },
 ];

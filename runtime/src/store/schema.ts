@@ -286,7 +286,23 @@ export interface RuntimeSchema {
   tenant_erasures: TenantErasuresTable;
   tool_deliveries: ToolDeliveriesTable;
   user_mcp_servers: UserMcpServersTable;
+  session_todos: SessionTodosTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}
+
+/** One item of the agent's plan for a conversation. */
+export interface TodoItem {
+  id: string;
+  content: string;
+  status: 'pending' | 'in_progress' | 'completed';
+}
+
+/** The agent's plan for a conversation (docs/decisions/0054): replaced whole by each write. */
+export interface SessionTodosTable {
+  session_id: string;
+  tenant_id: string;
+  items: ColumnType<TodoItem[], string, string>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
 }
 
 /** An MCP server an end-user attached for themselves (`mcp:manage`; docs/decisions/0053): private to its owner. */
