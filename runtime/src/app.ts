@@ -52,6 +52,7 @@ import { SessionTodos } from './sessions/todos.js';
 import { ToolCatalog } from './tools/catalog.js';
 import { McpTools } from './tools/mcp.js';
 import { UserMcpServers } from './tools/user-mcp.js';
+import { WebTools } from './tools/web.js';
 import { WebhookTools } from './tools/webhook-tools.js';
 import { registerMemory } from './memory/feature.js';
 import { memoryRoutes, wikiAdminRoutes } from './memory/routes.js';
@@ -262,11 +263,22 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.onShutdown(() => mcp.close());
     const userMcp = new UserMcpServers(database.db, secretBox, urlPolicy);
     const todos = new SessionTodos(database.db);
+    // Pages and search engines are at addresses the model or the project chose: through the guard, every redirect too.
+    const web = new WebTools({
+      fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webFetchTimeoutMs }),
+      searchFetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webFetchTimeoutMs }, providerConnections),
+    });
     features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
     const serverTools = async (principal: Principal): Promise<ServerTool[]> => {
-      const own = [documentSearchTool(documents, principal), ...memoryTools(memory, principal), todos.tool(principal.tenantId), ...webhookTools.for(principal)];
+      const own = [
+        documentSearchTool(documents, principal),
+        ...memoryTools(memory, principal),
+        todos.tool(principal.tenantId),
+        ...web.for(principal.configuration.document.web_search),
+        ...webhookTools.for(principal),
+      ];
       const project = principal.configuration.document.mcp_servers ?? [];
       const personal = await userMcp.serversOf(principal);
       if (project.length === 0 && personal.length === 0) return own;

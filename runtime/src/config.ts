@@ -39,6 +39,8 @@ export interface RuntimeConfig extends ServiceBasics {
   webhookToolTimeoutMs: number;
   /** How long an MCP server may take to connect, list its tools or answer a call. */
   mcpTimeoutMs: number;
+  /** How long a web search or a page read may take. */
+  webFetchTimeoutMs: number;
   /** How long a run's lease lasts without renewal; a run whose process died is failed this long after. */
   runLeaseSeconds: number;
   /** Documents read at once by this process. */
@@ -126,6 +128,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 60_000, { min: 100, max: 10 * 60_000 }),
     webhookToolTimeoutMs: read.integer('WEBHOOK_TOOL_TIMEOUT_MS', 30_000, { min: 100, max: 5 * 60_000 }),
     mcpTimeoutMs: read.integer('MCP_TIMEOUT_MS', 30_000, { min: 100, max: 5 * 60_000 }),
+    webFetchTimeoutMs: read.integer('WEB_FETCH_TIMEOUT_MS', 15_000, { min: 100, max: 2 * 60_000 }),
     runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
     ingestConcurrency: read.integer('INGEST_CONCURRENCY', 2, { min: 1, max: 64 }),
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),

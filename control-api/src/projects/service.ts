@@ -8,10 +8,10 @@ import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, exportKeyRing, importKeyRing, MAX_TRUSTED_KEYS, pruneKeyRing, ringHasRoom, rotateKeyRing, trustedKeysOf, type KeyRing } from '@agentplane/lib/tokens/keys';
 import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
-import { pushedMcpServers, pushedWebhookTools } from '../tools/configuration.js';
+import { pushedMcpServers, pushedWebhookTools, webSearchKeyAad } from '../tools/configuration.js';
 import { pushedEmbedding, pushedProviders, unpricedModels, vectorIndexKeyAad } from '../providers/configuration.js';
 import { registeredModels } from '../providers/registered.js';
-import type { BudgetWindow, ControlSchema, StoredCeiling } from '../store/schema.js';
+import type { BudgetWindow, ControlSchema, StoredCeiling, StoredWebSearch } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
 import { limitsChange, limitsView, pushedLimits, type LimitsPatchInput, type LimitsView } from './limits.js';
 import type { z } from 'zod';
@@ -59,6 +59,8 @@ export type ProjectChange = Partial<{
   embedding: string | null;
   citations: 'inline' | 'list' | null;
   processor: string | null;
+  /** JSON of the web search engine (key sealed), or null. */
+  web_search: string | null;
 }>;
 
 /** The runtime's chunking when a project chose none (docs/decisions/0040). */
@@ -143,6 +145,11 @@ export class ProjectService {
   }
 
   /** Which project and tenant a call on the project's runtime is about. */
+  /** The project's web search engine as stored, or null. */
+  async webSearchOf(projectId: string): Promise<StoredWebSearch | null> {
+    return (await this.row(projectId)).web_search;
+  }
+
   async targetOf(projectId: string): Promise<{ projectId: string; tenantId: string }> {
     return { projectId, tenantId: (await this.row(projectId)).tenant_id };
   }
@@ -266,6 +273,15 @@ export class ProjectService {
       // Left out for a project that published none, so its document stays what it was before tools existed.
       ...(webhookTools.length > 0 ? { webhook_tools: webhookTools } : {}),
       ...(mcpServers.length > 0 ? { mcp_servers: mcpServers } : {}),
+      ...(row.web_search
+        ? {
+            web_search: {
+              provider: row.web_search.provider,
+              base_url: row.web_search.base_url,
+              ...(row.web_search.sealed_api_key ? { api_key: this.secrets.open(row.web_search.sealed_api_key, webSearchKeyAad(row.id)) } : {}),
+            },
+          }
+        : {}),
     };
   }
 

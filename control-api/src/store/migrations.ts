@@ -238,4 +238,13 @@ export const controlMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 16,
+    name: 'web search engine',
+    statements: [
+      // The project's web search engine ({provider, base_url, sealed_api_key?}), tried with a real search before it is
+      // stored; null: none (docs/decisions/0055).
+      'alter table control.projects add column web_search jsonb',
+    ],
+  },
 ];

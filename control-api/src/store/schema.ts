@@ -34,6 +34,13 @@ export interface StoredVectorIndex {
   dimension: number;
 }
 
+/** The project's web search engine as stored: its key, when it has one, sealed. */
+export interface StoredWebSearch {
+  provider: 'brave' | 'searxng';
+  base_url: string;
+  sealed_api_key?: string;
+}
+
 export interface ControlSchema {
   accounts: { id: string; email: string; password_hash: string; created_at: Generated<Date> };
   orgs: { id: string; name: string; created_at: Generated<Date> };
@@ -71,6 +78,7 @@ export interface ControlSchema {
     rerank: ColumnType<{ provider_id: string; model: string } | null, string | null | undefined, string | null>;
     /** The project's own vector index, its key sealed; null: the deployment's (docs/decisions/0047). */
     vector_index: ColumnType<StoredVectorIndex | null, string | null | undefined, string | null>;
+    web_search: ColumnType<StoredWebSearch | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

@@ -8,6 +8,9 @@ import type { ControlSchema } from '../store/schema.js';
 /** Binds a sealed signing secret to its project, tool and place. */
 export const webhookSecretAad = (projectId: string, toolId: string, place: 'current' | 'previous') => `project:${projectId}:webhook-tool:${toolId}:${place}`;
 
+/** Binds the sealed key of the project's web search engine to its project. */
+export const webSearchKeyAad = (projectId: string) => `project:${projectId}:web-search:api-key`;
+
 /** Binds an MCP server's sealed headers to its project and server. */
 export const mcpHeadersAad = (projectId: string, serverId: string) => `project:${projectId}:mcp-server:${serverId}:headers`;
 

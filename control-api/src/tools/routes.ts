@@ -1,13 +1,15 @@
-// HTTP adapters for a project's webhook tools and MCP servers (admin key or signed-in session; docs/decisions/0052
-// and 0053). Of webhook tools: the write
-// surface spells the approval gate `requiresApproval`: any value but true or false (null, 0, "false") is 400, the
-// spelling `requires_approval` is 400 whatever its value, and a PATCH without it leaves the gate as it was.
+// HTTP adapters for a project's tools: webhook tools, MCP servers and the web search engine (admin key or signed-in
+// session; docs/decisions/0052, 0053 and 0055). The webhook tools' write surface spells the approval gate
+// `requiresApproval`: any value but true or false (null, 0, "false") is 400, the spelling `requires_approval` is 400
+// whatever its value, and a PATCH without it leaves the gate as it was.
 import { z } from 'zod';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
-import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 import { MCP_TRANSPORTS, type McpServerService } from './mcp-servers.js';
+import type { WebSearchService } from './web-search.js';
 import { MAX_PARAMETERS_BYTES, TOOL_NAME, type WebhookToolService } from './webhook-tools.js';
 
 const forbidden = mintKeyOnAdminRoute;
@@ -298,6 +300,71 @@ export function mcpServerRoutes(servers: McpServerService, keys: ProjectKeyServi
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params }) {
         return { body: await servers.remove(params.id, params.mcpId) };
+      },
+    }),
+  ];
+}
+
+const WebSearchSet = z
+  .strictObject({
+    provider: z.enum(['brave', 'searxng']).nullable().meta({ description: '`brave`: Brave Search\'s API; `searxng`: a SearXNG instance you host; null: none' }),
+    base_url: z.string().trim().min(1).max(2_048).optional().meta({ description: 'The engine\'s root (default for brave: https://api.search.brave.com); checked by the URL guard' }),
+    api_key: z
+      .string()
+      .trim()
+      .min(1)
+      .max(4_096)
+      .refine((key) => !isRedacted(key), `api_key ${redactedSecretMessage}`)
+      .optional()
+      .meta({ description: 'Required for brave; optional for searxng (sent as a bearer). Sealed at rest, never returned' }),
+  })
+  .meta({ id: 'WebSearchSet' });
+
+const WebSearchOut = z
+  .object({
+    provider: z.enum(['brave', 'searxng']).nullable(),
+    base_url: z.string().nullable(),
+    key_last_four: z.string().nullable().meta({ description: 'null for no key or one shorter than 12 characters' }),
+  })
+  .meta({ id: 'WebSearch' });
+
+export function webSearchRoutes(search: WebSearchService, keys: ProjectKeyService): RouteDefinition[] {
+  const admin = authorizeAdmin(keys);
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/web-search',
+      operationId: 'getWebSearch',
+      summary: "The project's web search engine (never its key)",
+      tags: ['web-search'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'The engine; provider null: none', schema: WebSearchOut }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await search.get(params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/web-search',
+      operationId: 'setWebSearch',
+      summary: 'Choose the web search engine the agent\'s web_search uses (tried with one real search first), or none',
+      tags: ['web-search'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: WebSearchSet,
+      responses: {
+        200: { description: 'Stored and pushed', schema: WebSearchOut },
+        400: { description: 'A missing key or base_url, a URL the guard refuses (`url_not_allowed`), or an engine that refused the key (`provider_rejected`)' },
+        403: forbidden,
+        404: hidden,
+        502: { description: 'The engine could not be reached, or failed the test search' },
+        504: { description: 'The engine did not answer in time' },
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body }) {
+        return { body: await search.set(params.id, body) };
       },
     }),
   ];

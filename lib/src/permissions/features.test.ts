@@ -11,8 +11,8 @@ describe('features of this build', () => {
   });
 
   it('back a switch only through a capability they serve, or by naming it', () => {
-    expect(IMPLEMENTED_FLAGS).toEqual(['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_memory', 'enable_rag', 'enable_todo', 'enable_webhook_tools']);
-    for (const flag of ['enable_web_search', 'enable_browser', 'enable_computer', 'enable_scheduling', 'enable_plugins']) {
+    expect(IMPLEMENTED_FLAGS).toEqual(['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_memory', 'enable_rag', 'enable_todo', 'enable_web_search', 'enable_webhook_tools']);
+    for (const flag of ['enable_browser', 'enable_computer', 'enable_scheduling', 'enable_plugins']) {
       expect(IMPLEMENTED_FLAGS).not.toContain(flag);
     }
   });
@@ -23,7 +23,6 @@ describe('features of this build', () => {
     expect(unimplementedWarnings(['browser', 'chat', 'computer', 'web_search'])).toEqual([
       "granted capability 'browser' has nothing behind it yet",
       "granted capability 'computer' has nothing behind it yet",
-      "granted capability 'web_search' has nothing behind it yet",
     ]);
     expect(unimplementedWarnings(['chat', 'ask_user'])).toEqual([]);
   });

@@ -22,6 +22,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'memory and the wiki (runtime/src/memory)', capabilities: ['memory'] },
   { name: 'webhook tools and MCP servers (runtime/src/tools)', capabilities: ['webhook_tools', 'mcp:manage'] },
   { name: "the agent's plan (runtime/src/sessions/todos.ts)", capabilities: ['todo'] },
+  { name: 'web search and page reads (runtime/src/tools/web.ts)', capabilities: ['web_search'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

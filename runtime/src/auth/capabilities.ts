@@ -37,10 +37,16 @@ export const Capabilities = z
     max_tool_iterations: z.int().nullable().meta({ description: 'The tighter of the token\'s and the project\'s; null: unlimited' }),
     max_context_tokens: z.int().nullable().meta({ description: 'The tighter of the token\'s and the project\'s; null: unlimited' }),
     privileged: z.boolean().meta({ description: 'The token carries role `admin`, `owner` or `service`' }),
+    tools_not_offered: z
+      .array(z.object({ tool: z.string(), capability: z.string(), reason: z.string() }))
+      .meta({ description: 'Tools a capability names that this build does not offer yet, and why' }),
   })
   .meta({ id: 'Capabilities' });
 
 export type CapabilitiesOutput = z.infer<typeof Capabilities>;
+
+/** SPEC.md: `screenshot_url` may wait for the browser; until then it is not offered, and this says so. */
+const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it needs the browser, which this build does not have yet' }];
 
 export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal): CapabilitiesOutput {
   return {
@@ -55,5 +61,6 @@ export function capabilitiesOf({ tenantId, claims, permission, configuration }: 
     max_tool_iterations: permission.maxToolIterations ?? null,
     max_context_tokens: permission.maxContextTokens ?? null,
     privileged: isPrivileged(claims.roles),
+    tools_not_offered: TOOLS_NOT_OFFERED,
   };
 }

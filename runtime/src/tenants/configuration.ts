@@ -36,7 +36,8 @@ type StoredRetrieval = Omit<Retrieval, 'vector_index'> & { vector_index?: Stored
 type StoredWebhookTool = Omit<WebhookToolSection, 'secrets'> & { secrets: Array<{ sealed_secret: string; until?: string }> };
 /** An MCP server as stored: its headers sealed as one secret. */
 type StoredMcpServer = Omit<McpServerSection, 'headers'> & { sealed_headers?: string };
-type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval' | 'webhook_tools' | 'mcp_servers'> & {
+type StoredDocument = Omit<TenantConfigurationDocument, 'providers' | 'retrieval' | 'webhook_tools' | 'mcp_servers' | 'web_search'> & {
+  web_search?: Omit<NonNullable<TenantConfigurationDocument['web_search']>, 'api_key'> & { sealed_api_key?: string };
   providers?: StoredProvider[];
   retrieval?: StoredRetrieval;
   webhook_tools?: StoredWebhookTool[];
@@ -307,7 +308,7 @@ export class TenantConfigurationService {
    * binds it to its tenant and place.
    */
   private withKeys(tenantId: string, document: StoredDocument | TenantConfigurationDocument, key: (section: KeyHolder, aad: string) => Record<string, string>): never {
-    const { providers, retrieval, webhook_tools: webhookTools, mcp_servers: mcpServers, ...rest } = document;
+    const { providers, retrieval, webhook_tools: webhookTools, mcp_servers: mcpServers, web_search: webSearch, ...rest } = document;
     const swap = (section: KeyHolder, aad: string) => {
       const { api_key: _key, sealed_api_key: _sealed, ...others } = section;
       return { ...others, ...key(section, aad) };
@@ -335,6 +336,10 @@ export class TenantConfigurationService {
       ...rest,
       ...(providers === undefined ? {} : { providers: providers.map((provider: KeyHolder & { id: string }) => swap(provider, providerKeyAad(tenantId, provider.id))) }),
       ...(retrieval === undefined ? {} : { retrieval: { ...retrieval, ...(index === undefined ? {} : { vector_index: swap(index, vectorIndexKeyAad(tenantId)) }) } }),
+      // A search engine may have no key (a SearXNG instance open to the runtime): then there is nothing to pass.
+      ...(webSearch === undefined
+        ? {}
+        : { web_search: (webSearch as KeyHolder).api_key === undefined && (webSearch as KeyHolder).sealed_api_key === undefined ? webSearch : swap(webSearch as KeyHolder, webSearchKeyAad(tenantId)) }),
       ...(mcpServers === undefined
         ? {}
         : {
@@ -377,6 +382,8 @@ export class TenantConfigurationService {
 
 /** Binds a sealed provider key to its tenant and credential, so it cannot be copied onto another. */
 const providerKeyAad = (tenantId: string, providerId: string) => `tenant:${tenantId}:provider:${providerId}:api-key`;
+/** Binds the sealed key of the project's web search engine to its tenant. */
+const webSearchKeyAad = (tenantId: string) => `tenant:${tenantId}:web-search:api-key`;
 /** Binds an MCP server's sealed headers to its tenant and server. */
 const mcpHeadersAad = (tenantId: string, serverId: string) => `tenant:${tenantId}:mcp-server:${serverId}:headers`;
 /**

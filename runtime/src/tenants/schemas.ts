@@ -313,6 +313,16 @@ const mcpServerSections = z
     });
   });
 
+/** The project's web search engine (docs/decisions/0055): Brave Search's API, or a SearXNG instance it hosts. */
+export const WebSearchSectionSchema = z
+  .strictObject({
+    provider: z.enum(['brave', 'searxng']).meta({ description: '`brave`: Brave Search\'s API with the project\'s key; `searxng`: a SearXNG instance\'s JSON API' }),
+    base_url: apiRoot('the engine\'s root, such as https://api.search.brave.com').meta({ description: "The engine's root; reached through the SSRF guard" }),
+    api_key: pushedKey.optional().meta({ description: 'The key, in clear on the admin channel; sealed at rest and shown redacted. Required for brave' }),
+  })
+  .refine((section) => section.provider !== 'brave' || section.api_key !== undefined, { path: ['api_key'], message: 'brave needs an api_key' })
+  .meta({ id: 'WebSearchSection' });
+
 /** How documents are embedded and searched (docs/decisions/0041). */
 export const RetrievalSectionSchema = z
   .strictObject({
@@ -391,6 +401,7 @@ const configurationShape = z.strictObject({
     }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
+  web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
   mcp_servers: mcpServerSections
     .optional()
     .meta({ description: `The project's MCP servers (at most ${maxMcpServers}); their tools are offered to every turn of the project. Unset: none` }),
@@ -442,5 +453,6 @@ export type ProviderSection = z.infer<typeof ProviderSectionSchema>;
 export type VectorIndexSection = z.infer<typeof VectorIndexSectionSchema>;
 export type WebhookToolSection = z.infer<typeof WebhookToolSectionSchema>;
 export type McpServerSection = z.infer<typeof McpServerSectionSchema>;
+export type WebSearchSection = z.infer<typeof WebSearchSectionSchema>;
 export type ModelPrice = z.infer<typeof ModelPriceSchema>;
 export type UsageLimits = z.infer<typeof UsageLimitsSchema>;
