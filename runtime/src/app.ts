@@ -47,8 +47,11 @@ import { registerTools } from './tools/feature.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
 import type { Principal } from './auth/authenticate.js';
+import type { EffectivePermission } from '@agentplane/lib/permissions';
 import type { ServerTool } from './chat/tools.js';
 import { SessionTodos } from './sessions/todos.js';
+import { pluginRoutes } from './skills/routes.js';
+import { SkillService } from './skills/service.js';
 import { ToolCatalog } from './tools/catalog.js';
 import { McpTools } from './tools/mcp.js';
 import { UserMcpServers } from './tools/user-mcp.js';
@@ -271,15 +274,20 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
-    const serverTools = async (principal: Principal): Promise<ServerTool[]> => {
+    const skills = new SkillService(database.db, secretBox);
+    features.eraseRows({ table: 'plugins', purge: (trx, tenantId) => SkillService.purge(trx, tenantId) });
+    const serverTools = async (principal: Principal, permission: EffectivePermission): Promise<ServerTool[]> => {
+      const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
       const own = [
+        ...(loadSkill ? [loadSkill] : []),
         documentSearchTool(documents, principal),
         ...memoryTools(memory, principal),
         todos.tool(principal.tenantId),
         ...web.for(principal.configuration.document.web_search),
         ...webhookTools.for(principal),
       ];
-      const project = principal.configuration.document.mcp_servers ?? [];
+      // MCP servers: the project's, the packages' (their mcp.json, while skills are not declined) and the caller's own.
+      const project = [...(principal.configuration.document.mcp_servers ?? []), ...(permission.switches.enable_plugins ? await skills.mcpServersFor(principal) : [])];
       const personal = await userMcp.serversOf(principal);
       if (project.length === 0 && personal.length === 0) return own;
       return [...own, ...(await mcp.toolsOf(project)), ...(await mcp.toolsOf(personal, ['mcp:manage']))];
@@ -316,6 +324,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...sessionRoutes(sessions, todos, lifecycle.drainSignal),
         ...documentRoutes(documents),
         ...memoryRoutes(memory),
+        ...pluginRoutes(skills, tenants),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },

@@ -104,7 +104,7 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
       const headers = new Headers(init.headers);
       const key = init.adminKey === undefined ? adminKey : init.adminKey;
       if (key !== null) headers.set('x-admin-key', key);
-      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      if (typeof init.body === 'string' && !headers.has('content-type')) headers.set('content-type', 'application/json');
       return fetch(`${url}${path}`, { ...init, headers });
     },
     endUser(path, token, init = {}) {

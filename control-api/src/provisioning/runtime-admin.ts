@@ -92,10 +92,12 @@ export class RuntimeAdminClient implements TenantCalls {
 
   private async call(method: string, path: string, body?: unknown): Promise<Response> {
     try {
+      // A form (a skill package relayed as it came) goes as multipart; anything else as JSON.
+      const form = body instanceof FormData;
       return await fetch(`${this.options.url}${path}`, {
         method,
-        headers: { 'x-admin-key': this.options.adminKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        headers: { 'x-admin-key': this.options.adminKey, ...(body === undefined || form ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: form ? body : JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
       });
     } catch (error) {

@@ -11,6 +11,10 @@ export interface MultipartSpec {
   file: string;
   /** The largest file the route takes inline. */
   maxFileBytes: number;
+  /** What a file too large should be sent as instead; default: through POST /documents/presign-upload. */
+  tooLargeHint?: string;
+  /** A part the form may repeat instead of `file`: files named by their path (`filename`), at most `maxParts`. */
+  repeated?: { name: string; maxParts: number };
 }
 
 export interface UploadedFile {
@@ -23,6 +27,8 @@ export interface UploadedFile {
 export interface MultipartForm {
   fields: Record<string, string>;
   file: UploadedFile | undefined;
+  /** The repeated parts, in order (empty unless the spec names one). */
+  files: UploadedFile[];
 }
 
 const MAX_FIELDS = 50;
@@ -35,9 +41,10 @@ export function readMultipart(req: Request, spec: MultipartSpec): Promise<Multip
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
+      const files = 1 + (spec.repeated?.maxParts ?? 0);
       parser = busboy({
         headers: req.headers,
-        limits: { fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files: 1, fileSize: spec.maxFileBytes, parts: MAX_FIELDS + 1 },
+        limits: { fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files, fileSize: spec.maxFileBytes, parts: MAX_FIELDS + files },
       });
     } catch (error) {
       reject(invalidArgument(`request body: ${error instanceof Error ? error.message : 'not a multipart form'}`));
@@ -45,6 +52,8 @@ export function readMultipart(req: Request, spec: MultipartSpec): Promise<Multip
     }
     const fields: Record<string, string> = Object.create(null) as Record<string, string>;
     let file: UploadedFile | undefined;
+    const repeated: UploadedFile[] = [];
+    let repeatedBytes = 0;
     let failure: AppError | undefined;
     const fail = (error: AppError) => {
       if (failure) return;
@@ -63,24 +72,39 @@ export function readMultipart(req: Request, spec: MultipartSpec): Promise<Multip
     parser.on('file', (name, stream, info) => {
       // A body cut short fails the part's stream as well as the parser.
       stream.on('error', (error: Error) => fail(invalidArgument(`request body is not a well-formed multipart form: ${error.message}`)));
-      if (name !== spec.file || file !== undefined) {
+      const isRepeated = spec.repeated !== undefined && name === spec.repeated.name;
+      if ((name !== spec.file && !isRepeated) || (name === spec.file && file !== undefined)) {
         stream.resume();
-        fail(invalidArgument(name === spec.file ? `only one ${spec.file} part is taken` : `form part ${name} is not a field of this form; the file goes in part ${spec.file}`));
+        const parts = spec.repeated ? `part ${spec.file}, or parts ${spec.repeated.name}` : `part ${spec.file}`;
+        fail(invalidArgument(name === spec.file ? `only one ${spec.file} part is taken` : `form part ${name} is not a field of this form; the file goes in ${parts}`));
         return;
       }
       const chunks: Buffer[] = [];
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('limit', () => fail(new AppError('payload_too_large', `${spec.file} is larger than ${spec.maxFileBytes} bytes: upload it with POST /documents/presign-upload instead`)));
+      stream.on('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        // The repeated parts together may not pass one file's limit.
+        if (isRepeated && (repeatedBytes += chunk.length) > spec.maxFileBytes) {
+          fail(new AppError('payload_too_large', `the ${spec.repeated!.name} parts together are larger than ${spec.maxFileBytes} bytes`));
+        }
+      });
+      stream.on('limit', () =>
+        fail(new AppError('payload_too_large', `${name} is larger than ${spec.maxFileBytes} bytes: ${spec.tooLargeHint ?? 'upload it with POST /documents/presign-upload instead'}`)),
+      );
       stream.on('end', () => {
-        if (!failure) file = { filename: info.filename || undefined, contentType: info.mimeType || 'application/octet-stream', bytes: Buffer.concat(chunks) };
+        if (failure) return;
+        const uploaded = { filename: info.filename || undefined, contentType: info.mimeType || 'application/octet-stream', bytes: Buffer.concat(chunks) };
+        if (isRepeated) repeated.push(uploaded);
+        else file = uploaded;
       });
     });
     parser.on('fieldsLimit', () => fail(new AppError('payload_too_large', `a form takes at most ${MAX_FIELDS} fields`)));
     parser.on('partsLimit', () => fail(new AppError('payload_too_large', `a form takes at most ${MAX_FIELDS + 1} parts`)));
-    parser.on('filesLimit', () => fail(invalidArgument(`only one ${spec.file} part is taken`)));
+    parser.on('filesLimit', () =>
+      fail(spec.repeated ? new AppError('payload_too_large', `a form takes at most ${spec.repeated.maxParts} ${spec.repeated.name} parts`) : invalidArgument(`only one ${spec.file} part is taken`)),
+    );
     parser.on('error', (error: unknown) => fail(invalidArgument(`request body is not a well-formed multipart form: ${error instanceof Error ? error.message : String(error)}`)));
     parser.on('close', () => {
-      if (!failure) resolve({ fields, file });
+      if (!failure) resolve({ fields, file, files: repeated });
     });
     req.on('error', (error) => fail(invalidArgument(`request body could not be read: ${error.message}`)));
     req.pipe(parser);

@@ -26,7 +26,7 @@ export interface RouteInput<P, Q, B> {
   query: Q;
   body: B;
   /** A `multipart/form-data` request to a route that takes one: its text fields (checked by `multipart.fields`) and its file. */
-  form?: { fields: unknown; file: UploadedFile | undefined };
+  form?: { fields: unknown; file: UploadedFile | undefined; files: UploadedFile[] };
   req: Request;
   res: Response;
 }
@@ -176,7 +176,7 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
         let form: RouteInput<unknown, unknown, unknown>['form'];
         if (route.multipart && isMultipart(req)) {
           const read = await readMultipart(req, route.multipart);
-          form = { fields: parsePart(route.multipart.fields, read.fields, 'body'), file: read.file };
+          form = { fields: parsePart(route.multipart.fields, read.fields, 'body'), file: read.file, files: read.files };
         } else if (route.body && hasBody(req) && !req.is('application/json')) {
           // express.json() leaves other media types unparsed; without this check their body would pass as `{}`.
           throw new AppError(
@@ -305,5 +305,17 @@ export function openApiPaths(routes: RouteDefinition[]): ZodOpenApiPathsObject {
 /** A form's OpenAPI schema: its text fields and its file part, as binary. */
 function formSchema(spec: NonNullable<RouteDefinition['multipart']>): z.ZodType {
   const file = z.string().meta({ format: 'binary', description: `The file, at most ${spec.maxFileBytes} bytes` });
-  return spec.fields instanceof z.ZodObject ? spec.fields.extend({ [spec.file]: file }) : z.object({ [spec.file]: file });
+  const parts = {
+    [spec.file]: spec.repeated ? file.optional() : file,
+    ...(spec.repeated
+      ? {
+          [spec.repeated.name]: z
+            .array(z.string().meta({ format: 'binary' }))
+            .max(spec.repeated.maxParts)
+            .optional()
+            .meta({ description: `Instead of ${spec.file}: files each named by its path, at most ${spec.repeated.maxParts}` }),
+        }
+      : {}),
+  };
+  return spec.fields instanceof z.ZodObject ? spec.fields.extend(parts) : z.object(parts);
 }

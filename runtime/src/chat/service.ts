@@ -52,7 +52,7 @@ export interface ChatServiceDeps {
   logger: Logger;
   /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
   /** The tools the service runs for this caller; MCP servers' lists may take a call to learn (then they are kept). */
-  serverTools?: (principal: Principal) => ServerTool[] | Promise<ServerTool[]>;
+  serverTools?: (principal: Principal, permission: EffectivePermission) => ServerTool[] | Promise<ServerTool[]>;
   /**
    * The automatic document context: the best passages for a message, as the person's own search finds them; given
    * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
@@ -97,7 +97,7 @@ export class ChatService {
       request: requestFlagsOf(request),
     });
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal)) ?? []);
+    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal, permission)) ?? []);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's
@@ -140,8 +140,9 @@ export class ChatService {
             model: choice.model,
             target: choice.target,
             tools,
-            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt).
-            systemPrompt: configuration.system_prompt ?? request.system_prompt ?? null,
+            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt); what the
+            // offered tools ask to be told (the skills this turn may load) follows it.
+            systemPrompt: withGuidance(configuration.system_prompt ?? request.system_prompt ?? null, tools),
             effort: effortOf(request.effort, permission.maxEffort),
             limits: limitsOf(principal.configuration),
             maxContextTokens: permission.maxContextTokens,
@@ -564,6 +565,12 @@ function requestFlagsOf(request: ChatRequestInput): RequestFlags {
 
 function requireCapability(permission: EffectivePermission, capability: Parameters<EffectivePermission['has']>[0], what: string): void {
   if (!permission.has(capability)) throw permissionDenied(`${what} needs capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
+}
+
+/** The system prompt with what the offered server tools ask to be told; null when there is neither. */
+function withGuidance(prompt: string | null, tools: ToolSet): string | null {
+  const guidance = tools.list().flatMap((tool) => (tool.server?.guidance ? [tool.server.guidance] : []));
+  return guidance.length === 0 ? prompt : [...(prompt === null ? [] : [prompt]), ...guidance].join('\n\n');
 }
 
 /** The request's effort capped by the token's; with no request, the cap itself (so a capped token never runs above it). */

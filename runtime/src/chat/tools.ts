@@ -33,7 +33,9 @@ export interface ServerTool {
   /** Each call waits for the person's approval first (a webhook tool published with `requiresApproval`). */
   requiresApproval?: boolean;
   /** Where it comes from, as `GET /tools` shows it; default `builtin`. */
-  origin?: 'builtin' | 'webhook' | 'mcp';
+  origin?: 'builtin' | 'webhook' | 'mcp' | 'skill';
+  /** What the system prompt says of it when it is offered (the skills a turn may load). */
+  guidance?: string;
   /** Passages to cite (`sources`), a plain answer for the model (`text`), or a refusal it can act on. */
   run(
     args: Record<string, unknown>,

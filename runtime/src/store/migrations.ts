@@ -434,4 +434,29 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 18,
+    name: 'plugins',
+    statements: [
+      // Skill packages (docs/decisions/0056): the project's (owner null) and each end-user's own, with their files.
+      `create table plugins (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        owner text,
+        name text not null,
+        manifest jsonb not null,
+        skills jsonb not null,
+        sealed_mcp_servers text,
+        warnings jsonb not null,
+        created_at timestamptz not null default now()
+      )`,
+      'create index plugins_tenant on plugins (tenant_id, created_at, id)',
+      `create table plugin_files (
+        plugin_id uuid not null references plugins (id) on delete cascade,
+        path text not null,
+        content bytea not null,
+        primary key (plugin_id, path)
+      )`,
+    ],
+  },
 ];

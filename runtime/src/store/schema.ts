@@ -287,7 +287,29 @@ export interface RuntimeSchema {
   tool_deliveries: ToolDeliveriesTable;
   user_mcp_servers: UserMcpServersTable;
   session_todos: SessionTodosTable;
+  plugins: PluginsTable;
+  plugin_files: PluginFilesTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
+}
+
+/** A skill package (docs/decisions/0056): the project's (owner null) or one end-user's own. */
+export interface PluginsTable {
+  id: string;
+  tenant_id: string;
+  owner: string | null;
+  name: string;
+  manifest: ColumnType<Record<string, unknown>, string, string>;
+  skills: ColumnType<Array<{ name: string; description: string; dir: string }>, string, string>;
+  /** Its mcp.json's servers as JSON, sealed (their headers may hold keys); null: none. */
+  sealed_mcp_servers: string | null;
+  warnings: ColumnType<string[], string, string>;
+  created_at: Generated<Date>;
+}
+
+export interface PluginFilesTable {
+  plugin_id: string;
+  path: string;
+  content: Buffer;
 }
 
 /** One item of the agent's plan for a conversation. */

@@ -2,7 +2,7 @@
 // permission arithmetic over the same server tools), each with where it comes from and whether it waits for
 // approval, and what the loader says of each MCP server they reach. Client tools are declared by each chat request,
 // so none is listed here.
-import { effectivePermission, type RequestFlags } from '@agentplane/lib/permissions';
+import { effectivePermission, type EffectivePermission, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
 import { ToolSet, type ServerTool } from '../chat/tools.js';
@@ -10,14 +10,14 @@ import type { McpServer, McpTools } from './mcp.js';
 import type { UserMcpServers } from './user-mcp.js';
 
 export interface ToolListing {
-  tools: Array<{ name: string; description: string; origin: 'builtin' | 'webhook' | 'mcp'; requires_approval: boolean }>;
+  tools: Array<{ name: string; description: string; origin: 'builtin' | 'webhook' | 'mcp' | 'skill'; requires_approval: boolean }>;
   mcp_servers: Array<{ name: string; origin: 'project' | 'personal'; ok: boolean; verdict: string | null; tools: number }>;
 }
 
 export class ToolCatalog {
   constructor(
     private readonly deps: {
-      serverTools: (principal: Principal) => Promise<ServerTool[]>;
+      serverTools: (principal: Principal, permission: EffectivePermission) => Promise<ServerTool[]>;
       mcp: McpTools;
       userMcp: UserMcpServers;
     },
@@ -25,7 +25,7 @@ export class ToolCatalog {
 
   async list(principal: Principal, flags: RequestFlags): Promise<ToolListing> {
     const permission = effectivePermission({ ceiling: principal.configuration.document.ceiling, token: claimsFromToken(principal.claims), request: flags });
-    const set = ToolSet.forTurn(permission, {}, await this.deps.serverTools(principal));
+    const set = ToolSet.forTurn(permission, {}, await this.deps.serverTools(principal, permission));
     const servers: Array<{ server: McpServer; origin: 'project' | 'personal' }> = [
       ...(principal.configuration.document.mcp_servers ?? []).map((server) => ({ server, origin: 'project' as const })),
       ...(await this.deps.userMcp.serversOf(principal)).map((server) => ({ server, origin: 'personal' as const })),

@@ -98,7 +98,7 @@ const ToolListingOut = z
       z.object({
         name: z.string(),
         description: z.string(),
-        origin: z.enum(['builtin', 'webhook', 'mcp']),
+        origin: z.enum(['builtin', 'webhook', 'mcp', 'skill']),
         requires_approval: z.boolean(),
       }),
     ),
