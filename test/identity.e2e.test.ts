@@ -81,8 +81,8 @@ describe('identity end to end: control plane to data plane', () => {
     const held = (await caps.json()) as { tenant_id: string; subject: string; capabilities: string[]; switches: Record<string, boolean> };
     expect(held).toMatchObject({ tenant_id: project.tenant_id, subject: 'helpdesk:alice', allowed_models: ['gpt-test'] });
     expect(held.capabilities).toEqual(expect.arrayContaining(['chat', 'documents:read', 'web_search']));
-    // Held, yet not offered as a switch: nothing is built behind web search yet (docs/decisions/0030).
-    expect(held.switches).not.toHaveProperty('enable_web_search');
+    // Web search is built: its switch is offered, and on while the token holds the capability.
+    expect(held.switches.enable_web_search).toBe(true);
 
     // The project drops web search: the change reaches the runtime and the same token loses it at once.
     const patched = await control_(`/api/projects/${project.id}`, {
@@ -94,7 +94,7 @@ describe('identity end to end: control plane to data plane', () => {
     await delivered(project.id);
     const after = (await (await rt.endUser('/capabilities', minted.access_token)).json()) as { capabilities: string[]; switches: Record<string, boolean> };
     expect(after.capabilities).not.toContain('web_search');
-    expect(after.switches).not.toHaveProperty('enable_web_search');
+    expect(after.switches.enable_web_search).toBe(false);
 
     // Rotating the signing key: new tokens carry the new kid; the one minted before keeps working until it expires.
     const rotated = await control_(`/api/projects/${project.id}/signing-keys/rotate`, { method: 'POST', key: admin.key });

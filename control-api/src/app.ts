@@ -22,7 +22,8 @@ import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './k
 import { ProjectKeyService } from './keys/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
 import { McpServerService } from './tools/mcp-servers.js';
-import { mcpServerRoutes, webhookToolRoutes, webSearchRoutes } from './tools/routes.js';
+import { mcpServerRoutes, skillRoutes, webhookToolRoutes, webSearchRoutes } from './tools/routes.js';
+import { SkillRelay } from './tools/skills.js';
 import { WebSearchService } from './tools/web-search.js';
 import { WebhookToolService } from './tools/webhook-tools.js';
 import { KnowledgeService } from './knowledge/service.js';
@@ -126,6 +127,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...webhookToolRoutes(new WebhookToolService(db, secretBox, projects, urlPolicy, reach), keys),
         ...mcpServerRoutes(new McpServerService(db, secretBox, projects, urlPolicy), keys),
         ...webSearchRoutes(new WebSearchService(projects, secretBox, urlPolicy, config.providerTimeoutMs), keys),
+        ...skillRoutes(new SkillRelay(projects, reach), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

@@ -39,7 +39,7 @@ export async function startTestControl(
       const headers = new Headers(init.headers);
       if (init.key) headers.set('x-api-key', init.key);
       if (init.token) headers.set('authorization', `Bearer ${init.token}`);
-      if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+      if (typeof init.body === 'string' && !headers.has('content-type')) headers.set('content-type', 'application/json');
       return fetch(`${url}${path}`, { ...init, headers });
     },
     async stop() {

@@ -1,14 +1,16 @@
-// HTTP adapters for a project's tools: webhook tools, MCP servers and the web search engine (admin key or signed-in
-// session; docs/decisions/0052, 0053 and 0055). The webhook tools' write surface spells the approval gate
+// HTTP adapters for a project's tools: webhook tools, MCP servers, the web search engine and skills (admin key or
+// signed-in session; docs/decisions/0052, 0053, 0055 and 0056). The webhook tools' write surface spells the approval gate
 // `requiresApproval`: any value but true or false (null, 0, "false") is 400, the spelling `requires_approval` is 400
 // whatever its value, and a PATCH without it leaves the gate as it was.
 import { z } from 'zod';
+import { invalidArgument } from '@agentplane/lib/errors';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import { MCP_TRANSPORTS, type McpServerService } from './mcp-servers.js';
+import type { SkillRelay } from './skills.js';
 import type { WebSearchService } from './web-search.js';
 import { MAX_PARAMETERS_BYTES, TOOL_NAME, type WebhookToolService } from './webhook-tools.js';
 
@@ -365,6 +367,69 @@ export function webSearchRoutes(search: WebSearchService, keys: ProjectKeyServic
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body }) {
         return { body: await search.set(params.id, body) };
+      },
+    }),
+  ];
+}
+
+const MAX_SKILL_PACKAGE_BYTES = 10 * 1024 * 1024;
+const PluginParams = ProjectParams.extend({ pluginId: z.uuid({ error: 'pluginId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+const SkillPackage = z.record(z.string(), z.unknown()).meta({ id: 'SkillPackage', description: 'A package as the runtime keeps it: id, name, visibility, owner_subject, skills, warnings' });
+
+export function skillRoutes(skills: SkillRelay, keys: ProjectKeyService): RouteDefinition[] {
+  const admin = authorizeAdmin(keys);
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/skills',
+      operationId: 'listSkills',
+      summary: "Every skill package of the project: the project's and each end-user's own (`visibility`, `owner_subject`)",
+      tags: ['skills'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'Oldest first', schema: z.object({ plugins: z.array(SkillPackage) }).meta({ id: 'SkillPackageList' }) }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: (await skills.list(params.id)) as { plugins: Record<string, unknown>[] } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/projects/{id}/skills',
+      operationId: 'uploadSkills',
+      summary: 'Publish a skill package for the whole project',
+      description:
+        'A form: part `file` (a .zip, a .tar.gz or a single SKILL.md, at most 10 MiB), or parts `files` each named by its path. A skill is a file named exactly SKILL.md whose YAML frontmatter has `name` and `description`; `warnings` names what was left out.',
+      tags: ['skills'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      multipart: { file: 'file', maxFileBytes: MAX_SKILL_PACKAGE_BYTES, tooLargeHint: 'a package is at most 10 MiB', repeated: { name: 'files', maxParts: 500 }, fields: z.object({}) },
+      responses: {
+        201: { description: 'Published', schema: SkillPackage },
+        400: { description: 'A package with no skill, or a hostile archive (a path leaving it, a link, too large, too many files), or not a form' },
+        403: forbidden,
+        404: hidden,
+        409: { description: "A skill of that name is already the project's" },
+        413: { description: 'The form is larger than a package may be' },
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, form }) {
+        if (!form) throw invalidArgument('request body: a skill package is sent as a form (Content-Type: multipart/form-data)');
+        return { status: 201, body: (await skills.upload(params.id, form.file, form.files)) as Record<string, unknown> };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/projects/{id}/skills/{pluginId}',
+      operationId: 'removeSkills',
+      summary: 'Remove a skill package (the project\'s, or an end-user\'s)',
+      tags: ['skills'],
+      security: ['apiKey', 'session'],
+      params: PluginParams,
+      responses: { 200: { description: 'Removed', schema: SkillPackage }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: (await skills.remove(params.id, params.pluginId)) as Record<string, unknown> };
       },
     }),
   ];

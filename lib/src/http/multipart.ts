@@ -44,6 +44,8 @@ export function readMultipart(req: Request, spec: MultipartSpec): Promise<Multip
       const files = 1 + (spec.repeated?.maxParts ?? 0);
       parser = busboy({
         headers: req.headers,
+        // Repeated parts are named by their path (a skill package's files): keep it, every part checked by the route.
+        preservePath: spec.repeated !== undefined,
         limits: { fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES, files, fileSize: spec.maxFileBytes, parts: MAX_FIELDS + files },
       });
     } catch (error) {

@@ -178,7 +178,9 @@ export class SkillService {
   private async store(tenantId: string, owner: string | null, upload: PackageUpload): Promise<PluginOut> {
     const files = await unpack(upload);
     const single = !upload.files?.length && files.size === 1 && files.has(SKILL_FILE);
-    const read = skillPackage(files, single ? undefined : upload.file?.filename);
+    // An archive's own name (never its path) names the package when plugin.json does not.
+    const archiveName = upload.file?.filename?.split(/[\\/]/).at(-1);
+    const read = skillPackage(files, single ? undefined : archiveName);
     // A skill name is one skill for whoever sees it: not twice among the project's, nor twice among a person's own.
     const taken = new Set((await this.rows(tenantId, true)).filter((row) => row.owner === owner).flatMap((row) => row.skills.map((skill) => skill.name)));
     const clash = read.skills.find((skill) => taken.has(skill.name));
