@@ -50,6 +50,7 @@ import type { Principal } from './auth/authenticate.js';
 import type { EffectivePermission } from '@agentplane/lib/permissions';
 import type { ServerTool } from './chat/tools.js';
 import { SessionTodos } from './sessions/todos.js';
+import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
 import { SkillService } from './skills/service.js';
 import { ToolCatalog } from './tools/catalog.js';
@@ -275,6 +276,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
     const skills = new SkillService(database.db, secretBox);
+    const subagents = new Subagents({ db: database.db, logger });
     features.eraseRows({ table: 'plugins', purge: (trx, tenantId) => SkillService.purge(trx, tenantId) });
     const serverTools = async (principal: Principal, permission: EffectivePermission): Promise<ServerTool[]> => {
       const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
@@ -283,6 +285,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         documentSearchTool(documents, principal),
         ...memoryTools(memory, principal),
         todos.tool(principal.tenantId),
+        subagents.tool(principal),
         ...web.for(principal.configuration.document.web_search),
         ...webhookTools.for(principal),
       ];
@@ -305,6 +308,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       serverTools,
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
+    subagents.attach(chat);
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',

@@ -277,6 +277,31 @@ export function projectRoutes(
     }),
     defineRoute({
       method: 'put',
+      path: '/api/projects/{id}/subagents',
+      operationId: 'setSubagents',
+      summary: "Where the project's subagents run: the registered models a delegate may use (empty: the delegating turn's own) and how many run at once",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: z
+        .strictObject({
+          models: z.array(z.string().trim().min(1).max(256)).max(64).meta({ description: "Registered models; empty: the delegating turn's own model" }),
+          maxConcurrent: z.int().min(1).max(64).default(4).meta({ description: "How many of the project's subagents may run at once (default 4)" }),
+        })
+        .meta({ id: 'SubagentsSettings' }),
+      responses: {
+        200: { description: 'In force', schema: z.object({ models: z.array(z.string()), maxConcurrent: z.int() }).meta({ id: 'SubagentsSettingsOut' }) },
+        400: { description: 'A model the project does not register' },
+        403: forbidden,
+        404: hidden,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body }) {
+        return { body: await projects.setSubagents(params.id, body) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
       path: '/api/projects/{id}/origins',
       operationId: 'setOrigins',
       summary: 'Set the browser origins allowed to call the data plane with this project\'s tokens (replaces the list)',

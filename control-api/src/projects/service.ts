@@ -10,7 +10,7 @@ import { enqueue } from '../provisioning/outbox.js';
 import type { TenantConfigurationDocument } from '../provisioning/provisioner.js';
 import { pushedMcpServers, pushedWebhookTools, webSearchKeyAad } from '../tools/configuration.js';
 import { pushedEmbedding, pushedProviders, unpricedModels, vectorIndexKeyAad } from '../providers/configuration.js';
-import { registeredModels } from '../providers/registered.js';
+import { modelNotRegistered, registeredModels } from '../providers/registered.js';
 import type { BudgetWindow, ControlSchema, StoredCeiling, StoredWebSearch } from '../store/schema.js';
 import { ceilingView, defaultCeiling, mergeCeiling, permissionCeiling, type CeilingView, type CeilingPatch } from './ceiling.js';
 import { limitsChange, limitsView, pushedLimits, type LimitsPatchInput, type LimitsView } from './limits.js';
@@ -61,6 +61,8 @@ export type ProjectChange = Partial<{
   processor: string | null;
   /** JSON of the web search engine (key sealed), or null. */
   web_search: string | null;
+  /** JSON of where subagents run, or null. */
+  subagents: string | null;
 }>;
 
 /** The runtime's chunking when a project chose none (docs/decisions/0040). */
@@ -177,6 +179,21 @@ export class ProjectService {
     return processor ?? DEFAULT_PROCESSOR;
   }
 
+  /**
+   * Where the project's subagents run: registered models (empty: the delegating turn's own) and how many at once.
+   * A model the project does not register is 400, checked with the project row locked.
+   */
+  async setSubagents(projectId: string, input: { models: string[]; maxConcurrent: number }): Promise<{ models: string[]; maxConcurrent: number }> {
+    const models = [...new Set(input.models)].sort();
+    await this.applyChange(projectId, async (trx) => {
+      const registered = await registeredModels(trx, projectId);
+      const unknown = models.find((model) => !registered.includes(model));
+      if (unknown) throw modelNotRegistered(unknown, registered);
+      return { set: { subagents: JSON.stringify({ models, max_concurrent: input.maxConcurrent }) }, result: undefined };
+    });
+    return { models, maxConcurrent: input.maxConcurrent };
+  }
+
   /** How answers cite documents: inline markers, or only the list beside the answer. Pushed like any change. */
   async setCitations(projectId: string, style: 'inline' | 'list'): Promise<{ style: 'inline' | 'list' }> {
     await this.change(projectId, () => ({ citations: style }));
@@ -273,6 +290,7 @@ export class ProjectService {
       // Left out for a project that published none, so its document stays what it was before tools existed.
       ...(webhookTools.length > 0 ? { webhook_tools: webhookTools } : {}),
       ...(mcpServers.length > 0 ? { mcp_servers: mcpServers } : {}),
+      ...(row.subagents ? { subagents: row.subagents } : {}),
       ...(row.web_search
         ? {
             web_search: {

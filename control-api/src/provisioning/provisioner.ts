@@ -63,6 +63,8 @@ export interface TenantConfigurationDocument {
   webhook_tools?: PushedWebhookTool[];
   /** Present when the project has an MCP server; headers in clear on the admin channel. */
   mcp_servers?: PushedMcpServer[];
+  /** Present when the project said where its subagents run. */
+  subagents?: { models: string[]; max_concurrent: number };
   /** Present when the project chose a web search engine; its key in clear on the admin channel. */
   web_search?: { provider: 'brave' | 'searxng'; base_url: string; api_key?: string };
 }

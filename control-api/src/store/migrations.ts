@@ -247,4 +247,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column web_search jsonb',
     ],
   },
+  {
+    version: 17,
+    name: 'subagents',
+    statements: [
+      // Where the project's subagents run ({models, max_concurrent}); null: the delegating turn's model, 4 at once.
+      'alter table control.projects add column subagents jsonb',
+    ],
+  },
 ];

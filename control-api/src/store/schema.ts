@@ -79,6 +79,7 @@ export interface ControlSchema {
     /** The project's own vector index, its key sealed; null: the deployment's (docs/decisions/0047). */
     vector_index: ColumnType<StoredVectorIndex | null, string | null | undefined, string | null>;
     web_search: ColumnType<StoredWebSearch | null, string | null | undefined, string | null>;
+    subagents: ColumnType<{ models: string[]; max_concurrent: number } | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

@@ -23,6 +23,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'webhook tools and MCP servers (runtime/src/tools)', capabilities: ['webhook_tools', 'mcp:manage'] },
   { name: "the agent's plan (runtime/src/sessions/todos.ts)", capabilities: ['todo'] },
   { name: 'web search and page reads (runtime/src/tools/web.ts)', capabilities: ['web_search'] },
+  { name: 'subagents (runtime/src/chat/subagents.ts)', capabilities: ['subagents'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -32,7 +32,7 @@ import {
 } from './runs.js';
 import { citeSources, type CitationStyle, type Source } from './citations.js';
 import type { ChatResponseOutput, CitationOutput, Frame } from './schemas.js';
-import { parseArguments, toolNotAvailable, type ClearedCall, type ServerTool, type ToolSet } from './tools.js';
+import { parseArguments, toolNotAvailable, type ClearedCall, type ServerTool, type ServerToolOutcome, type ToolSet } from './tools.js';
 import type { ProviderTarget } from '../models/port.js';
 
 /** Everything a run needs, decided before it starts (ChatService.start). */
@@ -509,9 +509,11 @@ export class TurnEngine {
       history.push(kept);
       lastMessageId = kept.id;
       toolRounds += 1;
-      const { pending, answers } = await this.handleCalls(turn, step.calls, signal, totals);
+      const { pending, answers, stop } = await this.handleCalls(turn, step.calls, signal, totals);
       history.push(...answers);
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
+      // A subagent that could not finish: the turn ends here rather than go on without its work.
+      if (stop) return { status: 'completed', finishReason: stop, content: step.text, messageId: lastMessageId, pending: null };
     }
   }
 
@@ -593,9 +595,15 @@ export class TurnEngine {
    * Tool calls of one step. Calls outside the turn's set, or with arguments that are not a JSON object, are answered
    * with a refusal the model can read (and the turn goes on); client calls, approvals and questions pause the turn.
    */
-  private async handleCalls(turn: Turn, calls: ModelToolCall[], signal: AbortSignal, totals: TurnTotals): Promise<{ pending: SessionPending | null; answers: MessageRow[] }> {
+  private async handleCalls(
+    turn: Turn,
+    calls: ModelToolCall[],
+    signal: AbortSignal,
+    totals: TurnTotals,
+  ): Promise<{ pending: SessionPending | null; answers: MessageRow[]; stop?: 'subagents_incomplete' }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
     const answers: NewMessage[] = [];
+    let stop: 'subagents_incomplete' | undefined;
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: false, result });
@@ -613,7 +621,9 @@ export class TurnEngine {
         continue;
       }
       if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
-        answers.push(await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals));
+        const { stop: stopped, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
+        stop ??= stopped;
+        answers.push(answer);
       } else if (tool.kind === 'ask_user') {
         const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
         pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
@@ -641,24 +651,25 @@ export class TurnEngine {
     }
     const rows = await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
-    return { pending: paused ? pending : null, answers: rows };
+    return { pending: paused ? pending : null, answers: rows, ...(stop ? { stop } : {}) };
   }
 
   /**
    * One call of a tool the service runs, between its tool_start and tool_end frames; a failure is the call's result
    * (the model reads it and the turn goes on).
    */
-  private async runServerCall(turn: Turn, server: ServerTool, call: ClearedCall, signal: AbortSignal, totals: TurnTotals): Promise<NewMessage> {
+  private async runServerCall(turn: Turn, server: ServerTool, call: ClearedCall, signal: AbortSignal, totals: TurnTotals): Promise<NewMessage & { stop?: 'subagents_incomplete' }> {
     await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
-    const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id };
-    const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): { ok: false; message: string } => {
+    const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id, model: turn.model };
+    const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): ServerToolOutcome => {
       if (signal.aborted) throw signal.reason;
       this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
       return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
     });
     const result = !outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style);
     await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
-    return { role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject };
+    const stop = !outcome.ok ? outcome.stop : undefined;
+    return { role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject, ...(stop ? { stop } : {}) };
   }
 
   /**
@@ -670,7 +681,8 @@ export class TurnEngine {
     for (const call of turn.cleared ?? []) {
       const tool = turn.tools.get(call.name);
       if (tool?.kind === 'server' && tool.server) {
-        answers.push(await this.runServerCall(turn, tool.server, call, signal, totals));
+        const { stop: _stop, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
+        answers.push(answer);
         continue;
       }
       const result = toolNotAvailable(call.name);

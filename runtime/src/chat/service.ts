@@ -88,7 +88,12 @@ export class ChatService {
    * session the caller named: no run exists, so no run id is given (docs/decisions/0026). Once the run and its
    * messages are stored, everything is reported in the run's log, so the blocking and the streaming path agree.
    */
-  async start(principal: Principal, request: ChatRequestInput, authorized?: SessionRow, options: { awaitEnd?: boolean } = {}): Promise<StartOutcome> {
+  async start(
+    principal: Principal,
+    request: ChatRequestInput,
+    authorized?: SessionRow,
+    options: { awaitEnd?: boolean; /** A subagent's run: its new conversation's parent. */ parentSessionId?: string } = {},
+  ): Promise<StartOutcome> {
     const { deps } = this;
     requireCapability(principal.permission, 'chat', 'chat');
     const permission = effectivePermission({
@@ -154,7 +159,7 @@ export class ChatService {
     // frame) go out meanwhile.
     const early = calling && !existing && !answering && request.message !== undefined && !context ? deps.engine.callEarly(calling, request.message, start) : undefined;
     try {
-      stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering });
+      stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering, parentSessionId: options.parentSessionId });
     } catch (error) {
       if (early) deps.engine.abandon(early);
       return refused(error);
@@ -220,14 +225,14 @@ export class ChatService {
   private async store(
     principal: Principal,
     request: ChatRequestInput,
-    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice; answering: boolean },
+    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice; answering: boolean; parentSessionId?: string | undefined },
   ): Promise<Stored> {
     const { deps } = this;
     const { existing, sessionId, runId, choice } = turn;
     const tenantId = principal.tenantId;
     const subject = principal.claims.sub;
     if (choice.kind === 'model' && !turn.answering && request.message !== undefined) {
-      const start = { tenantId, sessionId, runId, subject, model: choice.model, message: request.message, ...deps.runs.newLease() };
+      const start = { tenantId, sessionId, runId, subject, model: choice.model, message: request.message, parentSessionId: turn.parentSessionId, ...deps.runs.newLease() };
       if (!existing) {
         const row = await deps.records.startNewSession(start);
         return { kind: 'run', rows: [row], history: [row] };
@@ -239,7 +244,7 @@ export class ChatService {
     return deps.db.transaction().execute(async (trx): Promise<Stored> => {
       const session = existing
         ? await trx.selectFrom('sessions').selectAll().where('id', '=', existing.id).forUpdate().executeTakeFirst()
-        : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: subject, model });
+        : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: subject, model, parentSessionId: turn.parentSessionId });
       // Deleted between the visibility check and this lock.
       if (!session) throw sessionNotFound(sessionId);
       await deps.runs.begin(trx, { id: runId, tenantId, sessionId, subject, model });

@@ -9,12 +9,19 @@ import type { ChatRequestInput } from './schemas.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 
-/** Where a call of a server tool is made: its conversation, run and call id. */
+/** Where a call of a server tool is made: its conversation, run, call id and the turn's model. */
 export interface ServerCallContext {
   sessionId: string;
   runId: string;
   toolCallId: string;
+  model: string;
 }
+
+/** What a server tool's call gives the model; `stop` ends the turn after it with that finish reason. */
+export type ServerToolOutcome =
+  | { ok: true; sources: Source[]; style?: CitationStyle }
+  | { ok: true; text: string }
+  | { ok: false; message: string; stop?: 'subagents_incomplete' };
 
 /** A call the person approved, made by the service when the turn goes on. */
 export interface ClearedCall {
@@ -37,11 +44,7 @@ export interface ServerTool {
   /** What the system prompt says of it when it is offered (the skills a turn may load). */
   guidance?: string;
   /** Passages to cite (`sources`), a plain answer for the model (`text`), or a refusal it can act on. */
-  run(
-    args: Record<string, unknown>,
-    signal: AbortSignal,
-    context: ServerCallContext,
-  ): Promise<{ ok: true; sources: Source[]; style?: CitationStyle } | { ok: true; text: string } | { ok: false; message: string }>;
+  run(args: Record<string, unknown>, signal: AbortSignal, context: ServerCallContext): Promise<ServerToolOutcome>;
 }
 
 export interface OfferedTool {

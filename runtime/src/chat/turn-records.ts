@@ -28,6 +28,8 @@ export interface TurnStart {
   /** The lease the starting process takes on the run. */
   leaseOwner: string;
   leaseExpiresAt: Date;
+  /** A subagent's working conversation: the conversation that delegated to it. */
+  parentSessionId?: string | undefined;
 }
 
 /** How a run's end went: ended, or left running because a steer waits (the loop goes on), or no longer ours. */
@@ -59,7 +61,8 @@ export class TurnRecords {
   async startNewSession(start: TurnStart): Promise<MessageRow> {
     const { rows } = await sql<MessageRow>`
       with session as (
-        insert into sessions (id, tenant_id, owner, model, status) values (${start.sessionId}, ${start.tenantId}, ${start.subject}, ${start.model}, 'running')
+        insert into sessions (id, tenant_id, owner, model, status, parent_session_id)
+        values (${start.sessionId}, ${start.tenantId}, ${start.subject}, ${start.model}, 'running', ${start.parentSessionId ?? null}::uuid)
       ), run as (
         insert into runs (id, tenant_id, session_id, subject, model, status, lease_owner, lease_expires_at)
         values (${start.runId}, ${start.tenantId}, ${start.sessionId}, ${start.subject}, ${start.model}, 'running', ${start.leaseOwner}, ${start.leaseExpiresAt})

@@ -323,6 +323,14 @@ export const WebSearchSectionSchema = z
   .refine((section) => section.provider !== 'brave' || section.api_key !== undefined, { path: ['api_key'], message: 'brave needs an api_key' })
   .meta({ id: 'WebSearchSection' });
 
+/** Where a project's subagents may run (docs/decisions/0057): the models delegates may use, and how many at once. */
+export const SubagentsSectionSchema = z
+  .strictObject({
+    models: configNames.meta({ description: "Registered models a delegate may run on; empty: the delegating turn's own model" }),
+    max_concurrent: z.int().min(1).max(64).meta({ description: "How many of the project's subagents may run at once" }),
+  })
+  .meta({ id: 'SubagentsSection' });
+
 /** How documents are embedded and searched (docs/decisions/0041). */
 export const RetrievalSectionSchema = z
   .strictObject({
@@ -401,6 +409,7 @@ const configurationShape = z.strictObject({
     }),
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
+  subagents: SubagentsSectionSchema.optional().meta({ description: "Where the project's subagents run; unset: on the delegating turn's model, 4 at once" }),
   web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
   mcp_servers: mcpServerSections
     .optional()
