@@ -207,7 +207,8 @@ describe('hostile input on every operation of both planes', () => {
 
   beforeAll(async () => {
     world = await chatWorld();
-    const documentCapabilities = ['documents:read', 'documents:write', 'memory'];
+    // Every capability a route checks, so hostile values reach each body's checks rather than stopping at 403.
+    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents'];
     const ceiling = world.tenant.configuration.ceiling;
     const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
     if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
@@ -233,6 +234,15 @@ describe('hostile input on every operation of both planes', () => {
     const corpus = await world.rt.admin(`/tenants/${world.tenant.tenantId}/documents`, { method: 'POST', body: JSON.stringify({ text: 'seed corpus', title: 'corpus' }) });
     if (corpus.status !== 201) throw new Error(`the seeding corpus document answered ${corpus.status}`);
     const { document: corpusDocument } = (await corpus.json()) as { document: { id: string } };
+    // An MCP server of this subject's and a skill package of the project's, for their routes' ids.
+    const attached = await world.rt.endUser('/tools/mcp', token, { method: 'POST', body: JSON.stringify({ name: 'seeded', url: 'http://127.0.0.1:9/mcp' }) });
+    if (attached.status !== 201) throw new Error(`the seeding MCP server answered ${attached.status}: ${await attached.text()}`);
+    const { id: serverId } = (await attached.json()) as { id: string };
+    const packageForm = new FormData();
+    packageForm.append('file', new Blob(['---\nname: seeded\ndescription: A seeded skill\n---\nSteps.\n']), 'SKILL.md');
+    const plugin = await world.rt.admin(`/tenants/${world.tenant.tenantId}/plugins`, { method: 'POST', body: packageForm });
+    if (plugin.status !== 201) throw new Error(`the seeding skill package answered ${plugin.status}: ${await plugin.text()}`);
+    const { id: pluginId } = (await plugin.json()) as { id: string };
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -247,6 +257,8 @@ describe('hostile input on every operation of both planes', () => {
           id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : sessionId,
           run_id: runId,
           document_id: corpusDocument.id,
+          server_id: serverId,
+          plugin_id: pluginId,
         })[name] ?? randomUUID(),
     });
 
