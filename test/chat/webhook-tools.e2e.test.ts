@@ -217,6 +217,14 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
     expect(toolMessages().at(-1)!.content).toMatch(/^The handler could not be reached: .*did not answer within 1500 ms/);
   });
 
+  it('says in /capabilities that enable_webhook_tools is worth setting only once the project has a tool', async () => {
+    const token = await world.token({ capabilities });
+    const switchOf = async () => ((await (await world.rt.endUser('/capabilities', token)).json()) as { switches: Record<string, boolean> }).switches.enable_webhook_tools;
+    expect(await switchOf()).toBe(true);
+    expect((await world.tenant.reconfigure({ webhook_tools: undefined } as never)).status).toBe(200);
+    expect(await switchOf()).toBe(false);
+  });
+
   it('keeps the secrets sealed: the configuration shows them redacted', async () => {
     const res = await world.rt.admin(`/tenants/${world.tenant.tenantId}/configuration`);
     const text = await res.text();

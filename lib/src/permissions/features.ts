@@ -24,6 +24,7 @@ export const FEATURES: readonly Feature[] = [
   { name: "the agent's plan (runtime/src/sessions/todos.ts)", capabilities: ['todo'] },
   { name: 'web search and page reads (runtime/src/tools/web.ts)', capabilities: ['web_search'] },
   { name: 'subagents (runtime/src/chat/subagents.ts)', capabilities: ['subagents'] },
+  { name: 'skills (runtime/src/skills)', capabilities: ['plugins:write'], flags: ['enable_plugins'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -27,7 +27,7 @@ export const Capabilities = z
       .strictObject(switchesShape)
       .meta({
         description:
-          'Per `enable_*` flag of ChatRequest that a feature of this build is behind: true when the token holds what the flag switches, so setting it (or leaving it unset) does something. A flag with nothing behind it yet is not listed',
+          'Per `enable_*` flag of ChatRequest that a feature of this build is behind: true when the token holds what the flag switches and the project has it (a webhook tool published, for `enable_webhook_tools`), so setting it (or leaving it unset) does something. A flag with nothing behind it yet is not listed',
       }),
     allowed_models: z
       .array(z.string())
@@ -45,6 +45,15 @@ export const Capabilities = z
 
 export type CapabilitiesOutput = z.infer<typeof Capabilities>;
 
+/**
+ * Whether the project has what a switch turns on: held webhook tools do nothing until the project publishes one.
+ * Skills and MCP servers are per person as well as per project, so their switches are not judged here.
+ */
+function configured(flag: RequestFlag, document: Principal['configuration']['document']): boolean {
+  if (flag === 'enable_webhook_tools') return (document.webhook_tools?.length ?? 0) > 0;
+  return true;
+}
+
 /** SPEC.md: `screenshot_url` may wait for the browser; until then it is not offered, and this says so. */
 const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it needs the browser, which this build does not have yet' }];
 
@@ -54,7 +63,7 @@ export function capabilitiesOf({ tenantId, claims, permission, configuration }: 
     subject: claims.sub,
     scope: claims.scope,
     capabilities: [...permission.capabilities].sort(),
-    switches: Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, permission.switches[flag]])),
+    switches: Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, permission.switches[flag] && configured(flag, configuration.document)])),
     // A model the project has since unregistered is no longer usable, whatever the token lists.
     allowed_models: intersectAllowList(permission.allowedModels, configuration.document.ceiling.registeredModels) ?? null,
     max_effort: permission.maxEffort ?? null,
