@@ -6,3 +6,8 @@ export const STDIO_MCP_REFUSED = 'stdio MCP servers are refused: only servers re
 
 /** An MCP server's name: the prefix of its tools' names (`<name>__<tool>`). */
 export const MCP_SERVER_NAME = /^[a-z0-9][a-z0-9_-]{0,23}$/;
+
+/** What a static header may be named. */
+export const MCP_HEADER_NAME = /^[A-Za-z0-9-]{1,128}$/;
+/** What it may hold: visible ASCII, spaces and tabs (a control character would split the request), at most 8 KiB. */
+export const MCP_HEADER_VALUE = /^[\x20-\x7e\t]{1,8192}$/;

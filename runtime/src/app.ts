@@ -275,7 +275,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
-    const skills = new SkillService(database.db, secretBox);
+    const skills = new SkillService(database.db, secretBox, urlPolicy);
     const subagents = new Subagents({ db: database.db, logger });
     features.eraseRows({ table: 'plugins', purge: (trx, tenantId) => SkillService.purge(trx, tenantId) });
     const serverTools = async (principal: Principal, permission: EffectivePermission): Promise<ServerTool[]> => {
@@ -290,8 +290,9 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...webhookTools.for(principal),
       ];
       // MCP servers: the project's, the packages' (their mcp.json, while skills are not declined) and the caller's own.
-      const project = [...(principal.configuration.document.mcp_servers ?? []), ...(permission.switches.enable_plugins ? await skills.mcpServersFor(principal) : [])];
-      const personal = await userMcp.serversOf(principal);
+      const packaged = permission.switches.enable_plugins ? await skills.mcpServersFor(principal) : { project: [], personal: [] };
+      const project = [...(principal.configuration.document.mcp_servers ?? []), ...packaged.project];
+      const personal = [...(await userMcp.serversOf(principal)), ...packaged.personal];
       if (project.length === 0 && personal.length === 0) return own;
       return [...own, ...(await mcp.toolsOf(project)), ...(await mcp.toolsOf(personal, ['mcp:manage']))];
     };

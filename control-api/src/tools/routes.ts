@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { invalidArgument } from '@agentplane/lib/errors';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
@@ -215,7 +215,13 @@ const McpServerCreate = z
     url: z.string().trim().min(1).max(2_048).meta({ description: 'The Streamable HTTP (or SSE) endpoint, checked by the URL guard' }),
     transport: z.enum(MCP_TRANSPORTS).optional().meta({ description: '`auto` (default): Streamable HTTP, falling back to the older SSE transport' }),
     headers: z
-      .record(z.string().regex(/^[A-Za-z0-9-]{1,128}$/, 'header names are letters, digits and -'), z.string().min(1).max(8_192))
+      .record(
+        z.string().regex(MCP_HEADER_NAME, 'header names are letters, digits and -'),
+        z
+          .string()
+          .regex(MCP_HEADER_VALUE, 'a header value is 1-8192 visible ASCII characters, spaces or tabs')
+          .refine((value) => !isRedacted(value), `headers ${redactedSecretMessage}`),
+      )
       .refine((headers) => Object.keys(headers).length <= 16, 'at most 16 headers')
       .optional()
       .meta({ description: 'Static headers sent on every request (an API key, say): sealed at rest, never returned' }),

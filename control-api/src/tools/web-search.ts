@@ -3,6 +3,7 @@
 // pushed to the runtime, which searches with it.
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { cappedText } from '@agentplane/lib/net/capped';
 import { guardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
 import type { ProjectService } from '../projects/service.js';
@@ -66,7 +67,7 @@ export class WebSearchService {
       if (error instanceof AppError && error.kind === 'invalid_argument') throw invalidArgument(`base_url: ${error.message}`, { code: 'url_not_allowed' });
       throw error;
     });
-    const text = await response.text();
+    const text = await cappedText(response, 2 * 1024 * 1024, 'the search engine');
     if (response.status === 401 || response.status === 403) throw invalidArgument(`the search engine refused the key (HTTP ${response.status})`, { code: 'provider_rejected' });
     if (!response.ok) throw new AppError('upstream_failed', `the search engine answered HTTP ${response.status} to a test search`);
     try {

@@ -126,3 +126,29 @@ describe('reading a skill package', () => {
     expect(() => skillPackage(files({ 'plugin.json': '[1]', 'SKILL.md': skill('a') }), 'x.zip')).toThrow(/plugin.json is not a JSON object/);
   });
 });
+
+describe('hostile packages found by review', () => {
+  const files = (entries: Record<string, string>) => new Map(Object.entries(entries).map(([path, text]) => [path, Buffer.from(text)]));
+
+  it('stops a large zip bomb at the limit', async () => {
+    const bomb = Buffer.from(zipSync({ 'skills/a/SKILL.md': new Uint8Array(100 * 1024 * 1024) }, { level: 9 }));
+    expect(bomb.length).toBeLessThan(512 * 1024);
+    expect((await refusal({ file: { filename: 'bomb.zip', bytes: bomb } })).code).toBe('package_too_large');
+  });
+
+  it('refuses a path past 1,024 bytes', async () => {
+    expect((await refusal({ files: [{ path: `skills/${'a'.repeat(2_000)}/SKILL.md`, bytes: Buffer.from('x') }] })).code).toBe('unsafe_path');
+  });
+
+  it('skips a skill whose description holds NUL, cuts a long one without splitting an emoji, and refuses a deep or NUL-holding plugin.json', () => {
+    const nul = skillPackage(files({ 'a/SKILL.md': '---\nname: a\ndescription: "bad\\0text"\n---\nx', 'b/SKILL.md': skill('b') }), 'x.zip');
+    expect(nul.skills.map((s) => s.name)).toEqual(['b']);
+    expect(nul.warnings[0]).toMatch(/^a\/SKILL.md: skipped, its description must not contain the NUL character/);
+    const long = skillPackage(files({ 'SKILL.md': skill('long', `${'d'.repeat(1_023)}😀 and more`) }), undefined);
+    expect(long.skills[0]!.description.isWellFormed()).toBe(true);
+    expect(Array.from(long.skills[0]!.description)).toHaveLength(1_024);
+    expect(() => skillPackage(files({ 'plugin.json': `${'['.repeat(100)}${']'.repeat(100)}`, 'SKILL.md': skill('a') }), undefined)).toThrow(/plugin.json is not a JSON object/);
+    expect(() => skillPackage(files({ 'plugin.json': `{"a":${'{"b":'.repeat(40)}1${'}'.repeat(40)}}`, 'SKILL.md': skill('a') }), undefined)).toThrow(/nests deeper than 32/);
+    expect(() => skillPackage(files({ 'plugin.json': '{"name":"x\\u0000"}', 'SKILL.md': skill('a') }), undefined)).toThrow(/NUL/);
+  });
+});

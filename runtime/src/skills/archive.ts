@@ -4,7 +4,8 @@
 // bomb stops at the limit, whatever its headers claim), a path that leaves the package (`..`, absolute, a drive), a
 // symbolic or hard link, or an archive that cannot be read.
 import { Readable } from 'node:stream';
-import { Gunzip, Unzip, UnzipInflate, type UnzipFile } from 'fflate';
+import { gunzipSync } from 'node:zlib';
+import { Unzip, UnzipInflate, type UnzipFile } from 'fflate';
 import { extract } from 'tar-stream';
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
 
@@ -12,6 +13,13 @@ export const MAX_PACKAGE_BYTES = 10 * 1024 * 1024;
 export const MAX_PACKAGE_FILES = 500;
 export const MAX_FILE_BYTES = 2 * 1024 * 1024;
 export const MAX_UNPACKED_BYTES = 20 * 1024 * 1024;
+/** The longest path a package may hold, in bytes. */
+export const MAX_PATH_BYTES = 1_024;
+/**
+ * How much of a zip is handed to the inflater at a time: deflate expands at most ~1,032 times, so no step makes more
+ * than about a MiB before the limits are checked again.
+ */
+const INFLATE_SLICE = 1_024;
 
 export interface PackageUpload {
   /** One file: an archive or a SKILL.md. */
@@ -30,7 +38,10 @@ export function packagePath(raw: string): string {
   const parts = path.split('/').filter((part) => part !== '' && part !== '.');
   if (parts.includes('..')) throw invalidArgument(`${JSON.stringify(raw)}: a path with .. would leave the package`, { code: 'unsafe_path' });
   if (parts.length === 0) throw invalidArgument(`${JSON.stringify(raw)}: an empty path`, { code: 'unsafe_path' });
-  return parts.join('/');
+  const plain = parts.join('/');
+  if (Buffer.byteLength(plain) > MAX_PATH_BYTES) throw invalidArgument(`${JSON.stringify(plain.slice(0, 80))}...: a path is at most ${MAX_PATH_BYTES} bytes`, { code: 'unsafe_path' });
+  if (!plain.isWellFormed()) throw invalidArgument(`${JSON.stringify(raw)}: a path must be well-formed Unicode text`, { code: 'unsafe_path' });
+  return plain;
 }
 
 /** Counts files and bytes as they are unpacked, refusing past the limits. */
@@ -59,8 +70,17 @@ class Budget {
   }
 }
 
-/** The package's files by path, unpacked from the upload. */
+/** The package's files by path, unpacked from the upload; anything that goes wrong reading it is a 400. */
 export async function unpack(upload: PackageUpload): Promise<Map<string, Buffer>> {
+  try {
+    return await unpackOrThrow(upload);
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    throw invalidArgument(`the package cannot be read: ${error instanceof Error ? error.message : String(error)}`, { code: 'unreadable_package' });
+  }
+}
+
+async function unpackOrThrow(upload: PackageUpload): Promise<Map<string, Buffer>> {
   const budget = new Budget();
   if (upload.files && upload.files.length > 0) {
     for (const part of upload.files) budget.add(packagePath(part.path), part.bytes);
@@ -118,11 +138,13 @@ function unzip(bytes: Buffer, budget: Budget): void {
   });
   unzipper.register(UnzipInflate);
   try {
-    unzipper.push(bytes, true);
+    // A slice at a time, so a bomb is stopped at the limit rather than inflated whole first.
+    for (let at = 0; at < bytes.length && !failure; at += INFLATE_SLICE) unzipper.push(bytes.subarray(at, at + INFLATE_SLICE), at + INFLATE_SLICE >= bytes.length);
   } catch (error) {
-    if (!failure) failure = invalidArgument(`the zip archive cannot be read: ${(error as Error).message}`, { code: 'unreadable_package' });
+    if (!failure) failure = error;
   }
-  if (failure) throw failure;
+  if (failure instanceof AppError) throw failure;
+  if (failure) throw invalidArgument(`the zip archive cannot be read: ${(failure as Error).message ?? String(failure)}`, { code: 'unreadable_package' });
   refuseLinks(bytes);
   for (const entry of entries) budget.keep(entry.path, Buffer.concat(entry.chunks));
 }
@@ -145,26 +167,15 @@ function refuseLinks(bytes: Buffer): void {
 }
 
 function gunzip(bytes: Buffer): Buffer {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  let failure: unknown;
-  const gunzipper = new Gunzip((chunk) => {
-    if (failure) return;
-    size += chunk.length;
-    // The tar inside counts its files on its own; the stream as a whole may not pass the package's unpacked size.
-    if (size > MAX_UNPACKED_BYTES + MAX_PACKAGE_FILES * 1024) {
-      failure = tooLarge(`the package unpacks to more than ${MAX_UNPACKED_BYTES / 1024 / 1024} MiB`);
-      return;
-    }
-    chunks.push(chunk);
-  });
   try {
-    gunzipper.push(bytes, true);
+    // zlib stops at the limit (it never makes more), whatever the stream would inflate to.
+    return gunzipSync(bytes, { maxOutputLength: MAX_UNPACKED_BYTES + MAX_PACKAGE_FILES * 1024 });
   } catch (error) {
-    if (!failure) failure = invalidArgument(`the gzip archive cannot be read: ${(error as Error).message}`, { code: 'unreadable_package' });
+    if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) {
+      throw tooLarge(`the package unpacks to more than ${MAX_UNPACKED_BYTES / 1024 / 1024} MiB`);
+    }
+    throw invalidArgument(`the gzip archive cannot be read: ${(error as Error).message}`, { code: 'unreadable_package' });
   }
-  if (failure) throw failure;
-  return Buffer.concat(chunks);
 }
 
 async function untar(bytes: Buffer, budget: Budget): Promise<void> {

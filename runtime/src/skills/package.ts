@@ -5,11 +5,30 @@
 // back in `warnings`, named.
 import { parse } from 'yaml';
 import { invalidArgument } from '@agentplane/lib/errors';
-import { MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { storableText, textProblem, untextualFields } from '@agentplane/lib/http/text';
+import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 
 export const SKILL_FILE = 'SKILL.md';
+
 const SKILL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const MAX_DESCRIPTION = 1_024;
+/** How deep a supplied plugin.json may nest. */
+const MAX_MANIFEST_DEPTH = 32;
+
+/** At most `length` code points of `text`: a cut never leaves half a surrogate pair. */
+const cut = (text: string, length: number) => Array.from(text).slice(0, length).join('');
+
+/** Whether `value` nests deeper than `limit` (walked without recursion, so no depth can overflow the stack). */
+function deeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
 
 export interface PackagedSkill {
   name: string;
@@ -64,6 +83,10 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
       warnings.push(`${path}: skipped, its frontmatter needs a name and a description`);
       continue;
     }
+    if (textProblem(description) !== null) {
+      warnings.push(`${path}: skipped, its description ${textProblem(description)}`);
+      continue;
+    }
     if (!SKILL_NAME.test(name)) {
       warnings.push(`${path}: skipped, its name '${name.slice(0, 80)}' is not 1-64 letters, digits, _, . or -`);
       continue;
@@ -72,7 +95,7 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
       warnings.push(`${path}: skipped, another SKILL.md of the package is already named '${name}'`);
       continue;
     }
-    skills.push({ name, description: description.slice(0, MAX_DESCRIPTION), dir: dirOf(path) });
+    skills.push({ name, description: cut(description, MAX_DESCRIPTION), dir: dirOf(path) });
   }
 
   let manifest: Record<string, unknown> | undefined;
@@ -85,6 +108,9 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
     } catch {
       throw invalidArgument('plugin.json is not a JSON object', { code: 'invalid_package' });
     }
+    if (deeperThan(manifest, MAX_MANIFEST_DEPTH)) throw invalidArgument(`plugin.json nests deeper than ${MAX_MANIFEST_DEPTH} levels`, { code: 'invalid_package' });
+    const problems = untextualFields(manifest, 'plugin.json');
+    if (problems.length > 0) throw invalidArgument(`${problems[0]!.loc.join('.')}: ${problems[0]!.msg}`, { code: 'invalid_package' });
   }
 
   const mcpServers: PackagedMcpServer[] = [];
@@ -108,6 +134,10 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
         continue;
       }
       const headers = server.headers && typeof server.headers === 'object' ? Object.fromEntries(Object.entries(server.headers).filter(([, value]) => typeof value === 'string')) : undefined;
+      if (untextualFields({ url: server.url, headers }, 'mcp.json').length > 0 || Object.entries(headers ?? {}).some(([key, value]) => !MCP_HEADER_NAME.test(key) || !MCP_HEADER_VALUE.test(String(value)))) {
+        warnings.push(`mcp.json: server '${name}' skipped: its url or headers hold characters a request cannot carry`);
+        continue;
+      }
       mcpServers.push({ name, url: server.url, ...(headers && Object.keys(headers).length > 0 ? { headers: headers as Record<string, string> } : {}) });
     }
   }
@@ -128,5 +158,6 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
     manifest = { name, version: '1.0.0', description: skills.map((skill) => skill.description).join(' ').slice(0, 500), skills: skills.map((skill) => skill.name) };
     kept.set('plugin.json', Buffer.from(JSON.stringify(manifest, null, 2)));
   }
-  return { name: name.slice(0, 128), manifest, skills, mcpServers, files: kept, warnings };
+  // Whatever came from the upload's own words (a file name, a refused skill's name) is made storable text.
+  return { name: cut(storableText(name), 128), manifest, skills, mcpServers, files: kept, warnings: warnings.map((warning) => cut(storableText(warning), 500)) };
 }

@@ -96,9 +96,11 @@ export function pluginRoutes(skills: SkillService, tenants: TenantService): Rout
       responses: {
         200: { description: 'Removed', schema: PluginOut },
         401: { description: 'Missing, invalid or expired token' },
-        403: { description: 'The project\'s package (`code` `not_owner`): it is removed on the control plane' },
+        403: { description: 'The token lacks capability `plugins:write`, or the package is the project\'s (`code` `not_owner`): it is removed on the control plane' },
         404: { description: 'No such package, or another person\'s' },
       },
+      // Removing is writing: a read-only token of the same person may not.
+      authorize: ({ res }) => skills.authorizeUpload(principalOf(res)),
       async handle({ params, res }) {
         return { body: await skills.removeOwn(principalOf(res), params.plugin_id) };
       },

@@ -8,6 +8,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { conflict, notFound, permissionDenied } from '@agentplane/lib/errors';
 import { storableText } from '@agentplane/lib/http/text';
+import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import { requireCapability, type EffectivePermission } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { ServerTool } from '../chat/tools.js';
@@ -51,6 +52,7 @@ export class SkillService {
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
     private readonly secrets: SecretBox,
+    private readonly urlPolicy: UrlPolicy,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -110,10 +112,13 @@ export class SkillService {
     return skills;
   }
 
-  /** The MCP servers the caller's visible packages bring (their mcp.json). */
-  async mcpServersFor(principal: Principal): Promise<McpServer[]> {
+  /**
+   * The MCP servers the caller's visible packages bring (their mcp.json): the project's packages', and the caller's
+   * own packages' apart (offered only under `mcp:manage`, as servers a person attaches are).
+   */
+  async mcpServersFor(principal: Principal): Promise<{ project: McpServer[]; personal: McpServer[] }> {
     const rows = (await this.rows(principal.tenantId)).filter((row) => row.sealed_mcp_servers !== null && (row.owner === null || row.owner === principal.claims.sub));
-    return rows.flatMap((row) =>
+    const serversOf = (of: PluginRow[]) => of.flatMap((row) =>
       (JSON.parse(this.secrets.open(row.sealed_mcp_servers!, mcpAad(row.tenant_id, row.id))) as PackagedMcpServer[]).map((server) => ({
         id: `plugin:${row.id}:${server.name}`,
         name: server.name,
@@ -122,6 +127,7 @@ export class SkillService {
         headers: server.headers,
       })),
     );
+    return { project: serversOf(rows.filter((row) => row.owner === null)), personal: serversOf(rows.filter((row) => row.owner !== null)) };
   }
 
   /** `load_skill` for a turn that may use `skills`, and what the system prompt says of them; none without skills. */
@@ -181,6 +187,15 @@ export class SkillService {
     // An archive's own name (never its path) names the package when plugin.json does not.
     const archiveName = upload.file?.filename?.split(/[\\/]/).at(-1);
     const read = skillPackage(files, single ? undefined : archiveName);
+    // An mcp.json server at an address the guard refuses is left out here, named, rather than offered to fail.
+    for (const server of [...read.mcpServers]) {
+      try {
+        await checkUrl(server.url, this.urlPolicy, `mcp.json server '${server.name}'`);
+      } catch (error) {
+        read.mcpServers.splice(read.mcpServers.indexOf(server), 1);
+        read.warnings.push(`mcp.json: server '${server.name}' skipped: ${error instanceof Error ? error.message : 'its url is refused'}`.slice(0, 500));
+      }
+    }
     // A skill name is one skill for whoever sees it: not twice among the project's, nor twice among a person's own.
     const taken = new Set((await this.rows(tenantId, true)).filter((row) => row.owner === owner).flatMap((row) => row.skills.map((skill) => skill.name)));
     const clash = read.skills.find((skill) => taken.has(skill.name));

@@ -12,6 +12,7 @@ import { storableText } from '@agentplane/lib/http/text';
 import { STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Capability } from '@agentplane/lib/permissions';
+import { cappedBody } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { ServerTool } from '../chat/tools.js';
 
@@ -25,6 +26,8 @@ const FAILED_LIST_TTL_MS = 30_000;
 const IDLE_CLOSE_MS = 60_000;
 /** Most tools taken from one server. */
 const MAX_TOOLS_PER_SERVER = 128;
+/** The most one answer of a server may carry (an event stream's whole life included): past it, the connection is cut. */
+export const MAX_MCP_ANSWER_BYTES = 8 * 1024 * 1024;
 
 export type McpTransport = 'auto' | 'streamable_http' | 'sse';
 
@@ -185,7 +188,8 @@ export class McpTools {
     if (/^(stdio|command):/i.test(server.url)) throw new AppError('invalid_argument', STDIO_MCP_REFUSED);
     const url = new URL(server.url);
     const requestInit: RequestInit = { headers: server.headers ?? {} };
-    const fetch = this.options.fetch;
+    const guarded = this.options.fetch;
+    const fetch: GuardedFetch = async (input, init) => cappedBody(await guarded(input, init), MAX_MCP_ANSWER_BYTES, 'the MCP server');
     // Loaded once a project has a server: a runtime whose projects have none starts without the SDK.
     const [{ Client }, { SSEClientTransport }, { StreamableHTTPClientTransport }] = await Promise.all([
       import('@modelcontextprotocol/sdk/client/index.js'),
@@ -241,6 +245,8 @@ export function verdictOf(error: unknown): string {
     if (error.kind === 'upstream_failed') return `unreachable: ${error.message}`;
     return `refused: ${error.message}`;
   }
+  // A request the client could not even make (a header it refused) says nothing of its values.
+  if (error instanceof TypeError && /header/i.test(error.message)) return "refused: the request could not be made with the server's headers";
   const message = error instanceof Error ? error.message : String(error);
   // The SDK wraps what the guarded fetch threw in errors of its own.
   if (/could not reach|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/.test(message)) return `unreachable: ${message.slice(0, 300)}`;

@@ -4,6 +4,7 @@
 // addresses), within a size and a time limit, and its readable text taken out by Mozilla's Readability over
 // linkedom. `screenshot_url` needs the browser, which this build does not have: it is not offered.
 import { storableText } from '@agentplane/lib/http/text';
+import { cappedText } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { ServerTool } from '../chat/tools.js';
 import type { WebSearchSection } from '../tenants/schemas.js';
@@ -28,13 +29,21 @@ export const MAX_WEB_RESULT_CHARS = 20_000;
 export const MAX_PAGE_BYTES = 2 * 1024 * 1024;
 export const MAX_SEARCH_RESULTS = 10;
 const DEFAULT_SEARCH_RESULTS = 5;
+/** The most a search engine's answer may carry. */
+const MAX_SEARCH_ANSWER_BYTES = 2 * 1024 * 1024;
 
 async function answerOf(response: Response, vendor: string): Promise<unknown> {
   if (response.status === 401 || response.status === 403) throw new SearchFailed(`${vendor} refused the key (HTTP ${response.status})`);
   if (response.status === 429) throw new SearchFailed(`${vendor} is rate limiting this project's searches (HTTP 429); try again later`);
   if (!response.ok) throw new SearchFailed(`${vendor} answered HTTP ${response.status}`);
+  let text: string;
   try {
-    return await response.json();
+    text = await cappedText(response, MAX_SEARCH_ANSWER_BYTES, vendor);
+  } catch {
+    throw new SearchFailed(`${vendor} answered more than ${MAX_SEARCH_ANSWER_BYTES / 1024 / 1024} MiB`);
+  }
+  try {
+    return JSON.parse(text);
   } catch {
     throw new SearchFailed(`${vendor} answered with something that is not JSON`);
   }
