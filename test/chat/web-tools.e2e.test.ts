@@ -61,6 +61,12 @@ describe('web search and page reads', () => {
     expect(await call('browse_url', { url: `${web.url}/pages/plain` })).toBe(`${web.url}/pages/plain\n\nJust plain\n\ntext.`);
   });
 
+  it('reads a page nested thousands deep as its plain text, not through Readability', async () => {
+    // Readability spent 30 s and more on such a page with the event loop blocked, and then overflowed its stack.
+    const page = await call('browse_url', { url: `${web.url}/pages/deep` });
+    expect(page).toBe(`# Deep\n${web.url}/pages/deep\n\nThe bottom of the page.`);
+  });
+
   it('refuses a redirect to a metadata address, a page past the limits, and what is not a page', async () => {
     expect(await call('browse_url', { url: `${web.url}/pages/redirect-metadata` })).toMatch(/^Could not read .*169\.254\.169\.254/);
     expect(await call('browse_url', { url: 'http://169.254.169.254/latest/meta-data/' })).toMatch(/^Could not read /);

@@ -1,6 +1,6 @@
 // The web as the tests need it, on loopback: a protocol-level fake of the two search APIs the runtime speaks
 // (Brave Search's `/res/v1/web/search` with `X-Subscription-Token`, SearXNG's `/search?format=json`), and pages to
-// read: an article among navigation, plain text, redirects (one to a cloud metadata address), a page past the size
+// read: an article among navigation, a page nested 3,000 deep, plain text, redirects (one to a cloud metadata address), a page past the size
 // limit, a binary file and a slow page. It keeps each request's path, query and headers.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -45,6 +45,10 @@ export class FakeWeb {
           return json(200, { results: hits(10).map((hit) => ({ title: hit.title, url: hit.url, content: hit.text })) });
         case '/pages/article':
           return res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(article);
+        case '/pages/deep':
+          return res
+            .writeHead(200, { 'content-type': 'text/html' })
+            .end(`<html><head><title>Deep</title></head><body>${'<div>'.repeat(3_000)}The bottom of the page.${'</div>'.repeat(3_000)}</body></html>`);
         case '/pages/plain':
           return res.writeHead(200, { 'content-type': 'text/plain' }).end('Just   plain\n\n\n\ntext.');
         case '/pages/redirect-ok':

@@ -3,6 +3,7 @@
 // API (an engine a customer hosts). A page is read through the guarded fetch (every redirect vetted, pinned
 // addresses), within a size and a time limit, and its readable text taken out by Mozilla's Readability over
 // linkedom. `screenshot_url` needs the browser, which this build does not have: it is not offered.
+import { Parser } from 'htmlparser2';
 import { storableText } from '@agentplane/lib/http/text';
 import { cappedText } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
@@ -156,19 +157,67 @@ export class WebTools {
     const where = response.url && response.url !== url ? ` (redirected to ${response.url})` : '';
     const note = cut ? `\n\n[the page is larger than ${MAX_PAGE_BYTES / 1024 / 1024} MiB: only its start was read]` : '';
     if (type === 'text/html' || type === 'application/xhtml+xml' || type === '') {
-      const { parseHTML } = await import('linkedom');
-      const { Readability } = await import('@mozilla/readability');
-      const { document } = parseHTML(body);
-      const article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0]).parse();
-      const title = storableText(article?.title ?? document.title ?? '').trim();
-      const content = normalize(article?.textContent ?? document.body?.textContent ?? '');
-      return `${title === '' ? '' : `# ${title}\n`}${url}${where}\n\n${content}${note}`.slice(0, MAX_WEB_RESULT_CHARS);
+      // Readability walks the DOM with work that grows much faster than the page on deep nesting (a page of 1,000
+      // nested elements took seconds, the process blocked): a page past these bounds is read as its plain text.
+      const shape = htmlShape(body);
+      let title = shape.title;
+      let content = shape.text;
+      if (shape.depth <= MAX_READABLE_DEPTH && shape.elements <= MAX_READABLE_ELEMENTS) {
+        const { parseHTML } = await import('linkedom');
+        const { Readability } = await import('@mozilla/readability');
+        const { document } = parseHTML(body);
+        const article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0], { maxElemsToParse: MAX_READABLE_ELEMENTS }).parse();
+        title = storableText(article?.title ?? document.title ?? '').trim();
+        content = article?.textContent ?? document.body?.textContent ?? '';
+      }
+      return `${title === '' ? '' : `# ${title}\n`}${url}${where}\n\n${normalize(content)}${note}`.slice(0, MAX_WEB_RESULT_CHARS);
     }
     if (type.startsWith('text/') || type === 'application/json' || type.endsWith('+json') || type.endsWith('+xml') || type === 'application/xml') {
       return `${url}${where}\n\n${normalize(body)}${note}`.slice(0, MAX_WEB_RESULT_CHARS);
     }
     throw new Error(`its content type ${type} is not a page that can be read as text`);
   }
+}
+
+/** Deepest nesting and most elements a page may have to be read with Readability. */
+const MAX_READABLE_DEPTH = 100;
+const MAX_READABLE_ELEMENTS = 10_000;
+/** Elements whose text is not the page's. */
+const SILENT = new Set(['script', 'style', 'noscript', 'template', 'svg']);
+
+/** A page's nesting depth, element count, title and plain text, in one streaming pass (no tree, no recursion). */
+function htmlShape(html: string): { depth: number; elements: number; title: string; text: string } {
+  let depth = 0;
+  let deepest = 0;
+  let elements = 0;
+  let silent = 0;
+  let inTitle = false;
+  let title = '';
+  const text: string[] = [];
+  const parser = new Parser(
+    {
+      onopentag(name) {
+        elements += 1;
+        deepest = Math.max(deepest, ++depth);
+        if (SILENT.has(name)) silent += 1;
+        if (name === 'title') inTitle = true;
+        if (name === 'p' || name === 'br' || name === 'div' || /^h[1-6]$/.test(name) || name === 'li') text.push('\n');
+      },
+      onclosetag(name) {
+        depth = Math.max(0, depth - 1);
+        if (SILENT.has(name)) silent = Math.max(0, silent - 1);
+        if (name === 'title') inTitle = false;
+      },
+      ontext(data) {
+        if (inTitle) title += data;
+        else if (silent === 0) text.push(data);
+      },
+    },
+    { decodeEntities: true },
+  );
+  parser.write(html);
+  parser.end();
+  return { depth: deepest, elements, title: storableText(title).trim(), text: text.join('') };
 }
 
 /** The body as text, read up to the size limit; `cut` when there was more. */
