@@ -55,6 +55,8 @@ const hostileValues: unknown[] = [
   [],
   {},
   [{ '\u0000': 1 }],
+  // Nesting past what a recursive schema's stack holds.
+  JSON.parse(`${'['.repeat(2_500)}${']'.repeat(2_500)}`),
   '../../../../etc/passwd',
   'http://169.254.169.254/latest/meta-data/',
   "'; DROP TABLE sessions; --",

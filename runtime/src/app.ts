@@ -48,6 +48,7 @@ import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
 import type { Principal } from './auth/authenticate.js';
 import type { EffectivePermission } from '@agentplane/lib/permissions';
+import type { RequestNarrowing } from './chat/service.js';
 import type { ServerTool } from './chat/tools.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
@@ -278,14 +279,14 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const skills = new SkillService(database.db, secretBox, urlPolicy);
     const subagents = new Subagents({ db: database.db, logger });
     features.eraseRows({ table: 'plugins', purge: (trx, tenantId) => SkillService.purge(trx, tenantId) });
-    const serverTools = async (principal: Principal, permission: EffectivePermission): Promise<ServerTool[]> => {
+    const serverTools = async (principal: Principal, permission: EffectivePermission, request: RequestNarrowing): Promise<ServerTool[]> => {
       const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
       const own = [
         ...(loadSkill ? [loadSkill] : []),
         documentSearchTool(documents, principal),
         ...memoryTools(memory, principal),
         todos.tool(principal.tenantId),
-        subagents.tool(principal),
+        subagents.tool(principal, permission, request),
         ...web.for(principal.configuration.document.web_search),
         ...webhookTools.for(principal),
       ];

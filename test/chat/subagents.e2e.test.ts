@@ -91,6 +91,18 @@ describe.each(availableSetups())('subagents (%s)', (setup) => {
     await db.deleteFrom('runs').where('session_id', '=', sessionId).execute();
   });
 
+  it("keeps what the delegating request declined or narrowed in the child's run", async () => {
+    const token = await world.token({ capabilities });
+    world.fake.script({ toolCalls: [{ name: 'delegate', arguments: { task: 'Work.' } }] }, 'Child done.', 'Parent done.');
+    const calls = world.fake.chatRequests().length;
+    const res = await world.chat(token, { message: 'go', allowed_tools: ['delegate'], enable_approvals: false });
+    expect(res.status).toBe(200);
+    const child = world.fake.chatRequests()[calls + 1]!;
+    expect(child.messages.at(-1)).toMatchObject({ role: 'user', content: 'Work.' });
+    // The parent allowed only delegate, and delegate is not a child's: the child is offered nothing.
+    expect(toolNames(child)).toEqual([]);
+  });
+
   it('is offered only with capability subagents and enable_subagents', async () => {
     world.fake.script('Hello.');
     await world.chat(await world.token({ capabilities: CHAT_CAPABILITIES }), { message: 'hi' });

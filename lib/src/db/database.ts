@@ -210,3 +210,9 @@ function countingPool(pool: PostgresPool): {
     },
   };
 }
+
+/** PostgreSQL's error code of a failed statement (the same from pg and PGlite); undefined for other errors. */
+export const sqlStateOf = (error: unknown): string | undefined => (error as { code?: unknown } | null)?.code as string | undefined;
+
+/** A unique constraint refused the row: someone else stored the same key first. */
+export const isUniqueViolation = (error: unknown): boolean => sqlStateOf(error) === '23505';

@@ -126,8 +126,25 @@ function messageOf(issue: z.core.$ZodIssue): string {
   return issue.message;
 }
 
+/** The deepest nesting a request's query or body may have. */
+const MAX_NESTING = 64;
+
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function parsePart(schema: z.ZodType | undefined, value: unknown, where: string): unknown {
   if (!schema) return undefined;
+  // A value nested past any schema's use (thousands of levels) would overflow a recursive schema's stack: refused
+  // here, without recursion, before any schema walks it.
+  if (nestedDeeperThan(value, MAX_NESTING)) throw new ValidationError([{ loc: [where], msg: `nests deeper than ${MAX_NESTING} levels` }]);
   const untextual = untextualFields(value, where);
   if (untextual.length > 0) throw new ValidationError(untextual);
   const result = schema.safeParse(value);

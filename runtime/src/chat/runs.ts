@@ -2,6 +2,7 @@
 // says so on every replica), a lease the running process renews, and the sweep that fails runs whose process
 // died. The frames a client sees live in the run log on the event port; this is what outlives them.
 import { randomBytes } from 'node:crypto';
+import { isUniqueViolation } from '@agentplane/lib/db/database';
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import { AppError, conflict } from '@agentplane/lib/errors';
 import type { RuntimeSchema } from '../store/schema.js';
@@ -63,7 +64,6 @@ export interface RunEnding {
   error?: Record<string, unknown> | null;
 }
 
-const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === '23505';
 
 export class RunStore {
   constructor(

@@ -52,7 +52,7 @@ export interface ChatServiceDeps {
   logger: Logger;
   /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
   /** The tools the service runs for this caller; MCP servers' lists may take a call to learn (then they are kept). */
-  serverTools?: (principal: Principal, permission: EffectivePermission) => ServerTool[] | Promise<ServerTool[]>;
+  serverTools?: (principal: Principal, permission: EffectivePermission, request: RequestNarrowing) => ServerTool[] | Promise<ServerTool[]>;
   /**
    * The automatic document context: the best passages for a message, as the person's own search finds them; given
    * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
@@ -102,7 +102,7 @@ export class ChatService {
       request: requestFlagsOf(request),
     });
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal, permission)) ?? []);
+    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal, permission, narrowingOf(request))) ?? []);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's
@@ -571,6 +571,14 @@ function requestFlagsOf(request: ChatRequestInput): RequestFlags {
 function requireCapability(permission: EffectivePermission, capability: Parameters<EffectivePermission['has']>[0], what: string): void {
   if (!permission.has(capability)) throw permissionDenied(`${what} needs capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
 }
+
+/** What a request narrowed for itself beyond its flags (a subagent's run keeps it). */
+export interface RequestNarrowing {
+  plugins?: string[] | undefined;
+  allowed_tools?: string[] | undefined;
+}
+
+const narrowingOf = (request: ChatRequestInput): RequestNarrowing => ({ plugins: request.plugins, allowed_tools: request.allowed_tools });
 
 /** The system prompt with what the offered server tools ask to be told; null when there is neither. */
 function withGuidance(prompt: string | null, tools: ToolSet): string | null {

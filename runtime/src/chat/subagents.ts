@@ -7,7 +7,8 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import type { ChatService } from './service.js';
+import { REQUEST_FLAGS, type EffectivePermission } from '@agentplane/lib/permissions';
+import type { ChatService, RequestNarrowing } from './service.js';
 import type { ServerTool } from './tools.js';
 
 export const DEFAULT_MAX_CONCURRENT_SUBAGENTS = 4;
@@ -24,8 +25,12 @@ export class Subagents {
     this.chat = chat;
   }
 
-  /** `delegate`, offered under capability `subagents`. */
-  tool(principal: Principal): ServerTool {
+  /**
+   * `delegate`, offered under capability `subagents`. The child keeps what the delegating request declined or
+   * narrowed (its flags, `plugins`, `allowed_tools`): a caller can decline but never exceed, through a child too.
+   */
+  tool(principal: Principal, permission: EffectivePermission, request: RequestNarrowing): ServerTool {
+    const declined = Object.fromEntries(REQUEST_FLAGS.filter((flag) => !permission.switches[flag]).map((flag) => [flag, false]));
     const section = principal.configuration.document.subagents;
     const models = section?.models ?? [];
     return {
@@ -54,7 +59,16 @@ export class Subagents {
         }
         const started = await this.chat!.start(
           principal,
-          { message: task, model, enable_subagents: false, enable_ask_user: false, tools: [] } as Parameters<ChatService['start']>[1],
+          {
+            ...declined,
+            ...(request.plugins ? { plugins: request.plugins } : {}),
+            ...(request.allowed_tools ? { allowed_tools: request.allowed_tools } : {}),
+            message: task,
+            model,
+            enable_subagents: false,
+            enable_ask_user: false,
+            tools: [],
+          } as Parameters<ChatService['start']>[1],
           undefined,
           { awaitEnd: true, parentSessionId: context.sessionId },
         );

@@ -4,6 +4,7 @@
 // one at a time). What is rare (answers to a pause, a session holding a pause, a lapsed run to clear) keeps the
 // transactional path in ChatService; these are the common cases, and decline (undefined) where they do not apply.
 import { randomUUID } from 'node:crypto';
+import { isUniqueViolation, sqlStateOf } from '@agentplane/lib/db/database';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { MessageRow, NewMessage, SessionStatus } from '../sessions/conversations.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
@@ -49,8 +50,7 @@ export interface TurnEnd {
   unlessSteered: boolean;
 }
 
-const codeOf = (error: unknown) => (error as { code?: string } | null)?.code;
-const isUniqueViolation = (error: unknown) => codeOf(error) === '23505';
+const codeOf = sqlStateOf;
 /** A deadlock or serialization failure: nothing was written, and a retry on the slow path is safe. */
 const isConcurrencyFailure = (error: unknown) => codeOf(error) === '40P01' || codeOf(error) === '40001';
 

@@ -5,6 +5,7 @@
 import { effectivePermission, type EffectivePermission, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
+import type { RequestNarrowing } from '../chat/service.js';
 import { ToolSet, type ServerTool } from '../chat/tools.js';
 import type { McpServer, McpTools } from './mcp.js';
 import type { UserMcpServers } from './user-mcp.js';
@@ -17,7 +18,7 @@ export interface ToolListing {
 export class ToolCatalog {
   constructor(
     private readonly deps: {
-      serverTools: (principal: Principal, permission: EffectivePermission) => Promise<ServerTool[]>;
+      serverTools: (principal: Principal, permission: EffectivePermission, request: RequestNarrowing) => Promise<ServerTool[]>;
       mcp: McpTools;
       userMcp: UserMcpServers;
     },
@@ -25,7 +26,7 @@ export class ToolCatalog {
 
   async list(principal: Principal, flags: RequestFlags): Promise<ToolListing> {
     const permission = effectivePermission({ ceiling: principal.configuration.document.ceiling, token: claimsFromToken(principal.claims), request: flags });
-    const set = ToolSet.forTurn(permission, {}, await this.deps.serverTools(principal, permission));
+    const set = ToolSet.forTurn(permission, {}, await this.deps.serverTools(principal, permission, {}));
     const servers: Array<{ server: McpServer; origin: 'project' | 'personal' }> = [
       ...(principal.configuration.document.mcp_servers ?? []).map((server) => ({ server, origin: 'project' as const })),
       ...(await this.deps.userMcp.serversOf(principal)).map((server) => ({ server, origin: 'personal' as const })),

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
+import { isUniqueViolation } from '@agentplane/lib/db/database';
 import { conflict, invalidArgument, notFound } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import { requireCapability } from '@agentplane/lib/permissions';
@@ -76,7 +77,12 @@ export class UserMcpServers {
         sealed_headers: Object.keys(headers).length === 0 ? null : this.secrets.seal(JSON.stringify(headers), headersAad(principal.tenantId, id)),
       })
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirstOrThrow()
+      .catch((error: unknown) => {
+        // Two attaches of one name at once: the second finds it taken.
+        if (isUniqueViolation(error)) throw conflict(`you already have an MCP server named '${input.name}'`, { code: 'name_taken' });
+        throw error;
+      });
     return present(row);
   }
 
