@@ -261,7 +261,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const deliveries = new ToolDeliveries(database.db);
     registerTools(features, deliveries);
     // A handler is at a URL the project's admin chose: reached through the SSRF guard, on pooled connections.
-    const webhookTools = new WebhookTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webhookToolTimeoutMs }, providerConnections), deliveries, logger });
+    const webhookTools = new WebhookTools({
+      fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webhookToolTimeoutMs }, providerConnections),
+      attemptMs: config.webhookToolTimeoutMs,
+      deliveries,
+      logger,
+    });
     // MCP servers too are at URLs chosen by the project (or an end-user): every request through the guard. A
     // server's event stream is long-lived, so its own connections, not the pooled ones.
     const mcp = new McpTools({ fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.mcpTimeoutMs }), logger, callTimeoutMs: config.mcpTimeoutMs });
@@ -272,6 +277,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const web = new WebTools({
       fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webFetchTimeoutMs }),
       searchFetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webFetchTimeoutMs }, providerConnections),
+      readMs: config.webFetchTimeoutMs * 2,
     });
     features.eraseRows({ table: 'user_mcp_servers', purge: (trx, tenantId) => UserMcpServers.purge(trx, tenantId) });
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the

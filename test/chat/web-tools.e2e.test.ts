@@ -74,6 +74,8 @@ describe('web search and page reads', () => {
     expect(big.length).toBeLessThanOrEqual(20_000);
     expect(await call('browse_url', { url: `${web.url}/pages/binary` })).toMatch(/application\/octet-stream is not a page/);
     expect(await call('browse_url', { url: `${web.url}/pages/slow` })).toMatch(/^Could not read .*did not answer within 1000 ms/);
+    // Never silent for long, yet never done: cut off at twice the limit in all.
+    expect(await call('browse_url', { url: `${web.url}/pages/trickle` })).toBe(`Could not read ${web.url}/pages/trickle: the page did not answer within 2000 ms`);
     expect(await call('browse_url', { url: 'file:///etc/passwd' })).toBe('browse_url needs an http(s) `url`.');
   });
 

@@ -215,6 +215,10 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
     handler.reply({ status: 200, body: 'too late', delayMs: 3_000 });
     await callTool(token);
     expect(toolMessages().at(-1)!.content).toMatch(/^The handler could not be reached: .*did not answer within 1500 ms/);
+    // A handler that trickles its answer, never silent for long, is cut off at the same limit.
+    handler.reply({ status: 200, body: 'a slow trickle of an answer', dripMs: 400 });
+    await callTool(token);
+    expect(toolMessages().at(-1)!.content).toBe('The handler could not be reached: the handler did not answer within 1500 ms');
   });
 
   it('says in /capabilities that enable_webhook_tools is worth setting only once the project has a tool', async () => {

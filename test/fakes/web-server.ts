@@ -1,7 +1,7 @@
 // The web as the tests need it, on loopback: a protocol-level fake of the two search APIs the runtime speaks
 // (Brave Search's `/res/v1/web/search` with `X-Subscription-Token`, SearXNG's `/search?format=json`), and pages to
 // read: an article among navigation, a page nested 3,000 deep, plain text, redirects (one to a cloud metadata address), a page past the size
-// limit, a binary file and a slow page. It keeps each request's path, query and headers.
+// limit, a binary file, a slow page and one that trickles. It keeps each request's path, query and headers.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -59,6 +59,11 @@ export class FakeWeb {
           return res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(3 * 1024 * 1024));
         case '/pages/binary':
           return res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.alloc(64));
+        case '/pages/trickle': {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          const drip = setInterval(() => (res.destroyed ? clearInterval(drip) : res.write('.')), 300);
+          return void setTimeout(() => (clearInterval(drip), res.end()), 6_000);
+        }
         case '/pages/slow':
           return void setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('late'), 3_000);
         default:

@@ -8,6 +8,8 @@ export interface HandlerReply {
   body?: string;
   headers?: Record<string, string>;
   delayMs?: number;
+  /** The body sent a character at a time, this many ms apart. */
+  dripMs?: number;
 }
 
 export interface HandlerRequest {
@@ -36,7 +38,16 @@ export class WebhookHandler {
         setTimeout(() => {
           if (res.destroyed) return;
           res.writeHead(reply.status ?? 200, { 'content-type': 'text/plain; charset=utf-8', ...reply.headers });
-          res.end(reply.body ?? '');
+          if (!reply.dripMs) return void res.end(reply.body ?? '');
+          const characters = Array.from(reply.body ?? '');
+          const drip = setInterval(() => {
+            if (res.destroyed || characters.length === 0) {
+              clearInterval(drip);
+              res.end();
+              return;
+            }
+            res.write(characters.shift()!);
+          }, reply.dripMs);
         }, reply.delayMs ?? 0);
       });
     });

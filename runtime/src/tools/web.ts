@@ -88,7 +88,8 @@ export function searchEngineOf(section: WebSearchSection, fetch: GuardedFetch): 
 }
 
 export class WebTools {
-  constructor(private readonly options: { fetch: GuardedFetch; searchFetch: GuardedFetch }) {}
+  /** `readMs`: the most a page read may take in all, its body read to the end (the fetch's own limit is on silence). */
+  constructor(private readonly options: { fetch: GuardedFetch; searchFetch: GuardedFetch; readMs: number }) {}
 
   /** `web_search` (when the project chose a search engine) and `browse_url`, both under capability `web_search`. */
   for(section: WebSearchSection | undefined): ServerTool[] {
@@ -147,7 +148,17 @@ export class WebTools {
 
   /** A page's title and readable text, within the size and time limits. */
   async read(url: string, signal?: AbortSignal): Promise<string> {
-    const response = await this.options.fetch(url, { headers: { accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5', 'user-agent': 'agentplane-browse' }, ...(signal ? { signal } : {}) });
+    const deadline = AbortSignal.timeout(this.options.readMs);
+    try {
+      return await this.readWithin(url, signal ? AbortSignal.any([signal, deadline]) : deadline);
+    } catch (error) {
+      if (deadline.aborted && !signal?.aborted) throw new Error(`the page did not answer within ${this.options.readMs} ms`);
+      throw error;
+    }
+  }
+
+  private async readWithin(url: string, signal: AbortSignal): Promise<string> {
+    const response = await this.options.fetch(url, { headers: { accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5', 'user-agent': 'agentplane-browse' }, signal });
     if (!response.ok) {
       await response.body?.cancel();
       throw new Error(`the page answered HTTP ${response.status}`);

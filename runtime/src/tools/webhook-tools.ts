@@ -36,6 +36,11 @@ export const DELIVERY_HEADER = 'X-Agentplane-Delivery';
 export interface WebhookToolsOptions {
   /** Guarded fetch with the webhook time limit. */
   fetch: GuardedFetch;
+  /**
+   * The most one attempt may take in all, its answer read to the end: a handler that trickles bytes cannot hold a
+   * turn past it (the fetch's own limit is on silence).
+   */
+  attemptMs: number;
   deliveries: ToolDeliveries;
   logger: Logger;
   /** The wait before a repeat, when the handler names none. */
@@ -85,10 +90,13 @@ export class WebhookTools {
     let status: number | null = null;
     let outcome: CallOutcome;
     let error: string | null = null;
+    let deadline: AbortSignal | undefined;
     for (;;) {
       attempts += 1;
       try {
-        const response = await this.options.fetch(tool.url, { method: 'POST', headers, body, signal, redirect: 'manual' });
+        deadline = AbortSignal.timeout(this.options.attemptMs);
+        const attempt = AbortSignal.any([signal, deadline]);
+        const response = await this.options.fetch(tool.url, { method: 'POST', headers, body, signal: attempt, redirect: 'manual' });
         status = response.status;
         if (TRY_AGAIN.has(status) && attempts < MAX_ATTEMPTS) {
           await response.body?.cancel();
@@ -102,8 +110,10 @@ export class WebhookTools {
           error = `the handler answered HTTP ${status}`;
           outcome = { ok: false, message: `The handler answered HTTP ${status}${text === '' ? '' : `: ${text}`}`.slice(0, MAX_WEBHOOK_RESULT_CHARS) };
         }
-      } catch (failure) {
+      } catch (caught) {
         if (signal.aborted) throw signal.reason;
+        // The attempt's own deadline, however the fetch or the body's read reported it.
+        const failure = deadline?.aborted ? new AppError('upstream_timeout', `the handler did not answer within ${this.options.attemptMs} ms`) : caught;
         if (notSent(failure) && attempts < MAX_ATTEMPTS) {
           await this.pause(undefined, signal);
           continue;
