@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { invalidArgument } from '@agentplane/lib/errors';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { MCP_SERVER_NAME, mcpHeaderEntries, stdioField } from '@agentplane/lib/mcp';
 import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
@@ -207,21 +207,14 @@ export function webhookToolRoutes(tools: WebhookToolService, keys: ProjectKeySer
 }
 
 /** A stdio server's fields: refused with 400 whatever their value, as SPEC.md refuses stdio servers everywhere. */
-const stdio = malformedUnless((_value): _value is never => false, STDIO_MCP_REFUSED).meta({ not: {}, description: `Refused with 400: ${STDIO_MCP_REFUSED}` }).optional();
+const stdio = stdioField();
 
 const McpServerCreate = z
   .strictObject({
     name: z.string().regex(MCP_SERVER_NAME, 'name must be 1-24 lower-case letters, digits, _ or -').meta({ description: "Its tools are offered as `<name>__<tool>`; unique in the project" }),
     url: z.string().trim().min(1).max(2_048).meta({ description: 'The Streamable HTTP (or SSE) endpoint, checked by the URL guard' }),
     transport: z.enum(MCP_TRANSPORTS).optional().meta({ description: '`auto` (default): Streamable HTTP, falling back to the older SSE transport' }),
-    headers: z
-      .record(
-        z.string().regex(MCP_HEADER_NAME, 'header names are letters, digits and -'),
-        z
-          .string()
-          .regex(MCP_HEADER_VALUE, 'a header value is 1-8192 visible ASCII characters, spaces or tabs')
-          .refine((value) => !isRedacted(value), `headers ${redactedSecretMessage}`),
-      )
+    headers: mcpHeaderEntries()
       .refine((headers) => Object.keys(headers).length <= 16, 'at most 16 headers')
       .optional()
       .meta({ description: 'Static headers sent on every request (an API key, say): sealed at rest, never returned' }),

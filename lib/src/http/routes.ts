@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { AppError, ValidationError, type FieldProblem } from '../errors.js';
 import { isMultipart, readMultipart, type MultipartSpec, type UploadedFile } from './multipart.js';
+import { nestedDeeperThan } from '../schemas/json.js';
 import { untextualFields } from './text.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -128,17 +129,6 @@ function messageOf(issue: z.core.$ZodIssue): string {
 
 /** The deepest nesting a request's query or body may have. */
 const MAX_NESTING = 64;
-
-function nestedDeeperThan(value: unknown, limit: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth >= limit) return true;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return false;
-}
 
 function parsePart(schema: z.ZodType | undefined, value: unknown, where: string): unknown {
   if (!schema) return undefined;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cappedBody, cappedText } from './capped.js';
+import { cappedBody, cappedText, readUpTo } from './capped.js';
 
 /** A response whose body sends `chunks` chunks of 64 KiB, or never ends when `chunks` is Infinity. */
 function streaming(chunks: number): Response {
@@ -28,5 +28,13 @@ describe('capped answers', () => {
     const capped = cappedBody(original, 1024, 'x');
     expect(capped.url).toBe('https://example.com/after');
     expect(capped.redirected).toBe(true);
+  });
+
+  it('read the start of a long answer up to the limit, saying it was cut, and a short one whole', async () => {
+    const long = await readUpTo(streaming(Infinity), 100_000);
+    expect(long.text.length).toBe(100_000);
+    expect(long.cut).toBe(true);
+    // Its NUL bytes come back as U+FFFD: storable text.
+    expect(await readUpTo(streaming(1), 100_000)).toEqual({ text: '\uFFFD'.repeat(64 * 1024), cut: false });
   });
 });

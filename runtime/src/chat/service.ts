@@ -7,7 +7,7 @@ import { AppError, conflict, invalidArgument, notFound, permissionDenied } from 
 import type { EventBus, RunLogEvent } from '@agentplane/lib/events/port';
 import { kindOfStatus } from '@agentplane/lib/http/errors';
 import type { Logger } from '@agentplane/lib/logging';
-import { effectivePermission, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
+import { effectivePermission, requireCapability, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner, ownsConversation } from '../sessions/access.js';
@@ -566,10 +566,6 @@ function requestFlagsOf(request: ChatRequestInput): RequestFlags {
   const { message: _m, session_id: _s, model: _mo, system_prompt: _sp, effort: _e, tools: _t, question_answers: _q, approval_decisions: _a, tool_results: _r, ...flags } =
     request;
   return flags;
-}
-
-function requireCapability(permission: EffectivePermission, capability: Parameters<EffectivePermission['has']>[0], what: string): void {
-  if (!permission.has(capability)) throw permissionDenied(`${what} needs capability '${capability}', which this token does not hold`, { code: 'capability_denied' });
 }
 
 /** What a request narrowed for itself beyond its flags (a subagent's run keeps it). */

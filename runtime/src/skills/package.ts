@@ -6,6 +6,7 @@
 import { parse } from 'yaml';
 import { invalidArgument } from '@agentplane/lib/errors';
 import { storableText, textProblem, untextualFields } from '@agentplane/lib/http/text';
+import { nestedDeeperThan } from '@agentplane/lib/schemas/json';
 import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
 
 export const SKILL_FILE = 'SKILL.md';
@@ -17,18 +18,6 @@ const MAX_MANIFEST_DEPTH = 32;
 
 /** At most `length` code points of `text`: a cut never leaves half a surrogate pair. */
 const cut = (text: string, length: number) => Array.from(text).slice(0, length).join('');
-
-/** Whether `value` nests deeper than `limit` (walked without recursion, so no depth can overflow the stack). */
-function deeperThan(value: unknown, limit: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth >= limit) return true;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return false;
-}
 
 export interface PackagedSkill {
   name: string;
@@ -108,7 +97,7 @@ export function skillPackage(files: Map<string, Buffer>, fallbackName: string | 
     } catch {
       throw invalidArgument('plugin.json is not a JSON object', { code: 'invalid_package' });
     }
-    if (deeperThan(manifest, MAX_MANIFEST_DEPTH)) throw invalidArgument(`plugin.json nests deeper than ${MAX_MANIFEST_DEPTH} levels`, { code: 'invalid_package' });
+    if (nestedDeeperThan(manifest, MAX_MANIFEST_DEPTH)) throw invalidArgument(`plugin.json nests deeper than ${MAX_MANIFEST_DEPTH} levels`, { code: 'invalid_package' });
     const problems = untextualFields(manifest, 'plugin.json');
     if (problems.length > 0) throw invalidArgument(`${problems[0]!.loc.join('.')}: ${problems[0]!.msg}`, { code: 'invalid_package' });
   }

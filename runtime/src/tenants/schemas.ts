@@ -1,7 +1,7 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
-import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME } from '@agentplane/lib/mcp';
+import { MCP_SERVER_NAME, mcpHeaderEntries } from '@agentplane/lib/mcp';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
 import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
@@ -295,14 +295,7 @@ export const McpServerSectionSchema = z
     name: z.string().regex(MCP_SERVER_NAME, 'must be 1-24 lower-case letters, digits, _ or -, starting with a letter or digit').meta({ description: "Its tools are offered as `<name>__<tool>`" }),
     url: apiRoot('the MCP endpoint').meta({ description: 'The Streamable HTTP (or SSE) endpoint; reached through the SSRF guard' }),
     transport: z.enum(['auto', 'streamable_http', 'sse']).meta({ description: '`auto`: Streamable HTTP, falling back to SSE' }),
-    headers: z
-      .record(
-        z.string().regex(MCP_HEADER_NAME, 'header names are letters, digits and -'),
-        z
-          .string()
-          .regex(MCP_HEADER_VALUE, 'a header value is 1-8192 visible ASCII characters, spaces or tabs')
-          .refine((value) => !isRedacted(value), `headers ${redactedSecretMessage}`),
-      )
+    headers: mcpHeaderEntries()
       .optional()
       .meta({ description: 'Static headers sent on every request, in clear on the admin channel; sealed at rest and shown redacted' }),
   })

@@ -5,10 +5,9 @@
 import { z } from 'zod';
 import { permissionDenied } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
-import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
-import { MCP_HEADER_NAME, MCP_HEADER_VALUE, MCP_SERVER_NAME, STDIO_MCP_REFUSED } from '@agentplane/lib/mcp';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import { MCP_SERVER_NAME, mcpHeaderEntries, stdioField } from '@agentplane/lib/mcp';
 import { isPrivileged, REQUEST_FLAGS, requireCapability, type RequestFlag } from '@agentplane/lib/permissions';
-import { isRedacted, redactedSecretMessage } from '@agentplane/lib/schemas/redaction';
 import { principalOf } from '../auth/guard.js';
 import type { TenantService } from '../tenants/service.js';
 import type { ToolCatalog } from './catalog.js';
@@ -49,16 +48,9 @@ const DeliveriesQuery = z.object({
 const TenantParams = z.object({ tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 
 const transports = ['auto', 'streamable_http', 'sse'] as const;
-const stdio = malformedUnless((_value): _value is never => false, STDIO_MCP_REFUSED).meta({ not: {}, description: `Refused with 400: ${STDIO_MCP_REFUSED}` }).optional();
+const stdio = stdioField();
 const mcpUrl = z.string().trim().min(1).max(2_048).meta({ description: 'The Streamable HTTP (or SSE) endpoint, checked by the URL guard' });
-const mcpHeaders = z
-  .record(
-    z.string().regex(MCP_HEADER_NAME, 'header names are letters, digits and -'),
-    z
-      .string()
-      .regex(MCP_HEADER_VALUE, 'a header value is 1-8192 visible ASCII characters, spaces or tabs')
-      .refine((value) => !isRedacted(value), `headers ${redactedSecretMessage}`),
-  )
+const mcpHeaders = mcpHeaderEntries()
   .refine((headers) => Object.keys(headers).length <= 16, 'at most 16 headers')
   .optional()
   .meta({ description: 'Static headers sent on every request: sealed at rest, never returned' });

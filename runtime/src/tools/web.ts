@@ -5,7 +5,7 @@
 // linkedom. `screenshot_url` needs the browser, which this build does not have: it is not offered.
 import { Parser } from 'htmlparser2';
 import { storableText } from '@agentplane/lib/http/text';
-import { cappedText } from '@agentplane/lib/net/capped';
+import { cappedText, readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { ServerTool } from '../chat/tools.js';
 import type { WebSearchSection } from '../tenants/schemas.js';
@@ -164,7 +164,7 @@ export class WebTools {
       throw new Error(`the page answered HTTP ${response.status}`);
     }
     const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-    const { body, cut } = await readCapped(response);
+    const { text: body, cut } = await readUpTo(response, MAX_PAGE_BYTES);
     const where = response.url && response.url !== url ? ` (redirected to ${response.url})` : '';
     const note = cut ? `\n\n[the page is larger than ${MAX_PAGE_BYTES / 1024 / 1024} MiB: only its start was read]` : '';
     if (type === 'text/html' || type === 'application/xhtml+xml' || type === '') {
@@ -229,30 +229,6 @@ function htmlShape(html: string): { depth: number; elements: number; title: stri
   parser.write(html);
   parser.end();
   return { depth: deepest, elements, title: storableText(title).trim(), text: text.join('') };
-}
-
-/** The body as text, read up to the size limit; `cut` when there was more. */
-async function readCapped(response: Response): Promise<{ body: string; cut: boolean }> {
-  if (!response.body) return { body: '', cut: false };
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  let cut = false;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
-      if (size > MAX_PAGE_BYTES) {
-        cut = true;
-        break;
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return { body: storableText(new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks).subarray(0, MAX_PAGE_BYTES))), cut };
 }
 
 /** Runs of blank space made one space, and at most one blank line between paragraphs. */

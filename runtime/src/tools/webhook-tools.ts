@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '@agentplane/lib/errors';
 import { signatureHeader } from '@agentplane/lib/crypto/signatures';
-import { storableText } from '@agentplane/lib/http/text';
 import type { Logger } from '@agentplane/lib/logging';
+import { readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { Principal } from '../auth/authenticate.js';
 import type { ServerCallContext, ServerTool } from '../chat/tools.js';
@@ -103,7 +103,7 @@ export class WebhookTools {
           await this.pause(retryAfterMs(response.headers.get('retry-after')), signal);
           continue;
         }
-        const text = await readText(response);
+        const text = (await readUpTo(response, MAX_RESPONSE_BYTES)).text.slice(0, MAX_WEBHOOK_RESULT_CHARS);
         if (status >= 200 && status < 300) {
           outcome = { ok: true, text: text === '' ? `(the handler answered ${status} with no body)` : text };
         } else {
@@ -168,24 +168,4 @@ function notSent(failure: unknown): boolean {
 function retryAfterMs(header: string | null): number | undefined {
   if (header === null || !/^\d{1,6}$/.test(header.trim())) return undefined;
   return Math.min(MAX_RETRY_AFTER_MS, Number(header.trim()) * 1000);
-}
-
-/** The answer's text, read up to the bytes the result can hold, as storable text cut to the limit. */
-async function readText(response: Response): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < MAX_RESPONSE_BYTES) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  const text = new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks).subarray(0, MAX_RESPONSE_BYTES));
-  return storableText(text).slice(0, MAX_WEBHOOK_RESULT_CHARS);
 }
