@@ -264,8 +264,6 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const webhookTools = new WebhookTools({
       fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webhookToolTimeoutMs }, providerConnections),
       attemptMs: config.webhookToolTimeoutMs,
-      deliveries,
-      logger,
     });
     // MCP servers too are at URLs chosen by the project (or an end-user): every request through the guard. A
     // server's event stream is long-lived, so its own connections, not the pooled ones.

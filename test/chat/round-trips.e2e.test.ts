@@ -4,7 +4,8 @@
 // on both setups; background work (lease renewal, the lost-run sweep) is pushed out of the way by a long lease.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
-import { chatWorld, type ChatWorld } from './fixture.js';
+import { WebhookHandler } from '../fakes/webhook-handler.js';
+import { chatWorld, CHAT_CAPABILITIES, type ChatWorld } from './fixture.js';
 
 /**
  * Statements of a blocking turn that opens a new conversation: its start and its end. Whether the tenant's
@@ -15,14 +16,21 @@ import { chatWorld, type ChatWorld } from './fixture.js';
 const NEW_SESSION_TURN = { embedded: 2, scale: 2 };
 /** A plain message into an existing conversation: the same, plus finding it (its history comes back with the start). */
 const FOLLOW_UP_TURN = { embedded: 3, scale: 3 };
+/**
+ * A new-session turn whose model calls a webhook tool once: the start and the end, plus the step that made the call
+ * (its message and usage, written while the handler answers) and the call's answer with its delivery record.
+ */
+const WEBHOOK_TOOL_TURN = { embedded: 4, scale: 4 };
 
 describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
   let world: ChatWorld;
   let services: ScaleServices | undefined;
+  let handler: WebhookHandler;
   let token: string;
 
   beforeAll(async () => {
     services = setup === 'scale' ? await ScaleServices.start() : undefined;
+    handler = await WebhookHandler.start();
     world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600' });
     token = await world.token();
     // Warm: the tenant's configuration and verifier are cached after the first request, as in steady state.
@@ -30,6 +38,7 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
   }, 120_000);
   afterAll(async () => {
     await world?.stop();
+    await handler?.stop();
     await services?.stop();
   });
 
@@ -68,6 +77,38 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
       ['assistant', 'text'],
     ]);
     expect(messages[2]!.content).toBe('second');
+  });
+
+  it(`a turn calling a webhook tool takes ${WEBHOOK_TOOL_TURN[setup]} round trips`, async () => {
+    const ceiling = world.tenant.configuration.ceiling;
+    const pushed = await world.tenant.reconfigure({
+      ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'webhook_tools'] },
+      webhook_tools: [
+        {
+          id: 'tool-1',
+          name: 'lookup_order',
+          description: 'Look up an order.',
+          parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+          url: `${handler.url}/orders`,
+          requires_approval: false,
+          secrets: [{ secret: 'whsec_round-trips-secret' }],
+        },
+      ],
+    } as never);
+    expect(pushed.status).toBe(200);
+    const toolToken = await world.tenant.mint({ capabilities: [...CHAT_CAPABILITIES, 'webhook_tools'] });
+    handler.reply({ status: 200, body: 'Shipped on 3 March.' });
+    const callingTurn = async () => {
+      world.fake.script({ toolCalls: [{ name: 'lookup_order', arguments: { order_id: 'A-1' } }] }, 'It shipped.');
+      const response = await world.chat(toolToken, { message: 'Where is A-1?' });
+      return { status: response.status, body: (await response.json()) as { content: string } };
+    };
+    // Warm: the new configuration is read by the first request after the push.
+    expect((await callingTurn()).status).toBe(200);
+    const { statements, value } = await counted(callingTurn);
+    expect(value).toEqual({ status: 200, body: expect.objectContaining({ content: 'It shipped.' }) });
+    expect(handler.requests).toHaveLength(2);
+    expect(statements).toBe(WEBHOOK_TOOL_TURN[setup]);
   });
 
   it('still takes a pushed configuration on the next request, though no request reads the stamp', async () => {

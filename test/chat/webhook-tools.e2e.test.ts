@@ -137,6 +137,45 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
     expect(((await viaAdmin.json()) as { deliveries: Delivery[] }).deliveries).toEqual([long, failed]);
   });
 
+  it('stores the answers of calls made in one step in the order they were made, each recorded, whatever bytes they hold', async () => {
+    const token = await world.token({ capabilities, sub: 'acme:carol', scope: 'acme:carol' });
+    handler.reply({ status: 200, body: 'first\u0000answer' }, { status: 200, body: 'second answer \ud800' }, { status: 200, body: 'third answer' });
+    world.fake.script(
+      {
+        toolCalls: [
+          { id: 'call_a', name: TOOL, arguments: { order_id: 'A-1' } },
+          { id: 'call_b', name: TOOL, arguments: { order_id: 'B-2' } },
+          { id: 'call_c', name: TOOL, arguments: { order_id: 'C-3' } },
+        ],
+      },
+      'All three shipped.',
+    );
+    const res = await world.chat(token, { message: 'Where are my three orders?' });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const answer = (await res.json()) as { content: string; session_id: string };
+    expect(answer.content).toBe('All three shipped.');
+    // A NUL and a lone surrogate are what no store takes: kept as U+FFFD, and the turn goes on.
+    const results = ['first\ufffdanswer', 'second answer \ufffd', 'third answer'];
+    expect(toolMessages().map((m) => [m.tool_call_id, m.content])).toEqual([
+      ['call_a', results[0]],
+      ['call_b', results[1]],
+      ['call_c', results[2]],
+    ]);
+    const stored = await world.rt.endUser(`/chat/sessions/${answer.session_id}/messages`, token);
+    const messages = (await stored.json()) as { role: string; content: string; tool_call_id?: string | null }[];
+    expect(messages.map((m) => [m.role, m.tool_call_id ?? null, m.role === 'tool' ? m.content : null])).toEqual([
+      ['user', null, null],
+      ['assistant', null, null],
+      ['tool', 'call_a', results[0]],
+      ['tool', 'call_b', results[1]],
+      ['tool', 'call_c', results[2]],
+      ['assistant', null, null],
+    ]);
+    const admin = await world.token({ capabilities, sub: 'acme:admin', scope: 'acme', roles: ['admin'] });
+    const recorded = (await deliveriesOf(admin, '?limit=3')).filter((delivery) => delivery.session_id === answer.session_id);
+    expect(recorded.map((delivery) => delivery.result).sort()).toEqual([...results].sort());
+  });
+
   it('repeats a call only when the handler cannot have acted on it, as the same delivery', async () => {
     const token = await world.token({ capabilities });
     handler.reply({ status: 503, body: 'busy', headers: { 'retry-after': '0' } }, { status: 200, body: 'fine' });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 // The agent loop of one run (DESIGN.md "Runs"): detached from the request that started it, it calls the model,
 // relays what it says into the run log, handles the tool calls it makes (refusing anything outside the turn's tool
 // set, pausing on client calls, approvals and questions), picks up steer messages at step boundaries, and ends with
@@ -12,11 +13,11 @@ import type { Effort } from '@agentplane/lib/permissions';
 import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, ModelToolCall, StreamPart, Usage } from '../models/port.js';
 import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { SessionPending } from '../store/schema.js';
-import { clampHistory, toModelMessages } from './history.js';
+import { clampHistory, historyMessage, toModelMessages, type HistoryMessage } from './history.js';
 import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { DraftKeeper } from './drafts.js';
-import type { TurnRecords, UsageRow } from './turn-records.js';
+import type { DeliveryRecord, TurnRecords, UsageRow } from './turn-records.js';
 import type { UsageRecorder } from './usage.js';
 import {
   RunCancelledError,
@@ -127,6 +128,12 @@ interface HeldRun {
   ended?: (frame: TerminalFrame | undefined) => void;
   /** The first model call, sent before the run was stored; its first step takes it over or drops it. */
   early?: EarlyCall;
+  /**
+   * The run's writes still under way, in the order they were started: a tool step's message and answers are written
+   * while its calls and the next model call are made. Whatever writes after them (a steer taken, a broken step's
+   * text, the run's end) waits for them first; a failure among them fails the run there.
+   */
+  writes: Promise<void>;
 }
 
 export type TerminalFrame = Extract<Frame, { type: 'done' | 'error' }>;
@@ -365,7 +372,7 @@ export class TurnEngine {
   }
 
   private hold(turn: Turn, early?: EarlyCall): HeldRun {
-    const run: HeldRun = { controller: new AbortController(), steerNoticed: false, lost: false, ...(early ? { early } : {}) };
+    const run: HeldRun = { controller: new AbortController(), steerNoticed: false, lost: false, writes: Promise.resolve(), ...(early ? { early } : {}) };
     // Whatever stops the run stops its early call; dropping the call (a first prompt it does not match) stops only it.
     if (early) run.controller.signal.addEventListener('abort', () => early.controller.abort(run.controller.signal.reason), { once: true });
     this.held.set(turn.runId, run);
@@ -417,21 +424,24 @@ export class TurnEngine {
   private async execute(turn: Turn, run: HeldRun): Promise<void> {
     const { controller } = run;
     const totals = emptyTotals();
-    const history = [...turn.history];
+    const history: HistoryMessage[] = [...turn.history];
     try {
-      if (turn.cleared) history.push(...(await this.makeCleared(turn, run.controller.signal, totals)));
+      if (turn.cleared) history.push(...(await this.makeCleared(turn, run, totals)));
       let outcome = await this.loop(turn, run, history, totals);
       while (!run.lost) {
-        const ended = await this.complete(turn, outcome, totals, history);
+        const ended = await this.complete(turn, run, outcome, totals, history);
         // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
         if (ended !== 'steered') break;
         run.steerNoticed = true;
         outcome = await this.loop(turn, run, history, totals);
       }
     } catch (error) {
+      // The writes still under way land (or fail) before the run's end is written after them.
+      await run.writes.catch(() => undefined);
+      run.writes = Promise.resolve();
       if (run.lost) return;
       if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
-        await this.complete(turn, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
+        await this.complete(turn, run, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
         return;
       }
       await this.fail(turn, error);
@@ -457,7 +467,7 @@ export class TurnEngine {
     }
   }
 
-  private async loop(turn: Turn, run: HeldRun, history: MessageRow[], totals: TurnTotals): Promise<Outcome> {
+  private async loop(turn: Turn, run: HeldRun, history: HistoryMessage[], totals: TurnTotals): Promise<Outcome> {
     const { deps } = this;
     const signal = run.controller.signal;
     const model = deps.models(turn.target, turn.model);
@@ -467,6 +477,8 @@ export class TurnEngine {
     for (;;) {
       if (run.steerNoticed) {
         run.steerNoticed = false;
+        // Steers join the conversation after the last step's answers.
+        await run.writes;
         history.push(...(await this.takeSteers(turn)));
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
@@ -477,6 +489,7 @@ export class TurnEngine {
       if (step.failure !== undefined) {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
+        await run.writes;
         if (step.usage) await this.recordUsage(turn, step.usage);
         if (step.text !== '') {
           const kept = await this.keep(turn, step.draftId, {
@@ -504,13 +517,20 @@ export class TurnEngine {
           last: { draftId: step.draftId, message, usage: step.usage },
         };
       }
-      if (step.usage) await this.recordUsage(turn, step.usage);
-      const kept = await this.keep(turn, step.draftId, message);
-      history.push(kept);
-      lastMessageId = kept.id;
+      // The step's message and usage are written while its calls are made, and its answers while the next model call
+      // is (a handler's and a provider's round trips hide the statements); whatever writes after them waits for them.
+      const messageId = step.draftId ?? randomUUID();
+      const kept = this.behind(run, () =>
+        deps.records.step({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, message: { id: messageId, draftId: step.draftId, value: message }, usage: step.usage }),
+      );
       toolRounds += 1;
-      const { pending, answers, stop } = await this.handleCalls(turn, step.calls, signal, totals);
-      history.push(...answers);
+      const { pending, answers, deliveries, stop } = await this.handleCalls(turn, step.calls, signal, totals);
+      this.behind(run, async () => {
+        const rows = await deps.records.answers(turn, answers, deliveries);
+        await deps.conversations.notify(turn.tenantId, turn.sessionId, [await kept, ...rows]);
+      });
+      history.push(historyMessage(message), ...answers.map(historyMessage));
+      lastMessageId = messageId;
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
       // A subagent that could not finish: the turn ends here rather than go on without its work.
       if (stop) return { status: 'completed', finishReason: stop, content: step.text, messageId: lastMessageId, pending: null };
@@ -600,9 +620,10 @@ export class TurnEngine {
     calls: ModelToolCall[],
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<{ pending: SessionPending | null; answers: MessageRow[]; stop?: 'subagents_incomplete' }> {
+  ): Promise<{ pending: SessionPending | null; answers: NewMessage[]; deliveries: DeliveryRecord[]; stop?: 'subagents_incomplete' }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
     const answers: NewMessage[] = [];
+    const deliveries: DeliveryRecord[] = [];
     let stop: 'subagents_incomplete' | undefined;
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
@@ -621,9 +642,10 @@ export class TurnEngine {
         continue;
       }
       if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
-        const { stop: stopped, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
+        const { stop: stopped, delivery, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
         stop ??= stopped;
         answers.push(answer);
+        if (delivery) deliveries.push(delivery);
       } else if (tool.kind === 'ask_user') {
         const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
         pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
@@ -649,16 +671,21 @@ export class TurnEngine {
         pending.tool_calls.push({ id: call.id, name: call.name, arguments: args });
       }
     }
-    const rows = await this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
-    return { pending: paused ? pending : null, answers: rows, ...(stop ? { stop } : {}) };
+    return { pending: paused ? pending : null, answers, deliveries, ...(stop ? { stop } : {}) };
   }
 
   /**
    * One call of a tool the service runs, between its tool_start and tool_end frames; a failure is the call's result
    * (the model reads it and the turn goes on).
    */
-  private async runServerCall(turn: Turn, server: ServerTool, call: ClearedCall, signal: AbortSignal, totals: TurnTotals): Promise<NewMessage & { stop?: 'subagents_incomplete' }> {
+  private async runServerCall(
+    turn: Turn,
+    server: ServerTool,
+    call: ClearedCall,
+    signal: AbortSignal,
+    totals: TurnTotals,
+  ): Promise<NewMessage & { stop?: 'subagents_incomplete'; delivery?: DeliveryRecord }> {
     await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
     const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id, model: turn.model };
     const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): ServerToolOutcome => {
@@ -666,23 +693,36 @@ export class TurnEngine {
       this.deps.logger.warn({ err: error, run_id: turn.runId, tool: call.name }, 'server tool failed');
       return { ok: false, message: `${call.name} failed: ${error instanceof Error ? error.message : String(error)}` };
     });
-    const result = !outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style);
+    // A handler's or a page's text may hold what no store takes (NUL, a lone surrogate): kept, as U+FFFD.
+    const result = storableText(!outcome.ok ? outcome.message : 'text' in outcome ? outcome.text : citeSources(totals.citations, outcome.sources, outcome.style));
     await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: outcome.ok, result });
     const stop = !outcome.ok ? outcome.stop : undefined;
-    return { role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject, ...(stop ? { stop } : {}) };
+    return {
+      role: 'tool',
+      content: result,
+      toolCallId: call.id,
+      name: call.name,
+      runId: turn.runId,
+      subject: turn.subject,
+      ...(stop ? { stop } : {}),
+      ...(outcome.delivery ? { delivery: outcome.delivery } : {}),
+    };
   }
 
   /**
    * The approved server calls the turn starts with, made and their results stored. A tool this turn no longer
    * offers (its capability or the tool itself gone since the pause) is refused as any call outside the set is.
    */
-  private async makeCleared(turn: Turn, signal: AbortSignal, totals: TurnTotals): Promise<MessageRow[]> {
+  private async makeCleared(turn: Turn, run: HeldRun, totals: TurnTotals): Promise<HistoryMessage[]> {
+    const signal = run.controller.signal;
     const answers: NewMessage[] = [];
+    const deliveries: DeliveryRecord[] = [];
     for (const call of turn.cleared ?? []) {
       const tool = turn.tools.get(call.name);
       if (tool?.kind === 'server' && tool.server) {
-        const { stop: _stop, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
+        const { stop: _stop, delivery, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
         answers.push(answer);
+        if (delivery) deliveries.push(delivery);
         continue;
       }
       const result = toolNotAvailable(call.name);
@@ -690,7 +730,21 @@ export class TurnEngine {
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_end', tool_call_id: call.id, name: call.name, ok: false, result });
       answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
     }
-    return this.deps.conversations.append(turn.tenantId, turn.sessionId, answers);
+    this.behind(run, async () => {
+      const rows = await this.deps.records.answers(turn, answers, deliveries);
+      await this.deps.conversations.notify(turn.tenantId, turn.sessionId, rows);
+    });
+    return answers.map(historyMessage);
+  }
+
+  /** Starts a write after the run's earlier ones, without waiting for it (HeldRun.writes); answers its result. */
+  private behind<T>(run: HeldRun, write: () => Promise<T>): Promise<T> {
+    const written = run.writes.then(write);
+    run.writes = written.then(() => undefined);
+    // Observed where the run waits for its writes (and by whoever awaits the result).
+    run.writes.catch(() => undefined);
+    written.catch(() => undefined);
+    return written;
   }
 
   /** Steer messages waiting for this boundary become ordinary user messages. */
@@ -736,8 +790,10 @@ export class TurnEngine {
    * the `done` frame. A steer that arrived after the last boundary leaves the run running (`steered`): the caller
    * loops again. A run no longer ours (swept as lost) ends quietly: whoever swept it ended its log.
    */
-  private async complete(turn: Turn, outcome: Outcome, totals: TurnTotals, history: MessageRow[]): Promise<'ended' | 'steered' | 'gone'> {
+  private async complete(turn: Turn, run: HeldRun, outcome: Outcome, totals: TurnTotals, history: HistoryMessage[]): Promise<'ended' | 'steered' | 'gone'> {
     const { deps } = this;
+    // The run's end is written after its other writes; one that failed fails the run instead.
+    await run.writes;
     const last = outcome.last;
     const ending = deps.records.end({
       tenantId: turn.tenantId,

@@ -3,7 +3,7 @@
 // current OpenAI models use; for other vendors' models it is an estimate, not an exact count). The tokenizer's
 // tables cost ~70 MiB and a quarter second to load: the first turn that clamps its history loads them, not the start.
 import type { ModelMessage, ModelToolCall } from '../models/port.js';
-import type { MessageRow } from '../sessions/conversations.js';
+import type { MessageRow, NewMessage } from '../sessions/conversations.js';
 
 /** What a call without a stored result is answered with (a fork, a cancel, or a crash cut the turn short). */
 export const UNANSWERED_CALL = 'No result: this call was not completed.';
@@ -11,13 +11,21 @@ export const UNANSWERED_CALL = 'No result: this call was not completed.';
 /** Every message and call costs a few tokens of framing beyond its text (OpenAI's published rule of thumb). */
 const MESSAGE_OVERHEAD = 4;
 
+/** What a model's prompt is built from: a stored message, or one of the run's own not stored yet. */
+export type HistoryMessage = Pick<MessageRow, 'role' | 'content' | 'tool_calls' | 'tool_call_id'>;
+
+/** A message of the run's own as history, before its write has landed. */
+export function historyMessage(message: NewMessage): HistoryMessage {
+  return { role: message.role, content: message.content, tool_calls: message.toolCalls ?? null, tool_call_id: message.toolCallId ?? null };
+}
+
 /**
  * Model messages in conversation order. A tool message is placed right after the assistant message that made its
  * call, wherever it was stored (answers to a pause can arrive after a later user message), and a call with no
  * result gets one, so the sequence is always one a provider accepts.
  */
-export function toModelMessages(rows: readonly MessageRow[]): ModelMessage[][] {
-  const results = new Map<string, MessageRow>();
+export function toModelMessages(rows: readonly HistoryMessage[]): ModelMessage[][] {
+  const results = new Map<string, HistoryMessage>();
   for (const row of rows) if (row.role === 'tool' && row.tool_call_id) results.set(row.tool_call_id, row);
   const groups: ModelMessage[][] = [];
   for (const row of rows) {

@@ -6,6 +6,7 @@ import type { Capability, EffectivePermission } from '@agentplane/lib/permission
 import type { ModelTool } from '../models/port.js';
 import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
+import type { DeliveryRecord } from './turn-records.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 
@@ -17,11 +18,15 @@ export interface ServerCallContext {
   model: string;
 }
 
-/** What a server tool's call gives the model; `stop` ends the turn after it with that finish reason. */
-export type ServerToolOutcome =
+/**
+ * What a server tool's call gives the model; `stop` ends the turn after it with that finish reason. `delivery` is the
+ * record a webhook call leaves, written with the call's answer in one statement.
+ */
+export type ServerToolOutcome = (
   | { ok: true; sources: Source[]; style?: CitationStyle }
   | { ok: true; text: string }
-  | { ok: false; message: string; stop?: 'subagents_incomplete' };
+  | { ok: false; message: string; stop?: 'subagents_incomplete' }
+) & { delivery?: DeliveryRecord };
 
 /** A call the person approved, made by the service when the turn goes on. */
 export interface ClearedCall {

@@ -50,6 +50,32 @@ export interface TurnEnd {
   unlessSteered: boolean;
 }
 
+/** A step that called tools: its message (new, or its draft settled into it) and its model call's usage. */
+export interface StepRecord {
+  tenantId: string;
+  sessionId: string;
+  runId: string;
+  /** `id` is the message's: the draft's when there is one. */
+  message: { id: string; draftId: string | null; value: NewMessage };
+  usage?: UsageRow | undefined;
+}
+
+/**
+ * What a call of a webhook tool leaves in the tool-call record (docs/decisions/0052), written with its result. The
+ * result and error are excerpts already.
+ */
+export interface DeliveryRecord {
+  toolId: string;
+  tool: string;
+  subject: string;
+  status: number | null;
+  ok: boolean;
+  attempts: number;
+  durationMs: number;
+  resultExcerpt: string;
+  error: string | null;
+}
+
 const codeOf = sqlStateOf;
 /** A deadlock or serialization failure: nothing was written, and a retry on the slow path is safe. */
 const isConcurrencyFailure = (error: unknown) => codeOf(error) === '40P01' || codeOf(error) === '40001';
@@ -111,6 +137,68 @@ export class TurnRecords {
   }
 
   /**
+   * A step that called tools, in one statement: its usage, its message and the session touched. The engine runs it
+   * while the step's calls are made, so a handler's round trip hides it.
+   */
+  async step(step: StepRecord): Promise<MessageRow> {
+    const { message } = step;
+    const parts: RawBuilder<unknown>[] = [sql`session as (update sessions set updated_at = now() where id = ${step.sessionId})`];
+    if (step.usage) parts.push(sql`usage as (${usageInsert(step, step.usage)})`);
+    parts.push(sql`message as (${message.draftId === null ? messageInsert(step, message.value, sql`true`, message.id) : draftSettle(message.draftId, message.value, sql`true`)})`);
+    const { rows } = await sql<MessageRow>`with ${sql.join(parts, sql`, `)} select * from message`.execute(this.db);
+    return rows[0]!;
+  }
+
+  /**
+   * The answers to a step's calls, in the order given, with the records of the webhook calls among them and the
+   * session touched: one statement. Each answer's `seq` is taken from the identity's sequence and handed out in
+   * order, so the answers read back in the order the calls were made, by contract rather than by how the insert
+   * happens to run.
+   */
+  async answers(where: { tenantId: string; sessionId: string; runId: string }, answers: NewMessage[], deliveries: DeliveryRecord[]): Promise<MessageRow[]> {
+    if (answers.length === 0 && deliveries.length === 0) return [];
+    const parts: RawBuilder<unknown>[] = [sql`session as (update sessions set updated_at = now() where id = ${where.sessionId})`];
+    if (deliveries.length > 0) {
+      const values = deliveries.map(
+        (delivery) =>
+          sql`(${randomUUID()}::uuid, ${where.tenantId}::uuid, ${delivery.toolId}::text, ${delivery.tool}::text, ${where.sessionId}::uuid, ${where.runId}::text,
+            ${delivery.subject}::text, ${delivery.status}::integer, ${delivery.ok}::boolean, ${delivery.attempts}::integer,
+            ${Math.round(delivery.durationMs)}::integer, ${delivery.resultExcerpt}::text, ${delivery.error}::text)`,
+      );
+      parts.push(sql`deliveries as (
+        insert into tool_deliveries (id, tenant_id, tool_id, tool, session_id, run_id, subject, status, ok, attempts, duration_ms, result_excerpt, error)
+        values ${sql.join(values, sql`, `)})`);
+    }
+    if (answers.length === 0) {
+      await sql`with ${sql.join(parts, sql`, `)} select 1`.execute(this.db);
+      return [];
+    }
+    const values = answers.map(
+      (answer, index) =>
+        sql`(${index + 1}::bigint, ${randomUUID()}::uuid, ${answer.runId ?? null}::text, ${answer.subject ?? null}::text, ${answer.role}::text,
+          ${answer.content}::text, ${answer.toolCalls ? JSON.stringify(answer.toolCalls) : null}::jsonb, ${answer.toolCallId ?? null}::text,
+          ${answer.name ?? null}::text, ${answer.model ?? null}::text, ${answer.metadata ? JSON.stringify(answer.metadata) : null}::jsonb)`,
+    );
+    const columns = sql`id, tenant_id, session_id, run_id, subject, role, content, tool_calls, tool_call_id, name, model, metadata`;
+    const chosen = sql`a.id, ${where.tenantId}::uuid, ${where.sessionId}::uuid, a.run_id, a.subject, a.role, a.content, a.tool_calls, a.tool_call_id, a.name, a.model, a.metadata`;
+    const answered = sql`(values ${sql.join(values, sql`, `)}) as a (i, id, run_id, subject, role, content, tool_calls, tool_call_id, name, model, metadata)`;
+    if (answers.length === 1) {
+      // One answer takes the next `seq` as any insert does.
+      parts.push(sql`inserted as (insert into messages (${columns}) select ${chosen} from ${answered} returning *)`);
+    } else {
+      parts.push(sql`seqs as (
+        select s, row_number() over (order by s) as i
+        from (select nextval(pg_get_serial_sequence('messages', 'seq')) as s from generate_series(1, ${answers.length}::integer)) taken)`);
+      parts.push(sql`inserted as (
+        insert into messages (seq, ${columns}) overriding system value
+        select seqs.s, ${chosen} from ${answered} join seqs using (i)
+        returning *)`);
+    }
+    const { rows } = await sql<MessageRow>`with ${sql.join(parts, sql`, `)} select * from inserted order by seq`.execute(this.db);
+    return rows;
+  }
+
+  /**
    * Ends a run with its last step: the step's message and usage, the run's row, and the session's rollup. The
    * message and usage are written whatever happens to the run; the row and rollup move only if the run is still
    * running (and, with `unlessSteered`, no steer waits on it: a steer marks the same row, so one racing this
@@ -161,9 +249,9 @@ export class TurnRecords {
   }
 }
 
-function messageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId'>, message: NewMessage, when: RawBuilder<unknown>) {
+function messageInsert(end: { tenantId: string; sessionId: string }, message: NewMessage, when: RawBuilder<unknown>, id: string = randomUUID()) {
   return sql`insert into messages (id, tenant_id, session_id, run_id, subject, role, content, tool_calls, tool_call_id, name, model, metadata)
-    select ${randomUUID()}::uuid, ${end.tenantId}::uuid, ${end.sessionId}::uuid, ${message.runId ?? null}::text, ${message.subject ?? null}::text,
+    select ${id}::uuid, ${end.tenantId}::uuid, ${end.sessionId}::uuid, ${message.runId ?? null}::text, ${message.subject ?? null}::text,
       ${message.role}::text, ${message.content}::text, ${message.toolCalls ? JSON.stringify(message.toolCalls) : null}::jsonb,
       ${message.toolCallId ?? null}::text, ${message.name ?? null}::text, ${message.model ?? null}::text,
       ${message.metadata ? JSON.stringify(message.metadata) : null}::jsonb
@@ -180,7 +268,7 @@ function draftSettle(draftId: string, message: NewMessage, when: RawBuilder<unkn
     returning *`;
 }
 
-function usageInsert(end: Pick<TurnEnd, 'tenantId' | 'sessionId' | 'runId'>, usage: UsageRow) {
+function usageInsert(end: { tenantId: string; sessionId: string; runId: string }, usage: UsageRow) {
   return sql`insert into usage_records (tenant_id, session_id, run_id, model, purpose, input_tokens, output_tokens, cost_usd)
     values (${end.tenantId}, ${end.sessionId}, ${end.runId}, ${usage.model}, ${usage.purpose}, ${usage.inputTokens}, ${usage.outputTokens}, ${usage.costUsd})`;
 }

@@ -1,7 +1,6 @@
 // The record of webhook-tool calls (SPEC.md `GET /tools/deliveries`; docs/decisions/0052): one row per call, with an
 // excerpt of what the agent was given, never the whole body and never a secret. Read by admins of the tenant (a
 // privileged token on the data plane, the control plane through the admin surface); kept 30 days.
-import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { RuntimeSchema, ToolDeliveriesTable } from '../store/schema.js';
 
@@ -11,21 +10,6 @@ export const DELIVERY_EXCERPT_CHARS = 500;
 export const DELIVERY_RETENTION_DAYS = 30;
 export const DEFAULT_DELIVERIES_LIMIT = 100;
 export const MAX_DELIVERIES_LIMIT = 1_000;
-
-export interface NewDelivery {
-  tenantId: string;
-  toolId: string;
-  tool: string;
-  sessionId: string;
-  runId: string;
-  subject: string;
-  status: number | null;
-  ok: boolean;
-  attempts: number;
-  durationMs: number;
-  result: string;
-  error: string | null;
-}
 
 /** A delivery as listed. */
 export interface DeliveryOut {
@@ -46,27 +30,6 @@ export interface DeliveryOut {
 
 export class ToolDeliveries {
   constructor(private readonly db: Kysely<RuntimeSchema>) {}
-
-  async record(delivery: NewDelivery): Promise<void> {
-    await this.db
-      .insertInto('tool_deliveries')
-      .values({
-        id: randomUUID(),
-        tenant_id: delivery.tenantId,
-        tool_id: delivery.toolId,
-        tool: delivery.tool,
-        session_id: delivery.sessionId,
-        run_id: delivery.runId,
-        subject: delivery.subject,
-        status: delivery.status,
-        ok: delivery.ok,
-        attempts: delivery.attempts,
-        duration_ms: Math.round(delivery.durationMs),
-        result_excerpt: delivery.result.slice(0, DELIVERY_EXCERPT_CHARS),
-        error: delivery.error?.slice(0, DELIVERY_EXCERPT_CHARS) ?? null,
-      })
-      .execute();
-  }
 
   /** The tenant's most recent deliveries, newest first. */
   async recent(tenantId: string, limit = DEFAULT_DELIVERIES_LIMIT): Promise<DeliveryOut[]> {

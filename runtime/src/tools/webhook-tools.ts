@@ -4,17 +4,19 @@
 // model text it must check), signed under the tool's own secret, and under the replaced one too while a rotation's
 // 24 hours last. The handler is reached through the SSRF guard, never redirected, within a time limit; a call is
 // repeated only when the handler cannot have acted on it (refused connection, 429 or 503). Whatever comes back,
-// an error status included, is the tool's result for the model, cut to 20,000 characters; every call is recorded.
+// an error status included, is the tool's result for the model, cut to 20,000 characters; every call is recorded
+// (its record goes back with the result, and is written with it).
 import { randomUUID } from 'node:crypto';
 import { AppError } from '@agentplane/lib/errors';
 import { signatureHeader } from '@agentplane/lib/crypto/signatures';
-import type { Logger } from '@agentplane/lib/logging';
+import { storableText } from '@agentplane/lib/http/text';
 import { readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { Principal } from '../auth/authenticate.js';
 import type { ServerCallContext, ServerTool } from '../chat/tools.js';
 import type { WebhookToolSection } from '../tenants/schemas.js';
-import type { ToolDeliveries } from './deliveries.js';
+import type { DeliveryRecord } from '../chat/turn-records.js';
+import { DELIVERY_EXCERPT_CHARS } from './deliveries.js';
 
 /** SPEC.md Limits: what is kept of a handler's answer as the tool result. */
 export const MAX_WEBHOOK_RESULT_CHARS = 20_000;
@@ -41,14 +43,12 @@ export interface WebhookToolsOptions {
    * turn past it (the fetch's own limit is on silence).
    */
   attemptMs: number;
-  deliveries: ToolDeliveries;
-  logger: Logger;
   /** The wait before a repeat, when the handler names none. */
   retryDelayMs?: number;
   now?: () => number;
 }
 
-type CallOutcome = { ok: true; text: string } | { ok: false; message: string };
+type CallOutcome = ({ ok: true; text: string } | { ok: false; message: string }) & { delivery?: DeliveryRecord };
 
 export class WebhookTools {
   constructor(private readonly options: WebhookToolsOptions) {}
@@ -123,23 +123,19 @@ export class WebhookTools {
       }
       break;
     }
-    await this.options.deliveries
-      .record({
-        tenantId: principal.tenantId,
-        toolId: tool.id,
-        tool: tool.name,
-        sessionId: context.sessionId,
-        runId: context.runId,
-        subject: claims.sub,
-        status,
-        ok: outcome.ok,
-        attempts,
-        durationMs: performance.now() - started,
-        result: outcome.ok ? outcome.text : outcome.message,
-        error,
-      })
-      .catch((err: unknown) => this.options.logger.warn({ err, tool: tool.name, run_id: context.runId }, 'could not record a webhook tool delivery'));
-    return outcome;
+    // The record goes with the call's answer, in the statement that writes it (runtime/src/chat/turn-records.ts).
+    const delivery: DeliveryRecord = {
+      toolId: tool.id,
+      tool: tool.name,
+      subject: claims.sub,
+      status,
+      ok: outcome.ok,
+      attempts,
+      durationMs: performance.now() - started,
+      resultExcerpt: storableText((outcome.ok ? outcome.text : outcome.message).slice(0, DELIVERY_EXCERPT_CHARS)),
+      error: error === null ? null : storableText(error.slice(0, DELIVERY_EXCERPT_CHARS)),
+    };
+    return { ...outcome, delivery };
   }
 
   private pause(ms: number | undefined, signal: AbortSignal): Promise<void> {
