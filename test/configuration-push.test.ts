@@ -1,9 +1,7 @@
 // What a project's runtime is told about its models, end to end: the outbox and the local provisioner push the
 // providers (keys in clear over the admin channel), the default model, prices and limits to a real runtime, which
 // stores the keys sealed and hands them to the turn engine in clear; a removed provider leaves the next push.
-import { Writable } from 'node:stream';
 import type { Kysely } from 'kysely';
-import { pino } from 'pino';
 import type { ControlSchema } from '@agentplane/control-api/store/schema';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerFor } from '@agentplane/runtime/tenants/configuration';
@@ -11,6 +9,7 @@ import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { FakePineconeServer } from './fakes/pinecone-server.js';
 import { startTestControl, type TestControl } from './harness/control.js';
 import { eventually } from './harness/eventually.js';
+import { captureLogs } from './harness/logs.js';
 import { startTestRuntime, type TestRuntime } from './harness/runtime.js';
 import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { createKeyRing, trustedKeysOf } from '@agentplane/lib/tokens/keys';
@@ -28,7 +27,7 @@ describe('configuration push: providers, default model, prices and limits', () =
   let projectId: string;
   let tenantId: string;
   let adminKey: string;
-  let logText = '';
+  const logs = captureLogs();
 
   const call = (path: string, init: RequestInit = {}) => api.call(`/api/projects/${projectId}${path}`, { ...init, key: adminKey });
   const json = async <T>(res: Response | Promise<Response>) => (await (await res).json()) as T;
@@ -45,15 +44,9 @@ describe('configuration push: providers, default model, prices and limits', () =
     rt = await startTestRuntime();
     gateway = await FakeOpenAIServer.start({ apiKey: gatewayKey, chatModels: ['llama-3.1-8b', 'qwen-2.5'] });
     openai = await FakeOpenAIServer.start({ apiKey: openaiKey, chatModels: ['gpt-4o', 'gpt-4o-mini'], embeddingModels: { 'text-embedding-3-small': 1536, 'text-embedding-3-large': 3072 }, rerankModels: ['rerank-v1'] });
-    const captured = new Writable({
-      write(chunk, _encoding, done) {
-        logText += String(chunk);
-        done();
-      },
-    });
     api = await startTestControl(
       { ...owner, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' },
-      { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }), logger: pino({ level: 'trace' }, captured) },
+      { provisioner: new LocalProvisioner({ runtimeUrl: rt.url, adminKey: rt.adminKey, timeoutMs: 2000 }), logger: logs.logger },
     );
     const { account } = await api.control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
     const orgId = (await api.control.accounts.orgsOf(account.id))[0]!.id;
@@ -229,7 +222,7 @@ describe('configuration push: providers, default model, prices and limits', () =
       // Sealed at rest on both planes, and never logged.
       const row = await (api.control.database.db as Kysely<ControlSchema>).withSchema('control').selectFrom('projects').select('vector_index').where('id', '=', projectId).executeTakeFirstOrThrow();
       expect(JSON.stringify(row)).not.toContain(pineconeKey);
-      expect(logText).not.toContain(pineconeKey);
+      expect(logs.text()).not.toContain(pineconeKey);
 
       // A model of another dimension than the index's is refused while the index is set.
       const wider = await call('/retrieval', { method: 'PUT', body: JSON.stringify({ embedding: { provider_id: openaiId, model: 'text-embedding-3-large' } }) });
@@ -274,8 +267,8 @@ describe('configuration push: providers, default model, prices and limits', () =
 
   it('delivered every push (nothing stuck on a refusal) and never logged a key', async () => {
     await eventually(async () => (await api.control.relay!.pending(projectId)) === 0, { what: 'the outbox to be empty' });
-    expect(logText).not.toMatch(/delivery to the runtime failed/);
-    for (const key of [gatewayKey, openaiKey]) expect(logText).not.toContain(key);
+    expect(logs.text()).not.toMatch(/delivery to the runtime failed/);
+    for (const key of [gatewayKey, openaiKey]) expect(logs.text()).not.toContain(key);
   });
 });
 

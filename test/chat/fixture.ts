@@ -1,4 +1,5 @@
 // A runtime with one tenant whose project registered the fake provider: what every chat test starts from.
+import type { Logger } from '@agentplane/lib/logging';
 import { FakeOpenAIServer } from '../fakes/openai-server.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
 import { allEvents, type SseEvent } from '../harness/sse.js';
@@ -26,9 +27,12 @@ export function providerSection(fake: Pick<FakeOpenAIServer, 'url' | 'apiKey'>, 
   return [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models, ...extra }];
 }
 
-export async function chatWorld(env: Record<string, string> = {}, options: { fake?: FakeOpenAIServer; configuration?: Record<string, unknown> } = {}): Promise<ChatWorld> {
+export async function chatWorld(
+  env: Record<string, string> = {},
+  options: { fake?: FakeOpenAIServer; configuration?: Record<string, unknown>; logger?: Logger } = {},
+): Promise<ChatWorld> {
   const fake = options.fake ?? (await FakeOpenAIServer.start({ apiKey: 'sk-test-provider-key-0001', chatModels: [MODEL, OTHER_MODEL] }));
-  const world = await chatRuntime(fake, env, options.configuration);
+  const world = await chatRuntime(fake, env, options.configuration, options.logger);
   return {
     ...world,
     fake,
@@ -44,8 +48,9 @@ export async function chatRuntime(
   provider: Pick<FakeOpenAIServer, 'url' | 'apiKey'>,
   env: Record<string, string> = {},
   configuration: Record<string, unknown> = {},
+  logger?: Logger,
 ): Promise<Omit<ChatWorld, 'fake'>> {
-  const rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', PROVIDER_TIMEOUT_MS: '2000', ...env } });
+  const rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', PROVIDER_TIMEOUT_MS: '2000', ...env }, ...(logger ? { logger } : {}) });
   const tenant = await configuredTenant(rt, { ceiling: { capabilities: [...CHAT_CAPABILITIES, 'auto_title'], registeredModels: [MODEL, OTHER_MODEL] } });
   const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL, ...configuration });
   if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);

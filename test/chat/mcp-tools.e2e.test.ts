@@ -4,6 +4,7 @@
 // model's to read, never a failed turn; `allowed_tools` narrows them; the headers are sealed.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TestMcpServer } from '../fakes/mcp-server.js';
+import { captureLogs } from '../harness/logs.js';
 import { chatWorld, type ChatWorld } from './fixture.js';
 
 describe('MCP tools in turns', () => {
@@ -11,6 +12,7 @@ describe('MCP tools in turns', () => {
   let server: TestMcpServer;
   let legacy: TestMcpServer;
   const AUTH = 'Bearer mcp-static-token-0001';
+  const logs = captureLogs();
 
   const publish = async (servers: object[]) => {
     const res = await world.tenant.reconfigure({ mcp_servers: servers } as never);
@@ -28,7 +30,7 @@ describe('MCP tools in turns', () => {
   beforeAll(async () => {
     server = await TestMcpServer.start({ requireAuthorization: AUTH });
     legacy = await TestMcpServer.start({ transport: 'sse' });
-    world = await chatWorld({ MCP_TIMEOUT_MS: '2000' });
+    world = await chatWorld({ MCP_TIMEOUT_MS: '2000' }, { logger: logs.logger });
   }, 60_000);
   afterAll(async () => {
     await world?.stop();
@@ -172,5 +174,10 @@ describe('MCP tools in turns', () => {
     const text = await (await world.rt.admin(`/tenants/${world.tenant.tenantId}/configuration`)).text();
     expect(text).not.toContain('mcp-static-token');
     expect(JSON.parse(text).mcp_servers[0].headers).toEqual({ '(sealed)': '****' });
+  });
+
+  it('never logs a header value, through pushes, listings, calls, attaches, probes and refusals, at the most verbose level', () => {
+    expect(logs.text()).toContain('"level":');
+    expect(logs.text()).not.toContain('mcp-static-token');
   });
 });

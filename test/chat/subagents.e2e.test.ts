@@ -91,6 +91,35 @@ describe.each(availableSetups())('subagents (%s)', (setup) => {
     await db.deleteFrom('runs').where('session_id', '=', sessionId).execute();
   });
 
+  it('lets only max_concurrent of delegates made at the same moment by different turns go on', async () => {
+    expect((await world.tenant.reconfigure({ subagents: { models: [MODEL], max_concurrent: 1 } } as never)).status).toBe(200);
+    // Every call answers by what it is: a parent's first step delegates, a child works slowly, a parent reading its
+    // tool result finishes. So it does not matter which turn takes which scripted reply.
+    const reply = (request: { messages: { role: string; content?: unknown }[] }) => {
+      const last = request.messages.at(-1)!;
+      if (last.role === 'tool') return 'Parent done.';
+      if (last.content === 'Race work.') return { text: 'Child finished the race work slowly.', dripMs: 60 };
+      return { toolCalls: [{ name: 'delegate', arguments: { task: 'Race work.' } }] };
+    };
+    const parents = 4;
+    world.fake.script(...Array.from({ length: parents * 3 }, () => reply));
+    const tokens = await Promise.all(Array.from({ length: parents }, (_, i) => world.token({ capabilities, sub: `acme:racer${i}`, scope: `acme:racer${i}` })));
+    const answers = await Promise.all(tokens.map(async (token) => {
+      const res = await world.chat(token, { message: 'Race.' });
+      expect(res.status, await res.clone().text()).toBe(200);
+      return (await res.json()) as { session_id: string };
+    }));
+    const results = await Promise.all(answers.map(async ({ session_id }, i) => {
+      const messages = (await (await world.rt.endUser(`/chat/sessions/${session_id}/messages`, tokens[i]!)).json()) as { role: string; content: string }[];
+      return messages.find((m) => m.role === 'tool')!.content;
+    }));
+    const ran = results.filter((result) => result.startsWith("The subagent's answer"));
+    // The first to start goes on; every delegate that counted a free place at the same moment as it stands down.
+    expect(ran.length, results.join('\n')).toBe(1);
+    expect(results.filter((result) => result === "The project's 1 subagents are all at work; do this yourself, or delegate it later.")).toHaveLength(parents - 1);
+    expect((await world.tenant.reconfigure({ subagents: undefined } as never)).status).toBe(200);
+  });
+
   it("keeps what the delegating request declined or narrowed in the child's run", async () => {
     const token = await world.token({ capabilities });
     world.fake.script({ toolCalls: [{ name: 'delegate', arguments: { task: 'Work.' } }] }, 'Child done.', 'Parent done.');

@@ -7,6 +7,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verifySignature } from '@agentplane/lib/crypto/signatures';
 import { WebhookHandler } from '../fakes/webhook-handler.js';
+import { captureLogs } from '../harness/logs.js';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
 import { chatWorld, CHAT_CAPABILITIES, type ChatWorld } from './fixture.js';
 
@@ -31,6 +32,7 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
   let services: ScaleServices | undefined;
   let world: ChatWorld;
   let handler: WebhookHandler;
+  const logs = captureLogs();
 
   const toolSection = (change: Record<string, unknown> = {}) => ({
     id: 'tool-1',
@@ -50,7 +52,7 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
   beforeAll(async () => {
     if (setup === 'scale') services = await ScaleServices.start();
     handler = await WebhookHandler.start();
-    world = await chatWorld({ ...((await services?.env()) ?? {}), WEBHOOK_TOOL_TIMEOUT_MS: '1500' });
+    world = await chatWorld({ ...((await services?.env()) ?? {}), WEBHOOK_TOOL_TIMEOUT_MS: '1500' }, { logger: logs.logger });
     const ceiling = world.tenant.configuration.ceiling;
     const res = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'webhook_tools'] } } as never);
     expect(res.status, await res.clone().text()).toBe(200);
@@ -273,5 +275,11 @@ describe.each(availableSetups())('webhook tools (%s)', (setup) => {
     const text = await res.text();
     expect(text).not.toContain(SECRET);
     expect(JSON.parse(text).webhook_tools[0].secrets[0].secret).toMatch(/^\*\*\*\*/);
+  });
+
+  it('never logs a secret, through pushes, calls, rotations, refusals and failures, at the most verbose level', () => {
+    // Everything above ran with the runtime logging at trace: what it wrote is here.
+    expect(logs.text()).toContain('"level":'); // the logger did write
+    for (const secret of [SECRET, OLD_SECRET]) expect(logs.text()).not.toContain(secret);
   });
 });

@@ -5,7 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
 import { pino } from 'pino';
-import { silentLogger } from '@agentplane/lib/logging';
+import { silentLogger, type Logger } from '@agentplane/lib/logging';
 import { issuerFor, type AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { createKeyRing, trustedKeysOf, type KeyRing, type SigningKey } from '@agentplane/lib/tokens/keys';
 import { signAccessToken } from '@agentplane/lib/tokens/mint';
@@ -78,7 +78,7 @@ export interface TestRuntime {
   stop(): Promise<void>;
 }
 
-export async function startTestRuntime(options: { env?: Record<string, string>; adminKey?: string } = {}): Promise<TestRuntime> {
+export async function startTestRuntime(options: { env?: Record<string, string>; adminKey?: string; logger?: Logger } = {}): Promise<TestRuntime> {
   const dataDir = makeTempDir('runtime');
   const port = await freePort();
   const adminKey = options.adminKey ?? `test-admin-key-${Math.random().toString(36).slice(2)}-padding`;
@@ -90,7 +90,7 @@ export async function startTestRuntime(options: { env?: Record<string, string>; 
     ...options.env,
   });
   // TEST_RUNTIME_LOGS=1 shows the runtime's warnings and errors (a 500's cause) on stdout.
-  const runtime = await createRuntime({ config, logger: process.env.TEST_RUNTIME_LOGS ? pino({ level: 'warn' }) : silentLogger() });
+  const runtime = await createRuntime({ config, logger: options.logger ?? (process.env.TEST_RUNTIME_LOGS ? pino({ level: 'warn' }) : silentLogger()) });
   const server = createServer(runtime.app);
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${port}`;

@@ -54,9 +54,8 @@ export class Subagents {
         if (task === '') return { ok: false, message: 'delegate needs a `task`: the work, with what the subagent needs to know.' };
         const model = models.length === 0 ? context.model : typeof args.model === 'string' && models.includes(args.model) ? args.model : models[0]!;
         const limit = section?.max_concurrent ?? DEFAULT_MAX_CONCURRENT_SUBAGENTS;
-        if ((await this.running(principal.tenantId)) >= limit) {
-          return { ok: false, message: `The project's ${limit} subagents are all at work; do this yourself, or delegate it later.` };
-        }
+        const busy = `The project's ${limit} subagents are all at work; do this yourself, or delegate it later.`;
+        if ((await this.running(principal.tenantId)) >= limit) return { ok: false, message: busy };
         const started = await this.chat!.start(
           principal,
           {
@@ -75,6 +74,14 @@ export class Subagents {
         if (started.kind !== 'started' || !started.ended) {
           const why = started.kind === 'refused' && started.error instanceof Error ? started.error.message : 'it could not be started';
           return { ok: false, message: `The subagent did not start: ${why}`, stop: 'subagents_incomplete' };
+        }
+        // Counting and starting are two statements, so delegates racing each other (on this replica or another) may all
+        // have counted a free place: each looks again once its child is stored, and a child with `limit` or more
+        // running children started before it (in start order, which all of them see alike) stands down.
+        if ((await this.runningBefore(principal.tenantId, started.runId)) >= limit) {
+          await this.chat!.cancel(principal, started.runId).catch(() => undefined);
+          await started.ended.catch(() => undefined);
+          return { ok: false, message: busy };
         }
         // The delegating turn is cancelled or cut off: so is its child.
         const onAbort = () => void this.chat!.cancel(principal, started.runId).catch(() => undefined);
@@ -103,6 +110,15 @@ export class Subagents {
     const { rows } = await sql<{ n: string }>`
       select count(*) as n from runs join sessions on sessions.id = runs.session_id
       where runs.tenant_id = ${tenantId} and runs.status = 'running' and runs.lease_expires_at > now() and sessions.parent_session_id is not null`.execute(this.deps.db);
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  /** The tenant's subagent runs at work now that started before `runId` (by creation time, then id). */
+  private async runningBefore(tenantId: string, runId: string): Promise<number> {
+    const { rows } = await sql<{ n: string }>`
+      select count(*) as n from runs join sessions on sessions.id = runs.session_id, (select created_at, id from runs where id = ${runId}) ours
+      where runs.tenant_id = ${tenantId} and runs.status = 'running' and runs.lease_expires_at > now() and sessions.parent_session_id is not null
+        and (runs.created_at, runs.id) < (ours.created_at, ours.id)`.execute(this.deps.db);
     return Number(rows[0]?.n ?? 0);
   }
 }
