@@ -210,7 +210,7 @@ describe('hostile input on every operation of both planes', () => {
   beforeAll(async () => {
     world = await chatWorld();
     // Every capability a route checks, so hostile values reach each body's checks rather than stopping at 403.
-    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents'];
+    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write'];
     const ceiling = world.tenant.configuration.ceiling;
     const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
     if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
@@ -245,6 +245,10 @@ describe('hostile input on every operation of both planes', () => {
     const plugin = await world.rt.admin(`/tenants/${world.tenant.tenantId}/plugins`, { method: 'POST', body: packageForm });
     if (plugin.status !== 201) throw new Error(`the seeding skill package answered ${plugin.status}: ${await plugin.text()}`);
     const { id: pluginId } = (await plugin.json()) as { id: string };
+    // A task of this subject's, an hour from firing, for the task routes' ids.
+    const scheduled = await world.rt.endUser('/tasks', token, { method: 'POST', body: JSON.stringify({ prompt: 'seeded', interval_seconds: 3600 }) });
+    if (scheduled.status !== 201) throw new Error(`the seeding task answered ${scheduled.status}: ${await scheduled.text()}`);
+    const { id: taskId } = (await scheduled.json()) as { id: string };
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -261,6 +265,7 @@ describe('hostile input on every operation of both planes', () => {
           document_id: corpusDocument.id,
           server_id: serverId,
           plugin_id: pluginId,
+          task_id: taskId,
         })[name] ?? randomUUID(),
     });
 

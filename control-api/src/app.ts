@@ -20,6 +20,8 @@ import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
+import { activityRoutes } from './activity/routes.js';
+import { ActivityService } from './activity/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
 import { McpServerService } from './tools/mcp-servers.js';
 import { mcpServerRoutes, skillRoutes, webhookToolRoutes, webSearchRoutes } from './tools/routes.js';
@@ -128,6 +130,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...mcpServerRoutes(new McpServerService(db, secretBox, projects, urlPolicy), keys),
         ...webSearchRoutes(new WebSearchService(projects, secretBox, urlPolicy, config.providerTimeoutMs), keys),
         ...skillRoutes(new SkillRelay(projects, reach), keys),
+        ...activityRoutes(new ActivityService(projects, reach), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

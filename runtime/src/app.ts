@@ -28,6 +28,7 @@ import { UsageLimiter } from './chat/limits.js';
 import { chatRoutes } from './chat/routes.js';
 import { RunStore } from './chat/runs.js';
 import { ChatService } from './chat/service.js';
+import { errorMessage } from '@agentplane/lib/errors';
 import { SideGenerations } from './chat/side.js';
 import { UsageRecorder } from './chat/usage.js';
 import { TurnRecords } from './chat/turn-records.js';
@@ -44,6 +45,10 @@ import { EmbeddingSpaces } from './documents/spaces.js';
 import { corpusRoutes } from './documents/corpus-routes.js';
 import { documentRoutes } from './documents/routes.js';
 import { registerTools } from './tools/feature.js';
+import { registerTasks } from './tasks/feature.js';
+import { taskRoutes } from './tasks/routes.js';
+import { TaskScheduler, type FireStart, type FireToStart } from './tasks/scheduler.js';
+import { TaskService } from './tasks/service.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
 import type { Principal } from './auth/authenticate.js';
@@ -216,6 +221,17 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       // A crash loses at most about a second of an answer's text.
       drafts: new DraftKeeper(database.db, logger, 1_000),
     });
+    // Scheduled tasks: their erase step stops a tenant's schedules before the chat feature's step cancels its runs, so
+    // they register first. The scheduler fires through the chat service (fireTask, below) and starts once it exists.
+    const scheduler = new TaskScheduler({
+      db: database.db,
+      logger,
+      owner: runs.owner,
+      tickMs: config.schedulerTickMs,
+      catchUpMs: config.schedulerCatchUpSeconds * 1000,
+      start: (fire) => fireTask(fire),
+    });
+    registerTasks(features, database.db, scheduler, lifecycle.drainSignal);
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
@@ -271,6 +287,13 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.onShutdown(() => mcp.close());
     const userMcp = new UserMcpServers(database.db, secretBox, urlPolicy);
     const todos = new SessionTodos(database.db);
+    const tasks = new TaskService({
+      db: database.db,
+      sessions,
+      urlPolicy,
+      cancelRun: (principal, runId) => chat.cancel(principal, runId),
+      changed: () => scheduler.wake(),
+    });
     // Pages and search engines are at addresses the model or the project chose: through the guard, every redirect too.
     const web = new WebTools({
       fetch: guardedFetcher({ ...urlPolicy, timeoutMs: config.webFetchTimeoutMs }),
@@ -290,6 +313,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         documentSearchTool(documents, principal),
         ...memoryTools(memory, principal),
         todos.tool(principal.tenantId),
+        ...tasks.tools(principal),
         subagents.tool(principal, permission, request),
         ...web.for(principal.configuration.document.web_search),
         ...webhookTools.for(principal),
@@ -315,6 +339,22 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
     subagents.attach(chat);
+    // A task's fire: an unattended turn of its owner, acting with the claims their token held when they made it.
+    const fireTask = async (fire: FireToStart): Promise<FireStart> => {
+      const principal = await authenticator.actingAs(fire.tenantId, fire.actsAs, fire.runId);
+      const request = {
+        message: fire.prompt,
+        ...(fire.sessionId ? { session_id: fire.sessionId } : {}),
+        ...(fire.model ? { model: fire.model } : {}),
+        // Nobody is there to answer: no questions and no client tools; and a schedule schedules nothing more.
+        enable_ask_user: false,
+        enable_scheduling: false,
+        tools: [],
+      } as Parameters<ChatService['start']>[1];
+      const outcome = await chat.start(principal, request, undefined, { runId: fire.runId });
+      return outcome.kind === 'started' ? { started: true, sessionId: outcome.sessionId } : { started: false, error: errorMessage(outcome.error) };
+    };
+    scheduler.start();
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',
@@ -335,6 +375,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...documentRoutes(documents),
         ...memoryRoutes(memory),
         ...pluginRoutes(skills, tenants),
+        ...taskRoutes(tasks, tenants),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },

@@ -47,6 +47,10 @@ export interface RuntimeConfig extends ServiceBasics {
   ingestConcurrency: number;
   /** How long an ingest job's lease lasts without renewal; a job whose process died is taken up again this long after. */
   ingestLeaseSeconds: number;
+  /** How often the scheduler looks for due tasks (and settles ended fires). */
+  schedulerTickMs: number;
+  /** After downtime, a recurring task fires once for its latest missed slot if it lies within this window. */
+  schedulerCatchUpSeconds: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -132,6 +136,8 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     runLeaseSeconds: read.integer('RUN_LEASE_SECONDS', 30, { min: 1, max: 3600 }),
     ingestConcurrency: read.integer('INGEST_CONCURRENCY', 2, { min: 1, max: 64 }),
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),
+    schedulerTickMs: read.integer('SCHEDULER_TICK_MS', 500, { min: 50, max: 3_600_000 }),
+    schedulerCatchUpSeconds: read.integer('SCHEDULER_CATCH_UP_SECONDS', 3600, { min: 0, max: 7 * 86_400 }),
     vectors,
   };
   read.done();

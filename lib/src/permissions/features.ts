@@ -25,6 +25,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'web search and page reads (runtime/src/tools/web.ts)', capabilities: ['web_search'] },
   { name: 'subagents (runtime/src/chat/subagents.ts)', capabilities: ['subagents'] },
   { name: 'skills (runtime/src/skills)', capabilities: ['plugins:write'], flags: ['enable_plugins'] },
+  { name: 'scheduled tasks (runtime/src/tasks)', capabilities: ['tasks:read', 'tasks:write'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -5,7 +5,7 @@
 import { decodeJwt } from 'jose';
 import { unauthenticated } from '@agentplane/lib/errors';
 import { effectivePermission, type EffectivePermission } from '@agentplane/lib/permissions';
-import { narrowingIssuerFor, type AccessTokenClaims } from '@agentplane/lib/tokens/claims';
+import { accessTokenGrantSchema, audienceFor, narrowingIssuerFor, type AccessTokenClaims, type AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { trustedKeysOf } from '@agentplane/lib/tokens/keys';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS } from '@agentplane/lib/permissions';
@@ -118,6 +118,33 @@ export class EndUserAuthenticator {
     return principal;
   }
 
+  /**
+   * The principal an unattended run acts as (a scheduled task's fire): the grant its creator's token held, checked
+   * against the tenant's current configuration, so a ceiling narrowed since then applies to the run. The claims are
+   * made here, not verified: the grant was taken from a verified token. Throws `unauthenticated` when the tenant is
+   * gone or no longer configured.
+   */
+  async actingAs(tenantId: string, grant: AccessTokenGrant, runId: string): Promise<Principal> {
+    const identity = await this.identityOf(tenantId);
+    const iat = Math.floor(Date.now() / 1000);
+    const claims: AccessTokenClaims = {
+      ...accessTokenGrantSchema.parse(grant),
+      iss: `${narrowingIssuerFor(tenantId)}:unattended`,
+      aud: audienceFor(tenantId),
+      iat,
+      exp: iat + DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
+      jti: runId,
+    };
+    const { configuration } = identity;
+    return {
+      tenantId: configuration.tenantId,
+      claims,
+      permission: effectivePermission({ ceiling: configuration.document.ceiling, token: claimsFromToken(claims) }),
+      configuration,
+      routing: identity.routing,
+    };
+  }
+
   private holdVerified(token: string, verified: VerifiedToken): void {
     if (this.verified.size >= VERIFIED_TOKENS_HELD) this.verified.delete(this.verified.keys().next().value!);
     this.verified.set(token, verified);
@@ -205,3 +232,9 @@ function claimedOrigin(token: string): { tenantId: string; issuer: unknown } {
 // The same wording and code as the verifier's refusals (lib/src/tokens/verify.ts), so a client cannot tell which
 // of the two said no.
 const invalidToken = (message = 'invalid token') => unauthenticated(message, { code: 'invalid_token' });
+
+/** What a verified token grants, without its registered claims: what an unattended run made from it acts with. */
+export function grantOf(claims: AccessTokenClaims): AccessTokenGrant {
+  const { iss: _iss, aud: _aud, iat: _iat, exp: _exp, nbf: _nbf, jti: _jti, parent_jti: _parent, ...grant } = claims;
+  return grant;
+}

@@ -92,7 +92,13 @@ export class ChatService {
     principal: Principal,
     request: ChatRequestInput,
     authorized?: SessionRow,
-    options: { awaitEnd?: boolean; /** A subagent's run: its new conversation's parent. */ parentSessionId?: string } = {},
+    options: {
+      awaitEnd?: boolean;
+      /** A subagent's run: its new conversation's parent. */
+      parentSessionId?: string;
+      /** The run's id, chosen by the caller (a task's fire names its run before starting it, so a repeat finds it). */
+      runId?: string;
+    } = {},
   ): Promise<StartOutcome> {
     const { deps } = this;
     requireCapability(principal.permission, 'chat', 'chat');
@@ -123,7 +129,7 @@ export class ChatService {
     let choice: ModelChoice;
     let stored: Stored;
     const sessionId = existing?.id ?? randomUUID();
-    const runId = newRunId();
+    const runId = options.runId ?? newRunId();
     try {
       choice = chooseModel(principal.configuration, permission, principal.routing, request.model);
       // Before anything is stored: a refused turn leaves the conversation as it was.

@@ -3,7 +3,7 @@
 // A narrowed token's `data_scope` limits both further. One rule, used as a predicate for one row and as a SQL
 // filter for lists, so history, lists, events and the turn engine can never disagree. Seeing is not owning
 // (STYLE.md 14): only the subject that owns a conversation changes it (docs/decisions/0026).
-import { sql, type ExpressionBuilder, type Expression, type SqlBool } from 'kysely';
+import { sql, type ExpressionBuilder, type Expression, type RawBuilder, type SqlBool } from 'kysely';
 import { isPrivileged, isWithinScope } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
@@ -33,16 +33,17 @@ export function ownsConversation(principal: Principal, owner: string): boolean {
  * (`owner = p or owner starts with p:`), never with LIKE, so no character of a path can act as a wildcard.
  */
 export function visibleSessions(principal: Principal) {
-  return (eb: ExpressionBuilder<RuntimeSchema, 'sessions'>): Expression<SqlBool> => {
-    const prefixes = visibleOwnerPrefixes(principal);
-    const conditions = [eb('sessions.tenant_id', '=', principal.tenantId)];
-    if (prefixes !== 'all') {
-      for (const prefix of prefixes) {
-        conditions.push(
-          eb.or([eb('sessions.owner', '=', prefix), sql<SqlBool>`starts_with(sessions.owner, ${`${prefix}:`})`]),
-        );
-      }
-    }
-    return eb.and(conditions);
-  };
+  return (eb: ExpressionBuilder<RuntimeSchema, 'sessions'>): Expression<SqlBool> =>
+    eb.and([eb('sessions.tenant_id', '=', principal.tenantId), visibleOwnerCondition(principal, 'sessions.owner')]);
+}
+
+/** The rule over any owner column (a task's, say); the caller adds its own tenant condition. */
+export function visibleOwnerCondition(principal: Principal, ownerColumn: string): RawBuilder<SqlBool> {
+  const prefixes = visibleOwnerPrefixes(principal);
+  if (prefixes === 'all') return sql<SqlBool>`true`;
+  const owner = sql.ref(ownerColumn);
+  return sql<SqlBool>`(${sql.join(
+    prefixes.map((prefix) => sql`(${owner} = ${prefix} or starts_with(${owner}, ${`${prefix}:`}))`),
+    sql` and `,
+  )})`;
 }

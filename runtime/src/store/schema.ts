@@ -289,6 +289,8 @@ export interface RuntimeSchema {
   session_todos: SessionTodosTable;
   plugins: PluginsTable;
   plugin_files: PluginFilesTable;
+  tasks: TasksTable;
+  task_fires: TaskFiresTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }
 
@@ -396,4 +398,54 @@ export interface WikiPagesTable {
   search: ColumnType<string, never, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
+}
+
+/** A scheduled task (docs/decisions/0058). */
+export interface TasksTable {
+  id: string;
+  tenant_id: string;
+  /** The subject it acts for, who created it. */
+  owner: string;
+  name: string;
+  prompt: string;
+  cron: string | null;
+  /** IANA name; '' is UTC. */
+  timezone: Generated<string>;
+  interval_seconds: number | null;
+  /** A one-shot task's moment. */
+  run_at: Timestamp | null;
+  callback_url: string | null;
+  /** The conversation its fires post into; null: a new conversation each fire. */
+  session_id: string | null;
+  model: string | null;
+  /** The claims of the token that created it (no registered claims): what its runs may do, under the current ceiling. */
+  acts_as: ColumnType<Record<string, unknown>, string, string>;
+  /** scheduled, running (a one-shot task's run under way), completed, incomplete, failed, cancelled. */
+  status: string;
+  run_count: Generated<number>;
+  last_error: string | null;
+  last_finish_reason: string | null;
+  /** Why the last fire's run broke, for a recurring task too (last_error is a one-shot task's, per SPEC.md). */
+  last_run_error: string | null;
+  next_run_at: Timestamp | null;
+  last_run_at: Timestamp | null;
+  last_run_id: string | null;
+  last_session_id: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** One slot a task fired for: pending (claimed, run not started), started, settled (its outcome written to the task). */
+export interface TaskFiresTable {
+  task_id: string;
+  slot: Timestamp;
+  tenant_id: string;
+  run_id: string;
+  session_id: string | null;
+  state: string;
+  claimed_by: string | null;
+  claim_expires_at: Timestamp | null;
+  started_at: Timestamp | null;
+  outcome: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  created_at: Generated<Date>;
 }

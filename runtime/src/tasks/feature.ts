@@ -1,0 +1,22 @@
+// What scheduled tasks bring to the composition root: the tenant erase stops a tenant's schedules first, before its
+// runs are cancelled and any row goes (DESIGN.md flow 5), then purges its fires and tasks; the scheduler stops
+// claiming when the process drains (another replica, or this one's successor, takes the slots) and at shutdown.
+// Registered ahead of the chat feature, whose erase step cancels the runs.
+import type { Kysely } from 'kysely';
+import type { FeatureHost } from '../features.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import { stopSchedules, type TaskScheduler } from './scheduler.js';
+
+export function registerTasks(host: FeatureHost, db: Kysely<RuntimeSchema>, scheduler: TaskScheduler, drainSignal: AbortSignal): void {
+  host.eraseStep({ name: 'schedules', phase: 'stop_work', run: async (tenantId) => ({ items: await stopSchedules(db, tenantId) }) });
+  host.eraseRows({
+    table: 'task_fires',
+    purge: async (trx, tenantId) => Number((await trx.deleteFrom('task_fires').where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
+  });
+  host.eraseRows({
+    table: 'tasks',
+    purge: async (trx, tenantId) => Number((await trx.deleteFrom('tasks').where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
+  });
+  drainSignal.addEventListener('abort', () => void scheduler.stop(), { once: true });
+  host.onShutdown(() => scheduler.stop());
+}

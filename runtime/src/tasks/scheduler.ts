@@ -1,0 +1,359 @@
+// The database-backed scheduler (DESIGN.md Scheduler; docs/decisions/0058). Every runtime process runs one, against
+// the shared store; a slot fires once however many there are:
+// - Due tasks are claimed under `FOR UPDATE SKIP LOCKED`, their fire rows inserted (the key (task, slot) makes a
+//   second fire of one slot, by another replica or a CronJob's Job, insert nothing) and their next slot written, in
+//   one transaction. Each fire names its run before the run exists, so a fire started twice starts one run.
+// - A fire is started as an unattended turn of the task's owner; one claimed by a process that died before starting
+//   it is taken over once its claim lapses.
+// - A fire whose run has ended is settled: the task's status (a one-shot task ends with its run), last finish reason
+//   and error are written from the run's row, so a run that finished anywhere, or was swept as lost, settles too.
+// A recurring task whose previous fire is still running skips the slot (a CronJob's `concurrencyPolicy: Forbid`).
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
+import type { Logger } from '@agentplane/lib/logging';
+import { newRunId } from '../chat/runs.js';
+import type { RuntimeSchema } from '../store/schema.js';
+import { dueFire, specOf } from './schedule.js';
+
+export const DEFAULT_TICK_MS = 500;
+export const DEFAULT_CATCH_UP_MS = 3_600_000;
+/** How long a claimed fire is this process's to start before another may take it over. */
+const CLAIM_MS = 60_000;
+/** Due tasks claimed per statement, and fires started at once. */
+const BATCH = 200;
+const STARTING_AT_ONCE = 16;
+/** How often fires others claimed and never started are looked for. */
+const STRAYS_EVERY_MS = 10_000;
+
+/** What starting a fire needs: the task's prompt and choices, and the claims it acts with. */
+export interface FireToStart {
+  taskId: string;
+  slot: Date;
+  tenantId: string;
+  runId: string;
+  prompt: string;
+  sessionId: string | null;
+  model: string | null;
+  actsAs: AccessTokenGrant;
+  /** Claimed from a process that died: its run may already exist. */
+  takenOver?: boolean;
+}
+
+export type FireStart = { started: true; sessionId: string } | { started: false; error: string };
+
+export interface SchedulerOptions {
+  db: Kysely<RuntimeSchema>;
+  logger: Logger;
+  /** This process's name on its claims. */
+  owner: string;
+  /** Starts a fire's run: an unattended turn of the task's owner. */
+  start(fire: FireToStart): Promise<FireStart>;
+  tickMs?: number;
+  catchUpMs?: number;
+}
+
+/** How a fire's run went, as the task records it. */
+export interface FireOutcome {
+  /** A one-shot task's final status. */
+  status: 'completed' | 'incomplete' | 'failed';
+  finishReason: string | null;
+  error: string | null;
+}
+
+/** SPEC.md Task status: a run that finished is `completed`; one that stopped short, `incomplete` with why; a broken one, `failed`. */
+export function fireOutcome(run: { status: string; finish_reason: string | null; error: Record<string, unknown> | null }): FireOutcome {
+  if (run.status === 'failed') return { status: 'failed', finishReason: null, error: String(run.error?.message ?? 'the run failed') };
+  // An unattended run that paused for a person (an approval, a question, a client tool) needs input (SPEC.md).
+  if (run.status === 'requires_action') return { status: 'incomplete', finishReason: 'needs_input', error: null };
+  if (run.status === 'cancelled') return { status: 'incomplete', finishReason: 'cancelled', error: null };
+  if (run.finish_reason !== null) return { status: 'incomplete', finishReason: run.finish_reason, error: null };
+  return { status: 'completed', finishReason: null, error: null };
+}
+
+export class TaskScheduler {
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private lastStrayCheck = 0;
+  private readonly tickMs: number;
+  private readonly catchUpMs: number;
+
+  constructor(private readonly options: SchedulerOptions) {
+    this.tickMs = options.tickMs ?? DEFAULT_TICK_MS;
+    this.catchUpMs = options.catchUpMs ?? DEFAULT_CATCH_UP_MS;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  /** Looks again soon: a task was made or cancelled here. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.ticking) this.again = true;
+    else this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.ticking;
+  }
+
+  /** One pass: claim what is due and start it, take over strays, settle what ended. Tests call it directly. */
+  async tick(): Promise<void> {
+    // One look decides what else the pass does: an idle project costs one statement a tick.
+    const { rows } = await sql<{ due: boolean; ended: boolean }>`
+      select exists (select 1 from tasks where status = 'scheduled' and next_run_at <= now()) as due,
+        exists (select 1 from task_fires f join runs r on r.id = f.run_id where f.state = 'started' and r.status <> 'running') as ended`.execute(this.options.db);
+    const { due, ended } = rows[0]!;
+    const claimed = due ? await this.claimDue() : [];
+    const strays = Date.now() - this.lastStrayCheck >= STRAYS_EVERY_MS ? await this.claimStrays() : [];
+    await this.startAll([...claimed, ...strays]);
+    if (ended) await this.settle();
+  }
+
+  private schedule(delayMs: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.ticking = this.tick()
+        .catch((err: unknown) => this.options.logger.warn({ err }, 'scheduler pass failed'))
+        .finally(() => {
+          this.ticking = undefined;
+          if (this.stopped) return;
+          const soon = this.again;
+          this.again = false;
+          this.schedule(soon ? 0 : this.tickMs);
+        });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  /** Due tasks: their fires inserted (once per slot), their next slot and run count written. */
+  private async claimDue(): Promise<FireToStart[]> {
+    const { db, owner } = this.options;
+    return db.transaction().execute(async (trx) => {
+      const due = await trx
+        .selectFrom('tasks')
+        .select(['id', 'tenant_id', 'prompt', 'session_id', 'model', 'acts_as', 'cron', 'timezone', 'interval_seconds', 'run_at', 'next_run_at', sql<Date>`now()`.as('now')])
+        .where('status', '=', 'scheduled')
+        .where('next_run_at', '<=', sql<Date>`now()`)
+        .orderBy('next_run_at')
+        .limit(BATCH)
+        .forUpdate()
+        .skipLocked()
+        .execute();
+      if (due.length === 0) return [];
+      const ids = due.map((task) => task.id);
+      const busy = new Set(
+        (await trx.selectFrom('task_fires').select('task_id').where('task_id', 'in', ids).where('state', '<>', 'settled').execute()).map((fire) => fire.task_id),
+      );
+      const plans = due.map((task) => {
+        const spec = specOf(task);
+        const { fire, next } = dueFire(spec, task.next_run_at!, task.now, this.catchUpMs);
+        // A recurring task still running its last fire skips this slot rather than run twice at once.
+        const firing = fire !== null && !(busy.has(task.id) && spec.kind !== 'once') ? fire : null;
+        return { task, fire: firing, next, runId: newRunId() };
+      });
+      const firing = plans.filter((plan) => plan.fire !== null);
+      const inserted = new Set<string>();
+      if (firing.length > 0) {
+        const rows = await trx
+          .insertInto('task_fires')
+          .values(
+            firing.map((plan) => ({
+              task_id: plan.task.id,
+              slot: plan.fire!,
+              tenant_id: plan.task.tenant_id,
+              run_id: plan.runId,
+              state: 'pending',
+              claimed_by: owner,
+              claim_expires_at: new Date(Date.now() + CLAIM_MS),
+            })),
+          )
+          .onConflict((oc) => oc.columns(['task_id', 'slot']).doNothing())
+          .returning('task_id')
+          .execute();
+        for (const row of rows) inserted.add(row.task_id);
+      }
+      const values = plans.map((plan) => {
+        const fired = inserted.has(plan.task.id);
+        // No slot after this one: the task ends with this fire's run (`running` until it settles), or here.
+        const status = plan.next !== null ? 'scheduled' : fired ? 'running' : 'completed';
+        return sql`(${plan.task.id}::uuid, ${plan.next}::timestamptz, ${status}::text, ${fired}::boolean, ${fired ? plan.runId : null}::text)`;
+      });
+      await sql`
+        update tasks as t set next_run_at = v.next, status = v.status, run_count = t.run_count + v.fired::int,
+          last_run_at = case when v.fired then now() else t.last_run_at end, last_run_id = coalesce(v.run_id, t.last_run_id), updated_at = now()
+        from (values ${sql.join(values, sql`, `)}) as v (id, next, status, fired, run_id)
+        where t.id = v.id`.execute(trx);
+      return plans
+        .filter((plan) => inserted.has(plan.task.id))
+        .map((plan) => ({
+          taskId: plan.task.id,
+          slot: plan.fire!,
+          tenantId: plan.task.tenant_id,
+          runId: plan.runId,
+          prompt: plan.task.prompt,
+          sessionId: plan.task.session_id,
+          model: plan.task.model,
+          actsAs: plan.task.acts_as as AccessTokenGrant,
+        }));
+    });
+  }
+
+  /** Fires another process claimed and never started (it died in between): taken over once their claim lapsed. */
+  private async claimStrays(): Promise<FireToStart[]> {
+    this.lastStrayCheck = Date.now();
+    const { rows } = await sql<{
+      task_id: string;
+      slot: Date;
+      tenant_id: string;
+      run_id: string;
+      prompt: string;
+      session_id: string | null;
+      model: string | null;
+      acts_as: AccessTokenGrant;
+    }>`
+      with stray as (
+        select task_id, slot from task_fires
+        where state in ('pending', 'starting') and claim_expires_at < now()
+        limit ${BATCH}
+        for update skip locked
+      ), taken as (
+        update task_fires f set claimed_by = ${this.options.owner}, claim_expires_at = now() + ${`${CLAIM_MS} milliseconds`}::interval
+        from stray where f.task_id = stray.task_id and f.slot = stray.slot
+        returning f.task_id, f.slot, f.tenant_id, f.run_id
+      )
+      select taken.*, t.prompt, t.session_id, t.model, t.acts_as from taken join tasks t on t.id = taken.task_id`.execute(this.options.db);
+    return rows.map((row) => ({
+      taskId: row.task_id,
+      slot: row.slot,
+      tenantId: row.tenant_id,
+      runId: row.run_id,
+      prompt: row.prompt,
+      sessionId: row.session_id,
+      model: row.model,
+      actsAs: row.acts_as,
+      takenOver: true,
+    }));
+  }
+
+  private async startAll(fires: FireToStart[]): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < fires.length) {
+        const fire = fires[next++]!;
+        await this.startOne(fire).catch((err: unknown) => this.options.logger.warn({ err, task_id: fire.taskId, run_id: fire.runId }, 'could not start a task fire'));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(STARTING_AT_ONCE, fires.length) }, worker));
+  }
+
+  private async startOne(fire: FireToStart): Promise<void> {
+    const { db } = this.options;
+    // Marked as starting first: a tenant erase settles pending fires and waits for starting ones to have their run
+    // (which its next step cancels), so no fire starts a run behind its back. A fire settled meanwhile is dropped.
+    const ours = await db
+      .updateTable('task_fires')
+      .set({ state: 'starting' })
+      .where('task_id', '=', fire.taskId)
+      .where('slot', '=', fire.slot)
+      .where('state', 'in', ['pending', 'starting'])
+      .where('claimed_by', '=', this.options.owner)
+      .executeTakeFirst();
+    if (Number(ours.numUpdatedRows) === 0) return;
+    // Taken over from a process that died: its run may exist already, and is not started again.
+    const existing = fire.takenOver ? await db.selectFrom('runs').select('session_id').where('id', '=', fire.runId).executeTakeFirst() : undefined;
+    const started: FireStart = existing
+      ? { started: true, sessionId: existing.session_id }
+      : await this.options.start(fire).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
+    if (started.started) {
+      await db
+        .updateTable('task_fires')
+        .set({ state: 'started', session_id: started.sessionId, started_at: new Date(), claim_expires_at: null })
+        .where('task_id', '=', fire.taskId)
+        .where('slot', '=', fire.slot)
+        .where('state', '=', 'starting')
+        .execute();
+      await db.updateTable('tasks').set({ last_session_id: started.sessionId }).where('id', '=', fire.taskId).where('last_run_id', '=', fire.runId).execute();
+      return;
+    }
+    // Refused before a run existed (no model, a limit, the task's conversation busy): settled at once, as failed.
+    await this.record([{ taskId: fire.taskId, slot: fire.slot, runId: fire.runId, outcome: { status: 'failed', finishReason: null, error: started.error } }]);
+  }
+
+  /** Fires whose run has ended: their outcome written to the fire and its task. */
+  private async settle(): Promise<void> {
+    const ended = await this.options.db
+      .selectFrom('task_fires')
+      .innerJoin('runs', 'runs.id', 'task_fires.run_id')
+      .select(['task_fires.task_id', 'task_fires.slot', 'task_fires.run_id', 'runs.status', 'runs.finish_reason', 'runs.error'])
+      .where('task_fires.state', '=', 'started')
+      .where('runs.status', '<>', 'running')
+      .limit(BATCH)
+      .execute();
+    if (ended.length === 0) return;
+    await this.record(ended.map((fire) => ({ taskId: fire.task_id, slot: fire.slot, runId: fire.run_id, outcome: fireOutcome(fire) })));
+  }
+
+  /**
+   * Writes fires' outcomes, each once (a fire already settled, by another replica meanwhile, is left alone): the
+   * fire settled, and its task's last finish reason and errors; a one-shot task (or one whose slots ran out) ends
+   * with its run's status; a cancelled task stays cancelled.
+   */
+  private async record(fires: { taskId: string; slot: Date; runId: string; outcome: FireOutcome }[]): Promise<void> {
+    const values = fires.map(
+      ({ taskId, slot, runId, outcome }) =>
+        sql`(${taskId}::uuid, ${slot}::timestamptz, ${runId}::text, ${outcome.status}::text, ${outcome.finishReason}::text, ${outcome.error}::text, ${JSON.stringify(outcome)}::jsonb)`,
+    );
+    await sql`
+      with v (task_id, slot, run_id, status, finish_reason, error, outcome) as (values ${sql.join(values, sql`, `)}),
+      settled as (
+        update task_fires f set state = 'settled', outcome = v.outcome, claim_expires_at = null
+        from v where f.task_id = v.task_id and f.slot = v.slot and f.state <> 'settled'
+        returning f.task_id, v.run_id, v.status, v.finish_reason, v.error
+      )
+      update tasks t set
+        status = case when t.status = 'running' then settled.status else t.status end,
+        last_error = case when t.status = 'running' and settled.status = 'failed' then settled.error else null end,
+        last_finish_reason = case when t.status = 'running' or settled.status <> 'failed' then settled.finish_reason else 'error' end,
+        last_run_error = settled.error,
+        updated_at = now()
+      from settled where t.id = settled.task_id and t.last_run_id = settled.run_id`.execute(this.options.db);
+  }
+}
+
+/**
+ * Stops a tenant's schedules (the erase's first step, before its runs are cancelled): its tasks cancelled, its fires
+ * not started yet settled, and those being started waited for, so each has its run by the time the runs are
+ * cancelled. Answers how many tasks it stopped; throws when a start does not finish in time (the erase stops before
+ * any row goes, and a retry looks again).
+ */
+export async function stopSchedules(db: Kysely<RuntimeSchema>, tenantId: string, waitMs = 10_000): Promise<number> {
+  const stopped = await db
+    .updateTable('tasks')
+    .set({ status: 'cancelled', next_run_at: null, updated_at: new Date() })
+    .where('tenant_id', '=', tenantId)
+    .where('status', 'in', ['scheduled', 'running'])
+    .executeTakeFirst();
+  await db
+    .updateTable('task_fires')
+    .set({ state: 'settled', outcome: JSON.stringify({ status: 'failed', finishReason: null, error: 'the project was erased' }), claim_expires_at: null })
+    .where('tenant_id', '=', tenantId)
+    .where('state', '=', 'pending')
+    .execute();
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const starting = await db.selectFrom('task_fires').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting').executeTakeFirst();
+    if (!starting) return Number(stopped.numUpdatedRows);
+    if (Date.now() > deadline) throw new Error(`a fire of a scheduled task (run ${starting.run_id}) was still starting after ${waitMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A claim owner's name for a process that has no run store at hand (tests). */
+export const newSchedulerOwner = () => `scheduler-${randomUUID()}`;
