@@ -21,6 +21,8 @@ import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
+import { projectEventRoutes } from './events/routes.js';
+import { ProjectEventsService } from './events/service.js';
 import { ActivityService } from './activity/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
 import { McpServerService } from './tools/mcp-servers.js';
@@ -131,6 +133,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...webSearchRoutes(new WebSearchService(projects, secretBox, urlPolicy, config.providerTimeoutMs), keys),
         ...skillRoutes(new SkillRelay(projects, reach), keys),
         ...activityRoutes(new ActivityService(projects, reach), keys),
+        ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {

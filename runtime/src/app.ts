@@ -46,6 +46,10 @@ import { corpusRoutes } from './documents/corpus-routes.js';
 import { documentRoutes } from './documents/routes.js';
 import { registerTools } from './tools/feature.js';
 import { registerTasks } from './tasks/feature.js';
+import { registerDeliveries } from './deliveries/feature.js';
+import { EventOutbox } from './deliveries/outbox.js';
+import { deliveryRoutes } from './deliveries/routes.js';
+import { TaskEvents } from './tasks/events.js';
 import { taskRoutes } from './tasks/routes.js';
 import { TaskScheduler, type FireStart, type FireToStart } from './tasks/scheduler.js';
 import { TaskService } from './tasks/service.js';
@@ -223,10 +227,22 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     // Scheduled tasks: their erase step stops a tenant's schedules before the chat feature's step cancels its runs, so
     // they register first. The scheduler fires through the chat service (fireTask, below) and starts once it exists.
+    // Events to the project's webhook URL and tasks' callbacks, at URLs its admin and end-users chose: through the
+    // SSRF guard, on pooled connections, signed with the tenant's webhook secret.
+    const outbox = new EventOutbox({
+      db: database.db,
+      logger,
+      fetch: guardedFetcher({ ...urlPolicy, timeoutMs: 10_000 }, providerConnections),
+      secretOf: async (tenantId) => (await tenants.webhookSecret(tenantId)).webhook_secret,
+      owner: runs.owner,
+      tickMs: config.deliveryTickMs,
+    });
+    registerDeliveries(features, outbox);
     const scheduler = new TaskScheduler({
       db: database.db,
       logger,
       owner: runs.owner,
+      events: new TaskEvents(outbox),
       tickMs: config.schedulerTickMs,
       catchUpMs: config.schedulerCatchUpSeconds * 1000,
       start: (fire) => fireTask(fire),
@@ -376,6 +392,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...memoryRoutes(memory),
         ...pluginRoutes(skills, tenants),
         ...taskRoutes(tasks, tenants),
+        ...deliveryRoutes(outbox, tenants),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },

@@ -51,6 +51,8 @@ export interface RuntimeConfig extends ServiceBasics {
   schedulerTickMs: number;
   /** After downtime, a recurring task fires once for its latest missed slot if it lies within this window. */
   schedulerCatchUpSeconds: number;
+  /** How often the event outbox looks for deliveries due (a new event is sent at once). */
+  deliveryTickMs: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -138,6 +140,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),
     schedulerTickMs: read.integer('SCHEDULER_TICK_MS', 500, { min: 50, max: 3_600_000 }),
     schedulerCatchUpSeconds: read.integer('SCHEDULER_CATCH_UP_SECONDS', 3600, { min: 0, max: 7 * 86_400 }),
+    deliveryTickMs: read.integer('DELIVERY_TICK_MS', 1000, { min: 50, max: 3_600_000 }),
     vectors,
   };
   read.done();

@@ -132,6 +132,12 @@ describe('runtime service routes', () => {
         'POST /tools/mcp',
         'DELETE /tools/mcp/{server_id}',
         'POST /tools/mcp/probe',
+        'POST /tasks',
+        'GET /tasks',
+        'GET /tasks/{task_id}',
+        'POST /tasks/{task_id}/cancel',
+        'GET /tenants/{tenant_id}/tasks',
+        'GET /tenants/{tenant_id}/events',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

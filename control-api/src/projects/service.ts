@@ -63,6 +63,7 @@ export type ProjectChange = Partial<{
   web_search: string | null;
   /** JSON of where subagents run, or null. */
   subagents: string | null;
+  webhook_url: string | null;
 }>;
 
 /** The runtime's chunking when a project chose none (docs/decisions/0040). */
@@ -148,6 +149,10 @@ export class ProjectService {
 
   /** Which project and tenant a call on the project's runtime is about. */
   /** The project's web search engine as stored, or null. */
+  async webhookUrlOf(projectId: string): Promise<string | null> {
+    return (await this.row(projectId)).webhook_url;
+  }
+
   async webSearchOf(projectId: string): Promise<StoredWebSearch | null> {
     return (await this.row(projectId)).web_search;
   }
@@ -291,6 +296,7 @@ export class ProjectService {
       ...(webhookTools.length > 0 ? { webhook_tools: webhookTools } : {}),
       ...(mcpServers.length > 0 ? { mcp_servers: mcpServers } : {}),
       ...(row.subagents ? { subagents: row.subagents } : {}),
+      ...(row.webhook_url ? { webhook: { url: row.webhook_url } } : {}),
       ...(row.web_search
         ? {
             web_search: {

@@ -65,6 +65,8 @@ export interface TenantConfigurationDocument {
   mcp_servers?: PushedMcpServer[];
   /** Present when the project said where its subagents run. */
   subagents?: { models: string[]; max_concurrent: number };
+  /** Present when the project gave a webhook URL for its events. */
+  webhook?: { url: string };
   /** Present when the project chose a web search engine; its key in clear on the admin channel. */
   web_search?: { provider: 'brave' | 'searxng'; base_url: string; api_key?: string };
 }

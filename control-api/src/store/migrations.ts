@@ -255,4 +255,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column subagents jsonb',
     ],
   },
+  {
+    version: 18,
+    name: 'webhook url',
+    statements: [
+      // Where the project's events go (docs/decisions/0059); null: nowhere but tasks' callback URLs.
+      'alter table control.projects add column webhook_url text',
+    ],
+  },
 ];

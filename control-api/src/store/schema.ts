@@ -80,6 +80,8 @@ export interface ControlSchema {
     vector_index: ColumnType<StoredVectorIndex | null, string | null | undefined, string | null>;
     web_search: ColumnType<StoredWebSearch | null, string | null | undefined, string | null>;
     subagents: ColumnType<{ models: string[]; max_concurrent: number } | null, string | null | undefined, string | null>;
+    /** Where the project's events go (docs/decisions/0059); null: nowhere but tasks' callbacks. */
+    webhook_url: ColumnType<string | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

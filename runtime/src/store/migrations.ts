@@ -511,4 +511,33 @@ export const runtimeMigrations: Migration[] = [
       'create index task_fires_tenant on task_fires (tenant_id)',
     ],
   },
+  {
+    version: 20,
+    name: 'event_deliveries',
+    statements: [
+      // Events sent to a project's webhook URL and a task's callback URL (docs/decisions/0059): one row per target,
+      // retried with backoff until delivered or dead.
+      `create table event_deliveries (
+        id uuid primary key,
+        event_id uuid not null,
+        tenant_id uuid not null references tenants (tenant_id),
+        type text not null,
+        target text not null,
+        url text not null,
+        payload jsonb not null,
+        status text not null,
+        attempts integer not null default 0,
+        attempt_log jsonb not null default '[]',
+        next_attempt_at timestamptz not null default now(),
+        claimed_by text,
+        claim_expires_at timestamptz,
+        last_status integer,
+        last_error text,
+        created_at timestamptz not null default now(),
+        delivered_at timestamptz
+      )`,
+      "create index event_deliveries_due on event_deliveries (next_attempt_at) where status = 'pending'",
+      'create index event_deliveries_tenant on event_deliveries (tenant_id, created_at desc, id)',
+    ],
+  },
 ];

@@ -291,6 +291,7 @@ export interface RuntimeSchema {
   plugin_files: PluginFilesTable;
   tasks: TasksTable;
   task_fires: TaskFiresTable;
+  event_deliveries: EventDeliveriesTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }
 
@@ -448,4 +449,35 @@ export interface TaskFiresTable {
   started_at: Timestamp | null;
   outcome: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
   created_at: Generated<Date>;
+}
+
+/** One event to one target (docs/decisions/0059): pending until delivered, or dead once its attempts ran out. */
+export interface EventDeliveriesTable {
+  id: string;
+  /** The event's id, shared by its targets and every attempt (`X-Delivery-Id`). */
+  event_id: string;
+  tenant_id: string;
+  /** turn.stopped, scheduled_task.fired. */
+  type: string;
+  /** project (its webhook URL) or callback (a task's). */
+  target: string;
+  url: string;
+  payload: ColumnType<Record<string, unknown>, string, string>;
+  status: string;
+  attempts: Generated<number>;
+  attempt_log: ColumnType<DeliveryAttempt[], string | undefined, string>;
+  next_attempt_at: Generated<Date>;
+  claimed_by: string | null;
+  claim_expires_at: Timestamp | null;
+  last_status: number | null;
+  last_error: string | null;
+  created_at: Generated<Date>;
+  delivered_at: Timestamp | null;
+}
+
+export interface DeliveryAttempt {
+  at: string;
+  status: number | null;
+  error: string | null;
+  duration_ms: number;
 }

@@ -42,6 +42,21 @@ export interface FireToStart {
 
 export type FireStart = { started: true; sessionId: string } | { started: false; error: string };
 
+/** A fire whose run started, and one whose outcome was just written. */
+export type StartedFire = FireToStart & { sessionId: string };
+export interface SettledFire {
+  taskId: string;
+  runId: string;
+  slot: Date;
+  outcome: FireOutcome;
+}
+
+/** What a fire's start and end tell the project (its events), written in the same transaction as the move. */
+export interface FireEvents {
+  fired(db: Kysely<RuntimeSchema>, fire: StartedFire): Promise<void>;
+  stopped(db: Kysely<RuntimeSchema>, fires: SettledFire[]): Promise<void>;
+}
+
 export interface SchedulerOptions {
   db: Kysely<RuntimeSchema>;
   logger: Logger;
@@ -49,6 +64,7 @@ export interface SchedulerOptions {
   owner: string;
   /** Starts a fire's run: an unattended turn of the task's owner. */
   start(fire: FireToStart): Promise<FireStart>;
+  events?: FireEvents;
   tickMs?: number;
   catchUpMs?: number;
 }
@@ -272,14 +288,19 @@ export class TaskScheduler {
       ? { started: true, sessionId: existing.session_id }
       : await this.options.start(fire).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
     if (started.started) {
-      await db
-        .updateTable('task_fires')
-        .set({ state: 'started', session_id: started.sessionId, started_at: new Date(), claim_expires_at: null })
-        .where('task_id', '=', fire.taskId)
-        .where('slot', '=', fire.slot)
-        .where('state', '=', 'starting')
-        .execute();
-      await db.updateTable('tasks').set({ last_session_id: started.sessionId }).where('id', '=', fire.taskId).where('last_run_id', '=', fire.runId).execute();
+      // The fire's move and its `scheduled_task.fired` event commit together.
+      await db.transaction().execute(async (trx) => {
+        const { rows } = await sql<{ moved: boolean }>`
+          with fire as (
+            update task_fires set state = 'started', session_id = ${started.sessionId}, started_at = now(), claim_expires_at = null
+            where task_id = ${fire.taskId} and slot = ${fire.slot} and state = 'starting'
+            returning task_id
+          ), task as (
+            update tasks set last_session_id = ${started.sessionId} where id in (select task_id from fire) and last_run_id = ${fire.runId}
+          )
+          select exists (select 1 from fire) as moved`.execute(trx);
+        if (rows[0]?.moved) await this.options.events?.fired(trx, { ...fire, sessionId: started.sessionId });
+      });
       return;
     }
     // Refused before a run existed (no model, a limit, the task's conversation busy): settled at once, as failed.
@@ -310,20 +331,31 @@ export class TaskScheduler {
       ({ taskId, slot, runId, outcome }) =>
         sql`(${taskId}::uuid, ${slot}::timestamptz, ${runId}::text, ${outcome.status}::text, ${outcome.finishReason}::text, ${outcome.error}::text, ${JSON.stringify(outcome)}::jsonb)`,
     );
-    await sql`
-      with v (task_id, slot, run_id, status, finish_reason, error, outcome) as (values ${sql.join(values, sql`, `)}),
-      settled as (
-        update task_fires f set state = 'settled', outcome = v.outcome, claim_expires_at = null
-        from v where f.task_id = v.task_id and f.slot = v.slot and f.state <> 'settled'
-        returning f.task_id, v.run_id, v.status, v.finish_reason, v.error
-      )
-      update tasks t set
-        status = case when t.status = 'running' then settled.status else t.status end,
-        last_error = case when t.status = 'running' and settled.status = 'failed' then settled.error else null end,
-        last_finish_reason = case when t.status = 'running' or settled.status <> 'failed' then settled.finish_reason else 'error' end,
-        last_run_error = settled.error,
-        updated_at = now()
-      from settled where t.id = settled.task_id and t.last_run_id = settled.run_id`.execute(this.options.db);
+    // The outcomes and their `turn.stopped` events commit together.
+    await this.options.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ task_id: string; run_id: string; slot: Date }>`
+        with v (task_id, slot, run_id, status, finish_reason, error, outcome) as (values ${sql.join(values, sql`, `)}),
+        settled as (
+          update task_fires f set state = 'settled', outcome = v.outcome, claim_expires_at = null
+          from v where f.task_id = v.task_id and f.slot = v.slot and f.state <> 'settled'
+          returning f.task_id, f.slot, v.run_id, v.status, v.finish_reason, v.error
+        ), task as (
+          update tasks t set
+            status = case when t.status = 'running' then settled.status else t.status end,
+            last_error = case when t.status = 'running' and settled.status = 'failed' then settled.error else null end,
+            last_finish_reason = case when t.status = 'running' or settled.status <> 'failed' then settled.finish_reason else 'error' end,
+            last_run_error = settled.error,
+            updated_at = now()
+          from settled where t.id = settled.task_id and t.last_run_id = settled.run_id
+        )
+        select task_id, run_id, slot from settled`.execute(trx);
+      if (rows.length === 0 || !this.options.events) return;
+      const outcomes = new Map(fires.map((fire) => [fire.runId, fire.outcome]));
+      await this.options.events.stopped(
+        trx,
+        rows.map((row) => ({ taskId: row.task_id, runId: row.run_id, slot: row.slot, outcome: outcomes.get(row.run_id)! })),
+      );
+    });
   }
 }
 

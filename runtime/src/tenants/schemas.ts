@@ -322,6 +322,13 @@ export const WebSearchSectionSchema = z
   .refine((section) => section.provider !== 'brave' || section.api_key !== undefined, { path: ['api_key'], message: 'brave needs an api_key' })
   .meta({ id: 'WebSearchSection' });
 
+/** Where a project's events go (docs/decisions/0059): its webhook URL, reached through the SSRF guard. */
+export const WebhookSectionSchema = z
+  .strictObject({
+    url: apiRoot('the receiver, such as https://hooks.example.com/agentplane').meta({ description: 'Receives `turn.stopped` and `scheduled_task.fired`, signed in `X-Signature`' }),
+  })
+  .meta({ id: 'WebhookSection' });
+
 /** Where a project's subagents may run (docs/decisions/0057): the models delegates may use, and how many at once. */
 export const SubagentsSectionSchema = z
   .strictObject({
@@ -409,6 +416,7 @@ const configurationShape = z.strictObject({
   limits: UsageLimitsSchema.optional().meta({ description: 'The project\'s usage caps on its models; unset: none' }),
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
   subagents: SubagentsSectionSchema.optional().meta({ description: "Where the project's subagents run; unset: on the delegating turn's model, 4 at once" }),
+  webhook: WebhookSectionSchema.optional().meta({ description: "Where the project's events go; unset: only tasks' callback URLs receive them" }),
   web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
   mcp_servers: mcpServerSections
     .optional()
