@@ -51,7 +51,8 @@ import { EventOutbox } from './deliveries/outbox.js';
 import { deliveryRoutes } from './deliveries/routes.js';
 import { TaskEvents } from './tasks/events.js';
 import { taskRoutes } from './tasks/routes.js';
-import { TaskScheduler, type FireStart, type FireToStart } from './tasks/scheduler.js';
+import { TaskScheduler } from './tasks/scheduler.js';
+import { unattendedRequest, type StartUnattended } from './chat/unattended.js';
 import { TaskService } from './tasks/service.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
@@ -226,7 +227,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       drafts: new DraftKeeper(database.db, logger, 1_000),
     });
     // Scheduled tasks: their erase step stops a tenant's schedules before the chat feature's step cancels its runs, so
-    // they register first. The scheduler fires through the chat service (fireTask, below) and starts once it exists.
+    // they register first. The scheduler fires through the chat service (startUnattended, below) and starts once it
+    // exists.
     // Events to the project's webhook URL and tasks' callbacks, at URLs its admin and end-users chose: through the
     // SSRF guard, on pooled connections, signed with the tenant's webhook secret.
     const outbox = new EventOutbox({
@@ -245,7 +247,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       events: new TaskEvents(outbox),
       tickMs: config.schedulerTickMs,
       catchUpMs: config.schedulerCatchUpSeconds * 1000,
-      start: (fire) => fireTask(fire),
+      start: (start) => startUnattended(start),
     });
     registerTasks(features, database.db, scheduler, lifecycle.drainSignal);
     // The embedded database is this process's alone (its data-dir lock says so).
@@ -355,19 +357,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
     subagents.attach(chat);
-    // A task's fire: an unattended turn of its owner, acting with the claims their token held when they made it.
-    const fireTask = async (fire: FireToStart): Promise<FireStart> => {
-      const principal = await authenticator.actingAs(fire.tenantId, fire.actsAs, fire.runId);
-      const request = {
-        message: fire.prompt,
-        ...(fire.sessionId ? { session_id: fire.sessionId } : {}),
-        ...(fire.model ? { model: fire.model } : {}),
-        // Nobody is there to answer: no questions and no client tools; and a schedule schedules nothing more.
-        enable_ask_user: false,
-        enable_scheduling: false,
-        tools: [],
-      } as Parameters<ChatService['start']>[1];
-      const outcome = await chat.start(principal, request, undefined, { runId: fire.runId });
+    // An unattended run (a task's fire, a trigger's event): a turn of its owner, acting with the claims their token
+    // held when they made the task or trigger.
+    const startUnattended: StartUnattended = async (start) => {
+      const principal = await authenticator.actingAs(start.tenantId, start.actsAs, start.runId);
+      const outcome = await chat.start(principal, unattendedRequest(start) as Parameters<ChatService['start']>[1], undefined, { runId: start.runId });
       return outcome.kind === 'started' ? { started: true, sessionId: outcome.sessionId } : { started: false, error: errorMessage(outcome.error) };
     };
     scheduler.start();

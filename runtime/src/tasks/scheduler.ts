@@ -13,6 +13,7 @@ import { sql, type Kysely } from 'kysely';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import type { Logger } from '@agentplane/lib/logging';
 import { newRunId } from '../chat/runs.js';
+import { runOutcome, type RunOutcome, type StartUnattended, type UnattendedStarted } from '../chat/unattended.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { dueFire, specOf } from './schedule.js';
 
@@ -40,7 +41,6 @@ export interface FireToStart {
   takenOver?: boolean;
 }
 
-export type FireStart = { started: true; sessionId: string } | { started: false; error: string };
 
 /** A fire whose run started, and one whose outcome was just written. */
 export type StartedFire = FireToStart & { sessionId: string };
@@ -48,7 +48,7 @@ export interface SettledFire {
   taskId: string;
   runId: string;
   slot: Date;
-  outcome: FireOutcome;
+  outcome: RunOutcome;
 }
 
 /** What a fire's start and end tell the project (its events), written in the same transaction as the move. */
@@ -63,28 +63,10 @@ export interface SchedulerOptions {
   /** This process's name on its claims. */
   owner: string;
   /** Starts a fire's run: an unattended turn of the task's owner. */
-  start(fire: FireToStart): Promise<FireStart>;
+  start: StartUnattended;
   events?: FireEvents;
   tickMs?: number;
   catchUpMs?: number;
-}
-
-/** How a fire's run went, as the task records it. */
-export interface FireOutcome {
-  /** A one-shot task's final status. */
-  status: 'completed' | 'incomplete' | 'failed';
-  finishReason: string | null;
-  error: string | null;
-}
-
-/** SPEC.md Task status: a run that finished is `completed`; one that stopped short, `incomplete` with why; a broken one, `failed`. */
-export function fireOutcome(run: { status: string; finish_reason: string | null; error: Record<string, unknown> | null }): FireOutcome {
-  if (run.status === 'failed') return { status: 'failed', finishReason: null, error: String(run.error?.message ?? 'the run failed') };
-  // An unattended run that paused for a person (an approval, a question, a client tool) needs input (SPEC.md).
-  if (run.status === 'requires_action') return { status: 'incomplete', finishReason: 'needs_input', error: null };
-  if (run.status === 'cancelled') return { status: 'incomplete', finishReason: 'cancelled', error: null };
-  if (run.finish_reason !== null) return { status: 'incomplete', finishReason: run.finish_reason, error: null };
-  return { status: 'completed', finishReason: null, error: null };
 }
 
 export class TaskScheduler {
@@ -284,9 +266,9 @@ export class TaskScheduler {
     if (Number(ours.numUpdatedRows) === 0) return;
     // Taken over from a process that died: its run may exist already, and is not started again.
     const existing = fire.takenOver ? await db.selectFrom('runs').select('session_id').where('id', '=', fire.runId).executeTakeFirst() : undefined;
-    const started: FireStart = existing
+    const started: UnattendedStarted = existing
       ? { started: true, sessionId: existing.session_id }
-      : await this.options.start(fire).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
+      : await this.options.start({ tenantId: fire.tenantId, actsAs: fire.actsAs, runId: fire.runId, message: fire.prompt, sessionId: fire.sessionId, model: fire.model }).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
     if (started.started) {
       // The fire's move and its `scheduled_task.fired` event commit together.
       await db.transaction().execute(async (trx) => {
@@ -318,7 +300,7 @@ export class TaskScheduler {
       .limit(BATCH)
       .execute();
     if (ended.length === 0) return;
-    await this.record(ended.map((fire) => ({ taskId: fire.task_id, slot: fire.slot, runId: fire.run_id, outcome: fireOutcome(fire) })));
+    await this.record(ended.map((fire) => ({ taskId: fire.task_id, slot: fire.slot, runId: fire.run_id, outcome: runOutcome(fire) })));
   }
 
   /**
@@ -326,7 +308,7 @@ export class TaskScheduler {
    * fire settled, and its task's last finish reason and errors; a one-shot task (or one whose slots ran out) ends
    * with its run's status; a cancelled task stays cancelled.
    */
-  private async record(fires: { taskId: string; slot: Date; runId: string; outcome: FireOutcome }[]): Promise<void> {
+  private async record(fires: { taskId: string; slot: Date; runId: string; outcome: RunOutcome }[]): Promise<void> {
     const values = fires.map(
       ({ taskId, slot, runId, outcome }) =>
         sql`(${taskId}::uuid, ${slot}::timestamptz, ${runId}::text, ${outcome.status}::text, ${outcome.finishReason}::text, ${outcome.error}::text, ${JSON.stringify(outcome)}::jsonb)`,

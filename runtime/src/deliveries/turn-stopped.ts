@@ -1,0 +1,38 @@
+// What `turn.stopped` says of an unattended run (docs/decisions/0059), whatever started it: how it went, its last
+// answer, and, for a pause, what it waits for, so the receiver can send `approval_decisions` back.
+import { sql, type Kysely } from 'kysely';
+import type { RunOutcome } from '../chat/unattended.js';
+import type { RuntimeSchema, SessionPending } from '../store/schema.js';
+
+/** How much of the run's last answer the event carries. */
+export const EVENT_CONTENT_CHARS = 20_000;
+
+/** The event's data about the run; the caller adds `subject` and `origin`. Read on `db` (a transaction's). */
+export async function stoppedRunData(db: Kysely<RuntimeSchema>, runId: string, outcome: RunOutcome): Promise<Record<string, unknown>> {
+  const { rows } = await sql<{ session_id: string | null; pending: SessionPending | null; content: string | null }>`
+    select r.session_id, s.pending,
+      (select m.content from messages m where m.run_id = ${runId} and m.role = 'assistant' order by m.seq desc limit 1) as content
+    from (select ${runId}::text as id) wanted
+    left join runs r on r.id = wanted.id
+    left join sessions s on s.id = r.session_id`.execute(db);
+  const run = rows[0];
+  const pending = run?.pending?.run_id === runId ? run.pending : null;
+  return {
+    run_id: runId,
+    session_id: run?.session_id ?? null,
+    status: outcome.status,
+    finish_reason: outcome.finishReason ?? (outcome.status === 'failed' ? 'error' : null),
+    error: outcome.error,
+    content: (run?.content ?? '').slice(0, EVENT_CONTENT_CHARS),
+    requires_action: pending !== null,
+    approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => approval) ?? [],
+    questions: pending?.questions ?? [],
+  };
+}
+
+/** The project's webhook URL (its pushed configuration's, read on `db` so a transaction sees its own) and a callback. */
+export async function eventTargets(db: Kysely<RuntimeSchema>, tenantId: string, callbackUrl: string | null): Promise<{ target: 'project' | 'callback'; url: string }[]> {
+  const { rows } = await sql<{ url: string | null }>`select document -> 'webhook' ->> 'url' as url from tenant_configurations where tenant_id = ${tenantId}`.execute(db);
+  const project = rows[0]?.url ?? null;
+  return [...(project ? [{ target: 'project' as const, url: project }] : []), ...(callbackUrl ? [{ target: 'callback' as const, url: callbackUrl }] : [])];
+}
