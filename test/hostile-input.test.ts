@@ -210,7 +210,7 @@ describe('hostile input on every operation of both planes', () => {
   beforeAll(async () => {
     world = await chatWorld();
     // Every capability a route checks, so hostile values reach each body's checks rather than stopping at 403.
-    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write'];
+    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write', 'triggers'];
     const ceiling = world.tenant.configuration.ceiling;
     const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
     if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
@@ -249,6 +249,10 @@ describe('hostile input on every operation of both planes', () => {
     const scheduled = await world.rt.endUser('/tasks', token, { method: 'POST', body: JSON.stringify({ prompt: 'seeded', interval_seconds: 3600 }) });
     if (scheduled.status !== 201) throw new Error(`the seeding task answered ${scheduled.status}: ${await scheduled.text()}`);
     const { id: taskId } = (await scheduled.json()) as { id: string };
+    // A trigger of this subject's, for the trigger routes' ids; its URL's slug for the fire.
+    const made = await world.rt.endUser('/triggers', token, { method: 'POST', body: JSON.stringify({ name: 'seeded', prompt: 'seeded' }) });
+    if (made.status !== 201) throw new Error(`the seeding trigger answered ${made.status}: ${await made.text()}`);
+    const { id: triggerId, url: triggerUrl } = (await made.json()) as { id: string; url: string };
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -266,6 +270,9 @@ describe('hostile input on every operation of both planes', () => {
           server_id: serverId,
           plugin_id: pluginId,
           task_id: taskId,
+          trigger_id: triggerId,
+          // The fire names a trigger by its URL's slug, the removal by its id.
+          trigger: operation.method === 'POST' ? triggerUrl.split('/').at(-1)! : triggerId,
         })[name] ?? randomUUID(),
     });
 

@@ -47,6 +47,9 @@ import { documentRoutes } from './documents/routes.js';
 import { registerTools } from './tools/feature.js';
 import { registerTasks } from './tasks/feature.js';
 import { registerDeliveries } from './deliveries/feature.js';
+import { registerTriggers } from './triggers/feature.js';
+import { triggerRoutes } from './triggers/routes.js';
+import { TriggerService } from './triggers/service.js';
 import { EventOutbox } from './deliveries/outbox.js';
 import { deliveryRoutes } from './deliveries/routes.js';
 import { TaskEvents } from './tasks/events.js';
@@ -250,6 +253,20 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       start: (start) => startUnattended(start),
     });
     registerTasks(features, database.db, scheduler, lifecycle.drainSignal);
+    // Webhook triggers: their events are stopped before the runs are cancelled in an erase, so they register here too.
+    const triggers = new TriggerService({
+      db: database.db,
+      secrets: secretBox,
+      sessions,
+      urlPolicy,
+      counters: events.counters,
+      outbox,
+      start: (start) => startUnattended(start),
+      logger,
+      owner: runs.owner,
+      publicUrl: config.publicUrl,
+    });
+    registerTriggers(features, database.db, triggers);
     // The embedded database is this process's alone (its data-dir lock says so).
     await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
@@ -365,6 +382,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       return outcome.kind === 'started' ? { started: true, sessionId: outcome.sessionId } : { started: false, error: errorMessage(outcome.error) };
     };
     scheduler.start();
+    triggers.start();
 
     const { app, openapi } = createHttpApp({
       program: 'runtime',
@@ -387,6 +405,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...pluginRoutes(skills, tenants),
         ...taskRoutes(tasks, tenants),
         ...deliveryRoutes(outbox, tenants),
+        ...triggerRoutes(triggers),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
@@ -417,6 +436,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         // Chromium keeps a preflight at most 2 hours; each request's answer is still checked against the live list.
         maxAgeSeconds: 7200,
       },
+      // A trigger's event is signed, and keyed, over the bytes as they came.
+      keepsRawBody: (path) => /^\/triggers\/[^/]+$/.test(path),
       rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
     });
 

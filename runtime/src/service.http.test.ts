@@ -138,6 +138,11 @@ describe('runtime service routes', () => {
         'POST /tasks/{task_id}/cancel',
         'GET /tenants/{tenant_id}/tasks',
         'GET /tenants/{tenant_id}/events',
+        'POST /triggers',
+        'GET /triggers',
+        'POST /triggers/{trigger_id}/rotate',
+        'DELETE /triggers/{trigger}',
+        'POST /triggers/{trigger}',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

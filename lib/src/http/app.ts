@@ -34,6 +34,18 @@ export interface HttpAppOptions {
   rawRouters?: { path: string; router: RequestHandler }[];
   /** The routes browsers on other origins may call, and from where (docs/decisions/0029); unset: none. */
   cors?: CorsOptions;
+  /**
+   * Paths whose JSON body is also kept as it arrived (`rawBodyOf`), for routes that check a signature over the bytes
+   * or key on them (a trigger's event). Only these: every other body is dropped once parsed.
+   */
+  keepsRawBody?: (path: string) => boolean;
+}
+
+const RAW_BODY = Symbol('rawBody');
+
+/** The bytes of a JSON body as they arrived, on a path `keepsRawBody` names; undefined elsewhere or with no body. */
+export function rawBodyOf(req: { [RAW_BODY]?: Buffer }): Buffer | undefined {
+  return req[RAW_BODY];
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
@@ -73,7 +85,19 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   for (const raw of options.rawRouters ?? []) app.use(raw.path, raw.router);
   // A body that does not parse (bad JSON, too large) is answered by the route after it has checked the credential
   // and authorized the action (mountRoutes), so a caller who may not act learns nothing from it.
-  const json = express.json({ limit: options.bodyLimitBytes, strict: true, reviver: refuseProtoKeys });
+  const keepsRawBody = options.keepsRawBody;
+  const json = express.json({
+    limit: options.bodyLimitBytes,
+    strict: true,
+    reviver: refuseProtoKeys,
+    ...(keepsRawBody
+      ? {
+          verify: (req: { path?: string; url?: string; [RAW_BODY]?: Buffer }, _res: unknown, buffer: Buffer) => {
+            if (keepsRawBody((req.url ?? '').split('?')[0]!)) req[RAW_BODY] = buffer;
+          },
+        }
+      : {}),
+  });
   app.use((req, res, next) => {
     json(req, res, (error?: unknown) => {
       if (error !== undefined) res.locals[BODY_ERROR] = error;

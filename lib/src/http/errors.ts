@@ -122,7 +122,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     const requestId = res.locals.requestId as string | undefined;
     const { status, body } = describeError(error, requestId);
     if (status >= 500) {
-      logger.error({ err: error, request_id: requestId, method: req.method, path: req.path }, 'request failed');
+      // The route's pattern, not the path: a path may carry a credential (a trigger's URL is one).
+      const route = req.route?.path === undefined ? 'unmatched' : `${req.baseUrl}${String(req.route.path)}`;
+      logger.error({ err: error, request_id: requestId, method: req.method, route }, 'request failed');
     }
     if (res.headersSent) {
       res.destroy();

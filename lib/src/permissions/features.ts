@@ -26,6 +26,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'subagents (runtime/src/chat/subagents.ts)', capabilities: ['subagents'] },
   { name: 'skills (runtime/src/skills)', capabilities: ['plugins:write'], flags: ['enable_plugins'] },
   { name: 'scheduled tasks (runtime/src/tasks)', capabilities: ['tasks:read', 'tasks:write'] },
+  { name: 'webhook triggers (runtime/src/triggers)', capabilities: ['triggers'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

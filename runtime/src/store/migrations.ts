@@ -540,4 +540,55 @@ export const runtimeMigrations: Migration[] = [
       'create index event_deliveries_tenant on event_deliveries (tenant_id, created_at desc, id)',
     ],
   },
+  {
+    version: 21,
+    name: 'triggers',
+    statements: [
+      // Webhook triggers (docs/decisions/0060): a secret URL that starts an unattended run of its owner. The URL's
+      // slug is kept as a hash (it is the credential); a rotated-out one answers until previous_until.
+      `create table triggers (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        owner text not null,
+        name text not null,
+        prompt text not null,
+        slug_hash text not null unique,
+        previous_slug_hash text unique,
+        previous_until timestamptz,
+        url_hint text not null,
+        signing_secret text,
+        session_id uuid,
+        model text,
+        callback_url text,
+        rate_per_minute integer not null,
+        acts_as jsonb not null,
+        fire_count integer not null default 0,
+        last_fired_at timestamptz,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now()
+      )`,
+      'create index triggers_tenant on triggers (tenant_id, created_at, id)',
+      // One row per event taken: its key makes a repeat within 24 hours a duplicate, and it is started, and
+      // settled, as a task's fire is.
+      `create table trigger_events (
+        id uuid primary key,
+        trigger_id uuid not null references triggers (id) on delete cascade,
+        tenant_id uuid not null,
+        event_key text not null,
+        message text not null,
+        run_id text not null unique,
+        session_id uuid,
+        state text not null,
+        claimed_by text,
+        claim_expires_at timestamptz,
+        received_at timestamptz not null default now(),
+        started_at timestamptz,
+        outcome jsonb,
+        unique (trigger_id, event_key)
+      )`,
+      "create index trigger_events_open on trigger_events (claim_expires_at) where state <> 'settled'",
+      'create index trigger_events_tenant on trigger_events (tenant_id)',
+      'create index trigger_events_received on trigger_events (received_at)',
+    ],
+  },
 ];

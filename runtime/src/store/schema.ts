@@ -292,6 +292,8 @@ export interface RuntimeSchema {
   tasks: TasksTable;
   task_fires: TaskFiresTable;
   event_deliveries: EventDeliveriesTable;
+  triggers: TriggersTable;
+  trigger_events: TriggerEventsTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }
 
@@ -480,4 +482,48 @@ export interface DeliveryAttempt {
   status: number | null;
   error: string | null;
   duration_ms: number;
+}
+
+/** A webhook trigger (docs/decisions/0060). */
+export interface TriggersTable {
+  id: string;
+  tenant_id: string;
+  owner: string;
+  name: string;
+  prompt: string;
+  /** SHA-256 (hex) of the URL's slug: the slug is the credential and is not kept. */
+  slug_hash: string;
+  previous_slug_hash: string | null;
+  previous_until: Timestamp | null;
+  /** The slug's last characters, to tell URLs apart. */
+  url_hint: string;
+  /** Sealed; null: the URL alone is the credential. */
+  signing_secret: string | null;
+  session_id: string | null;
+  model: string | null;
+  callback_url: string | null;
+  rate_per_minute: number;
+  acts_as: ColumnType<Record<string, unknown>, string, string>;
+  fire_count: Generated<number>;
+  last_fired_at: Timestamp | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** An event a trigger took: pending, starting, started (its run under way), settled. */
+export interface TriggerEventsTable {
+  id: string;
+  trigger_id: string;
+  tenant_id: string;
+  event_key: string;
+  /** What the run is told: the trigger's prompt and the event. */
+  message: string;
+  run_id: string;
+  session_id: string | null;
+  state: string;
+  claimed_by: string | null;
+  claim_expires_at: Timestamp | null;
+  received_at: Generated<Date>;
+  started_at: Timestamp | null;
+  outcome: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
 }
