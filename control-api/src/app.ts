@@ -115,6 +115,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy, indexUpstream);
     const generatedOwner = await ensureOwner(accounts, config);
 
+    const activity = new ActivityService(projects, reach);
     const { app, openapi } = createHttpApp({
       program: 'control-api',
       title: 'agentplane control plane',
@@ -125,14 +126,14 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       routes: assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects),
         ...keyRoutes(keys),
-        ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning), { control: config.publicUrl, data: config.dataPlaneUrl }),
+        ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning, activity), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),
         ...knowledgeRoutes(new KnowledgeService(projects, reach), keys),
         ...webhookToolRoutes(new WebhookToolService(db, secretBox, projects, urlPolicy, reach), keys),
         ...mcpServerRoutes(new McpServerService(db, secretBox, projects, urlPolicy), keys),
         ...webSearchRoutes(new WebSearchService(projects, secretBox, urlPolicy, config.providerTimeoutMs), keys),
         ...skillRoutes(new SkillRelay(projects, reach), keys),
-        ...activityRoutes(new ActivityService(projects, reach), keys),
+        ...activityRoutes(activity, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
       ]),
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },

@@ -48,6 +48,9 @@ import { registerTools } from './tools/feature.js';
 import { registerTasks } from './tasks/feature.js';
 import { registerDeliveries } from './deliveries/feature.js';
 import { registerTriggers } from './triggers/feature.js';
+import { TenantActivity } from './governance/activity.js';
+import { activityRoutes } from './governance/routes.js';
+import { sessionAdminRoutes } from './sessions/admin-routes.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { TriggerService } from './triggers/service.js';
 import { EventOutbox } from './deliveries/outbox.js';
@@ -406,6 +409,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...taskRoutes(tasks, tenants),
         ...deliveryRoutes(outbox, tenants),
         ...triggerRoutes(triggers),
+        ...activityRoutes(new TenantActivity(database.db), tenants),
+        ...sessionAdminRoutes(sessions, tenants, authenticator),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },

@@ -143,6 +143,10 @@ describe('runtime service routes', () => {
         'POST /triggers/{trigger_id}/rotate',
         'DELETE /triggers/{trigger}',
         'POST /triggers/{trigger}',
+        'GET /tenants/{tenant_id}/turns',
+        'GET /tenants/{tenant_id}/readiness',
+        'GET /tenants/{tenant_id}/sessions',
+        'GET /tenants/{tenant_id}/sessions/{session_id}/messages',
       ].sort(),
     );
     expect(doc.paths['/tenants']!.post!.security).toEqual([{ adminKey: [] }]);

@@ -173,6 +173,9 @@ describe('project routes and minting', () => {
       ['configuration', true],
       ['provider', false],
       ['default-model', false],
+      // Set by an earlier test. No runtime answers here: the steps that read it (documents, unattended work, failing
+      // turns) are left out.
+      ['origins', true],
     ]);
     expect(report.steps.find((step) => step.id === 'provider')!.fix).toBe(`POST /api/projects/${projectId}/providers`);
   });

@@ -1,6 +1,7 @@
 // A project's readiness report (SPEC.md "Readiness report"): whether a turn can run (`canAnswer`), whether the whole
 // checklist is done (`ready`), what to do next, and each step with what it blocks and the call that fixes it. Steps
 // read from the control plane's own records and the provisioner; none calls the runtime's end-user surface.
+import type { ActivityService, RuntimeReadinessFacts } from '../activity/service.js';
 import type { ProvisioningReport } from '../provisioning/status.js';
 import type { ProjectService } from './service.js';
 
@@ -27,18 +28,26 @@ export interface ReadinessReport {
   steps: ReadinessStep[];
 }
 
+/** A streak of failed turns this long raises the `turns` step ("a handful", SPEC.md). */
+export const FAILED_TURNS_STREAK = 5;
+
 export class ProjectReadiness {
   constructor(
     private readonly projects: ProjectService,
     private readonly provisioning: ProvisioningReport,
+    /** The runtime's side (turn health, tasks waiting, documents, unattended work); its steps are left out when it does not answer. */
+    private readonly activity?: ActivityService,
   ) {}
 
   async of(projectId: string): Promise<ReadinessReport> {
     const project = await this.projects.get(projectId);
-    const [{ runtime, delivery }, { registeredModels }, defaultModel] = await Promise.all([
+    const [{ runtime, delivery }, { registeredModels }, defaultModel, hasEmbedding, webhookUrl, facts] = await Promise.all([
       this.provisioning.check({ projectId, tenantId: project.tenant_id }),
       this.projects.ceilingOf(projectId),
       this.projects.defaultModel(projectId),
+      this.projects.hasEmbedding(projectId),
+      this.projects.webhookUrlOf(projectId),
+      this.activity?.readinessFacts(projectId).catch(() => undefined),
     ]);
     const steps: ReadinessStep[] = [
       {
@@ -78,6 +87,15 @@ export class ProjectReadiness {
               ? `the default model is ${defaultModel}`
               : `the default model ${defaultModel} has no provider: turns answer 409 no_provider until one serves it or another default is set`,
       },
+      {
+        id: 'origins',
+        ok: project.origins.length > 0,
+        essential: false,
+        blocks: 'browser apps on other origins: they get 403 origin_not_allowed (server-side callers are unaffected)',
+        fix: `PUT /api/projects/${projectId}/origins`,
+        detail: project.origins.length > 0 ? `browser origins allowed: ${project.origins.join(', ')}` : 'no browser origin is allowed',
+      },
+      ...(facts ? runtimeSteps(projectId, facts, { hasEmbedding, webhookUrl }) : []),
     ];
     const pending = steps.find((step) => step.essential && !step.ok) ?? steps.find((step) => !step.ok);
     return {
@@ -87,4 +105,55 @@ export class ProjectReadiness {
       steps,
     };
   }
+}
+
+/** The steps that read the runtime's facts: an embedding model once there are documents, the webhook URL once there is unattended work, and the two that appear only when something is wrong. */
+function runtimeSteps(projectId: string, facts: RuntimeReadinessFacts, project: { hasEmbedding: boolean; webhookUrl: string | null }): ReadinessStep[] {
+  const steps: ReadinessStep[] = [
+    {
+      id: 'embedding-model',
+      ok: facts.documents === 0 || project.hasEmbedding,
+      essential: false,
+      blocks: 'searching documents by meaning: without an embedding model they are searched by their words only',
+      fix: `PUT /api/projects/${projectId}/retrieval`,
+      detail: facts.documents === 0 ? 'no documents yet' : project.hasEmbedding ? `${facts.documents} document(s), embedded` : `${facts.documents} document(s) and no embedding model`,
+    },
+    {
+      id: 'webhook',
+      ok: facts.active_tasks + facts.triggers === 0 || project.webhookUrl !== null,
+      essential: false,
+      blocks: "turn.stopped and scheduled_task.fired events of unattended work (tasks' callback URLs still get theirs)",
+      fix: `PUT /api/projects/${projectId}/webhook`,
+      detail:
+        project.webhookUrl !== null
+          ? `events go to ${project.webhookUrl}`
+          : facts.active_tasks + facts.triggers === 0
+            ? 'no unattended work yet'
+            : `${facts.active_tasks} scheduled task(s) and ${facts.triggers} trigger(s), and no webhook URL`,
+    },
+  ];
+  if (facts.turns.consecutive_errors >= FAILED_TURNS_STREAK) {
+    const last = facts.turns.last_error;
+    steps.push({
+      id: 'turns',
+      ok: false,
+      essential: false,
+      blocks: "the project's end-users: their turns are failing",
+      fix: null,
+      detail: `the last ${facts.turns.consecutive_errors} turns failed${last ? `; the latest at ${last.at}: ${last.code ? `${last.code}: ` : ''}${last.message}` : ''} (GET /api/projects/${projectId}/turns)`,
+    });
+  }
+  if (facts.tasks_waiting.length > 0) {
+    steps.push({
+      id: 'tasks-waiting',
+      ok: false,
+      essential: false,
+      blocks: 'the work of scheduled tasks whose last run stopped for a person',
+      fix: 'POST /chat on the data plane with the session_id and approval_decisions (or question_answers), with a token for the task\'s subject',
+      detail: facts.tasks_waiting
+        .map((task) => `task '${task.name}' (${task.task_id}) stopped at ${task.stopped_at} with a question in session ${task.session_id ?? '(none)'}`)
+        .join('; '),
+    });
+  }
+  return steps;
 }

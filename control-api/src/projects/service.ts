@@ -149,6 +149,11 @@ export class ProjectService {
 
   /** Which project and tenant a call on the project's runtime is about. */
   /** The project's web search engine as stored, or null. */
+  /** Whether the project chose an embedding model (its documents are then searched by meaning too). */
+  async hasEmbedding(projectId: string): Promise<boolean> {
+    return (await this.row(projectId)).embedding !== null;
+  }
+
   async webhookUrlOf(projectId: string): Promise<string | null> {
     return (await this.row(projectId)).webhook_url;
   }

@@ -145,6 +145,37 @@ export class EndUserAuthenticator {
     };
   }
 
+  /**
+   * The principal the admin surface reads a tenant's conversations as, for the control plane: a service principal
+   * (privileged, so it sees every conversation) that may read conversations whatever the project's ceiling, and
+   * owns none, so it can change none.
+   */
+  async administrator(tenantId: string): Promise<Principal> {
+    const identity = await this.identityOf(tenantId);
+    const iat = Math.floor(Date.now() / 1000);
+    const claims: AccessTokenClaims = {
+      sub: 'agentplane:control-plane',
+      tenant_id: tenantId,
+      scope: 'agentplane:control-plane',
+      capabilities: ['chat'],
+      roles: ['service'],
+      groups: [],
+      iss: `${narrowingIssuerFor(tenantId)}:admin`,
+      aud: audienceFor(tenantId),
+      iat,
+      exp: iat + 60,
+      jti: `admin-${iat}`,
+    };
+    const { configuration } = identity;
+    return {
+      tenantId: configuration.tenantId,
+      claims,
+      permission: effectivePermission({ ceiling: { ...configuration.document.ceiling, capabilities: ['chat'] }, token: claimsFromToken(claims) }),
+      configuration,
+      routing: identity.routing,
+    };
+  }
+
   private holdVerified(token: string, verified: VerifiedToken): void {
     if (this.verified.size >= VERIFIED_TOKENS_HELD) this.verified.delete(this.verified.keys().next().value!);
     this.verified.set(token, verified);

@@ -591,4 +591,12 @@ export const runtimeMigrations: Migration[] = [
       'create index trigger_events_received on trigger_events (received_at)',
     ],
   },
+  {
+    version: 22,
+    name: 'recent runs',
+    statements: [
+      // A tenant's turns newest first: turn health's window and streak (docs/decisions/0061).
+      'create index runs_tenant_recent on runs (tenant_id, created_at desc)',
+    ],
+  },
 ];

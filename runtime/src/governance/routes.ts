@@ -1,0 +1,61 @@
+// How a tenant's turns and unattended work are going, on the admin surface for the control plane: turn health
+// (GET /api/projects/:id/turns relays it) and the facts its readiness report's steps read.
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
+import type { TenantService } from '../tenants/service.js';
+import type { TenantActivity } from './activity.js';
+
+const TurnHealthOut = z
+  .object({
+    window_hours: z.int(),
+    total: z.int().meta({ description: 'Turns started in the window' }),
+    errored: z.int().meta({ description: 'Of those, the ones that failed' }),
+    consecutive_errors: z.int().meta({ description: 'Failed turns counted back from the latest that ended; a success resets it' }),
+    last_error: z.object({ run_id: z.string(), at: z.iso.datetime(), code: z.string().nullable(), message: z.string() }).nullable(),
+    last_success_at: z.iso.datetime().nullable(),
+  })
+  .meta({ id: 'TurnHealth' });
+
+const ReadinessFactsOut = z
+  .object({
+    turns: TurnHealthOut,
+    tasks_waiting: z.array(z.object({ task_id: z.uuid(), name: z.string(), stopped_at: z.iso.datetime(), session_id: z.uuid().nullable(), run_id: z.string().nullable() })),
+    documents: z.int(),
+    active_tasks: z.int(),
+    triggers: z.int(),
+  })
+  .meta({ id: 'TenantReadinessFacts' });
+
+const TenantParams = z.object({ tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+const adminResponses = { 401: { description: 'Missing or wrong X-Admin-Key' }, 404: { description: 'No such tenant (`code` `tenant_not_found`)' } };
+
+export function activityRoutes(activity: TenantActivity, tenants: TenantService): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/turns',
+      operationId: 'getTenantTurnHealth',
+      summary: "Turn health: the tenant's turns of the last 24 hours, the failed ones, and the streak of failures",
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantParams,
+      responses: { 200: { description: 'Turn health', schema: TurnHealthOut }, ...adminResponses },
+      async handle({ params }) {
+        return { body: await activity.turnHealth(await tenants.existing(params.tenant_id)) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/readiness',
+      operationId: 'getTenantReadinessFacts',
+      summary: "What the project's readiness report reads from its runtime: turn health, tasks waiting for a person, documents, unattended work",
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantParams,
+      responses: { 200: { description: 'The facts', schema: ReadinessFactsOut }, ...adminResponses },
+      async handle({ params }) {
+        return { body: await activity.readinessFacts(await tenants.existing(params.tenant_id)) };
+      },
+    }),
+  ];
+}
