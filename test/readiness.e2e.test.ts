@@ -117,4 +117,19 @@ describe('readiness and turn health', () => {
     ]);
     expect((await project.send('GET', '/sessions/00000000-0000-4000-8000-000000000000/messages')).status).toBe(404);
   });
+
+  it("reports the context-window strategy with the system prompt's cost counted as the engine counts it", async () => {
+    const prompt = 'You are the support agent of Acme. Answer in two sentences at most, and cite the returns policy when it applies.';
+    await json(await project.send('PUT', '/system-prompt', { system_prompt: prompt }), 200);
+    await json(await project.send('PATCH', '', { ceiling: { max_context_tokens: 8000 } }), 200);
+    await project.pushed();
+    const context = await json<{ max_context_tokens: number; strategy: string; summarization: boolean; system_prompt_tokens: number; history_budget_tokens: number; message_overhead_tokens: number }>(
+      await project.send('GET', '/context'),
+      200,
+    );
+    const { countTokens } = await import('gpt-tokenizer');
+    expect(context).toMatchObject({ max_context_tokens: 8000, strategy: 'drop_oldest_groups', summarization: false, message_overhead_tokens: 4 });
+    expect(context.system_prompt_tokens).toBe(countTokens(prompt) + 4);
+    expect(context.history_budget_tokens).toBe(8000 - context.system_prompt_tokens);
+  });
 });

@@ -409,7 +409,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...taskRoutes(tasks, tenants),
         ...deliveryRoutes(outbox, tenants),
         ...triggerRoutes(triggers),
-        ...activityRoutes(new TenantActivity(database.db), tenants),
+        ...activityRoutes(new TenantActivity(database.db), tenants, configurations),
         ...sessionAdminRoutes(sessions, tenants, authenticator),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],

@@ -145,6 +145,7 @@ describe('runtime service routes', () => {
         'POST /triggers/{trigger}',
         'GET /tenants/{tenant_id}/turns',
         'GET /tenants/{tenant_id}/readiness',
+        'GET /tenants/{tenant_id}/context',
         'GET /tenants/{tenant_id}/sessions',
         'GET /tenants/{tenant_id}/sessions/{session_id}/messages',
       ].sort(),

@@ -101,6 +101,26 @@ export function activityRoutes(activity: ActivityService, keys: ProjectKeyServic
     }),
     defineRoute({
       method: 'get',
+      path: '/api/projects/{id}/context',
+      operationId: 'getProjectContextStrategy',
+      summary: "How the project's turns fit their context window: the limit, what is trimmed and how, and what the system prompt costs (counted)",
+      tags: ['activity'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: {
+        200: { description: 'The strategy', schema: z.record(z.string(), z.unknown()).meta({ id: 'ProjectContextStrategy' }) },
+        403: mintKeyOnAdminRoute,
+        404: projectHidden,
+        409: { description: "The project's configuration has not reached its runtime yet (`code` `not_configured`)" },
+        503: unavailable,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: (await activity.context(params.id)) as Record<string, unknown> };
+      },
+    }),
+    defineRoute({
+      method: 'get',
       path: '/api/projects/{id}/turns',
       operationId: 'getProjectTurnHealth',
       summary: "Turn health: the project's turns of the last 24 hours, the failed ones, and the streak of failures",

@@ -38,6 +38,10 @@ export class ActivityService {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', `/sessions/${sessionId}/messages`, { query: queryOf(query) }));
   }
 
+  context(projectId: string): Promise<unknown> {
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/context'));
+  }
+
   turns(projectId: string): Promise<unknown> {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/turns'));
   }

@@ -9,7 +9,7 @@ import type { MessageRow, NewMessage } from '../sessions/conversations.js';
 export const UNANSWERED_CALL = 'No result: this call was not completed.';
 
 /** Every message and call costs a few tokens of framing beyond its text (OpenAI's published rule of thumb). */
-const MESSAGE_OVERHEAD = 4;
+export const MESSAGE_OVERHEAD = 4;
 
 /** What a model's prompt is built from: a stored message, or one of the run's own not stored yet. */
 export type HistoryMessage = Pick<MessageRow, 'role' | 'content' | 'tool_calls' | 'tool_call_id'>;

@@ -1,9 +1,12 @@
 // How a tenant's turns and unattended work are going, on the admin surface for the control plane: turn health
 // (GET /api/projects/:id/turns relays it) and the facts its readiness report's steps read.
 import { z } from 'zod';
+import { conflict } from '@agentplane/lib/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import type { TenantService } from '../tenants/service.js';
+import type { TenantConfigurationService } from '../tenants/configuration.js';
 import type { TenantActivity } from './activity.js';
+import { contextReport } from './context.js';
 
 const TurnHealthOut = z
   .object({
@@ -29,8 +32,36 @@ const ReadinessFactsOut = z
 const TenantParams = z.object({ tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 const adminResponses = { 401: { description: 'Missing or wrong X-Admin-Key' }, 404: { description: 'No such tenant (`code` `tenant_not_found`)' } };
 
-export function activityRoutes(activity: TenantActivity, tenants: TenantService): RouteDefinition[] {
+const ContextOut = z
+  .object({
+    max_context_tokens: z.int().nullable().meta({ description: "The project's ceiling; a token may narrow it. Null: no limit but the model's own" }),
+    strategy: z.literal('drop_oldest_groups'),
+    description: z.string(),
+    summarization: z.literal(false),
+    tokenizer: z.string(),
+    message_overhead_tokens: z.int(),
+    system_prompt_tokens: z.int().meta({ description: "What the project's system prompt costs every call, counted" }),
+    history_budget_tokens: z.int().nullable().meta({ description: 'What is left for the conversation under the ceiling' }),
+  })
+  .meta({ id: 'ContextStrategy' });
+
+export function activityRoutes(activity: TenantActivity, tenants: TenantService, configurations: TenantConfigurationService): RouteDefinition[] {
   return [
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/context',
+      operationId: 'getTenantContextStrategy',
+      summary: "How the project's turns fit their context window: the limit, what is trimmed and how, and what the system prompt costs",
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantParams,
+      responses: { 200: { description: 'The strategy', schema: ContextOut }, ...adminResponses, 409: { description: 'The tenant has no configuration yet (`code` `not_configured`)' } },
+      async handle({ params }) {
+        const configuration = await configurations.load(await tenants.existing(params.tenant_id));
+        if (!configuration) throw conflict("the tenant has no configuration yet: its project's first push has not arrived", { code: 'not_configured' });
+        return { body: await contextReport(configuration) };
+      },
+    }),
     defineRoute({
       method: 'get',
       path: '/tenants/{tenant_id}/turns',
