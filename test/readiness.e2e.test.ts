@@ -132,4 +132,48 @@ describe('readiness and turn health', () => {
     expect(context.system_prompt_tokens).toBe(countTokens(prompt) + 4);
     expect(context.history_budget_tokens).toBe(8000 - context.system_prompt_tokens);
   });
+
+  it("reports the project's usage and how its turns went over a window, an org's costs to a signed-in account only, and counts it all in /metrics", async () => {
+    const usage = await json<{ window: string; requests: number; model_calls: number; input_tokens: number; output_tokens: number; cost_usd: number | null; unpriced_calls: number; by_model: { model: string }[] }>(
+      await project.send('GET', '/usage?window=24h'),
+      200,
+    );
+    expect(usage.window).toBe('24h');
+    expect(usage.requests).toBeGreaterThanOrEqual(7);
+    expect(usage.model_calls).toBeGreaterThan(0);
+    expect(usage.input_tokens).toBeGreaterThan(0);
+    // The provider was registered without prices: the spend is unknown, not zero.
+    expect(usage.cost_usd).toBeNull();
+    expect(usage.unpriced_calls).toBe(usage.model_calls);
+    expect(usage.by_model.map((row) => row.model)).toEqual([MODEL]);
+    expect((await project.send('GET', '/usage?window=2d')).status).toBe(422);
+
+    const seen = await json<{ requests: number; by_status: Record<string, number>; errors: number; error_rate: number; latency_ms: { p50: number | null; p99: number | null }; top_errors: { code: string; count: number }[] }>(
+      await project.send('GET', '/observability?window=1h'),
+      200,
+    );
+    expect(seen.errors).toBeGreaterThanOrEqual(5);
+    expect(seen.by_status.failed).toBe(seen.errors);
+    expect(seen.error_rate).toBeCloseTo(seen.errors / seen.requests);
+    expect(seen.latency_ms.p50).toEqual(expect.any(Number));
+    expect(seen.top_errors[0]!.count).toBeGreaterThanOrEqual(5);
+
+    const owner = await project.api.control.accounts.signIn('owner@example.com', 'a long enough password', 'test');
+    const orgId = (await project.api.control.accounts.orgsOf(owner.account.id))[0]!.id;
+    const costs = await json<{ window: string; incomplete: boolean; projects: { project_id: string; requests: number; error: string | null }[] }>(
+      await project.api.call(`/api/orgs/${orgId}/costs?window=24h`, { token: owner.token }),
+      200,
+    );
+    expect(costs).toMatchObject({ window: '24h', incomplete: false });
+    expect(costs.projects.find((row) => row.project_id === project.projectId)).toMatchObject({ requests: usage.requests, error: null });
+    expect((await project.api.call(`/api/orgs/${orgId}/costs`, { key: project.adminKey })).status).toBe(401);
+
+    const metrics = await (await fetch(`${project.rt.url}/metrics`)).text();
+    expect(metrics).toMatch(/agentplane_turns_total\{[^}]*status="failed"[^}]*\} ([5-9]|\d{2,})/);
+    expect(metrics).toMatch(/agentplane_model_tokens_total\{[^}]*direction="input"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(/agentplane_task_fires_total\{?[^\n]*\} [1-9]|agentplane_task_fires_total [1-9]/);
+    // Bounded labels: no tenant, subject or conversation is ever a label's value.
+    expect(metrics).not.toContain(project.tenantId);
+    expect(metrics).not.toContain('acme:');
+  });
 });

@@ -124,7 +124,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
       routes: assertProjectRoutesAuthorize([
-        ...accountRoutes(accounts, projects),
+        ...accountRoutes(accounts, projects, activity),
         ...keyRoutes(keys),
         ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning, activity), { control: config.publicUrl, data: config.dataPlaneUrl }),
         ...providerRoutes(providers, keys),

@@ -50,6 +50,8 @@ import { registerDeliveries } from './deliveries/feature.js';
 import { registerTriggers } from './triggers/feature.js';
 import { TenantActivity } from './governance/activity.js';
 import { activityRoutes } from './governance/routes.js';
+import { UsageReports } from './governance/usage.js';
+import { RuntimeMetrics } from './governance/metrics.js';
 import { sessionAdminRoutes } from './sessions/admin-routes.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { TriggerService } from './triggers/service.js';
@@ -211,7 +213,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls, resolve: cachedResolver() };
     const conversations = new Conversations(database.db, events.pubsub);
     const runs = new RunStore(database.db, `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, config.runLeaseSeconds);
-    const limiter = new UsageLimiter(events.counters);
+    const metrics = new RuntimeMetrics();
+    const limiter = new UsageLimiter(events.counters, (code) => metrics.refused(code));
     const usage = new UsageRecorder(database.db, limiter);
     const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
@@ -231,6 +234,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
       // A crash loses at most about a second of an answer's text.
       drafts: new DraftKeeper(database.db, logger, 1_000),
+      observe: metrics,
     });
     // Scheduled tasks: their erase step stops a tenant's schedules before the chat feature's step cancels its runs, so
     // they register first. The scheduler fires through the chat service (startUnattended, below) and starts once it
@@ -244,6 +248,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       secretOf: async (tenantId) => (await tenants.webhookSecret(tenantId)).webhook_secret,
       owner: runs.owner,
       tickMs: config.deliveryTickMs,
+      onAttempt: (outcome) => metrics.delivery(outcome),
     });
     registerDeliveries(features, outbox);
     const scheduler = new TaskScheduler({
@@ -251,6 +256,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       owner: runs.owner,
       events: new TaskEvents(outbox),
+      onFired: () => metrics.taskFired(),
       tickMs: config.schedulerTickMs,
       catchUpMs: config.schedulerCatchUpSeconds * 1000,
       start: (start) => startUnattended(start),
@@ -268,6 +274,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       logger,
       owner: runs.owner,
       publicUrl: config.publicUrl,
+      metrics,
     });
     registerTriggers(features, database.db, triggers);
     // The embedded database is this process's alone (its data-dir lock says so).
@@ -409,7 +416,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...taskRoutes(tasks, tenants),
         ...deliveryRoutes(outbox, tenants),
         ...triggerRoutes(triggers),
-        ...activityRoutes(new TenantActivity(database.db), tenants, configurations),
+        ...activityRoutes(new TenantActivity(database.db), tenants, configurations, new UsageReports(database.db)),
         ...sessionAdminRoutes(sessions, tenants, authenticator),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
@@ -442,6 +449,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         maxAgeSeconds: 7200,
       },
       // A trigger's event is signed, and keyed, over the bytes as they came.
+      registries: [metrics.registry],
       keepsRawBody: (path) => /^\/triggers\/[^/]+$/.test(path),
       rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
     });

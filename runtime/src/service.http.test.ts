@@ -146,6 +146,8 @@ describe('runtime service routes', () => {
         'GET /tenants/{tenant_id}/turns',
         'GET /tenants/{tenant_id}/readiness',
         'GET /tenants/{tenant_id}/context',
+        'GET /tenants/{tenant_id}/usage',
+        'GET /tenants/{tenant_id}/observability',
         'GET /tenants/{tenant_id}/sessions',
         'GET /tenants/{tenant_id}/sessions/{session_id}/messages',
       ].sort(),

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { defineRoute, MissingCredentialError, type Guard, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { unauthenticated } from '@agentplane/lib/errors';
+import type { ActivityService } from '../activity/service.js';
 import type { ProjectService } from '../projects/service.js';
 import type { Account, AccountService } from './service.js';
 
@@ -40,7 +41,7 @@ const ProjectOut = z
   .object({ id: z.uuid(), org_id: z.uuid(), name: z.string(), tenant_id: z.uuid(), created_at: z.iso.datetime(), updated_at: z.iso.datetime() })
   .meta({ id: 'Project' });
 
-export function accountRoutes(accounts: AccountService, projects: ProjectService): RouteDefinition[] {
+export function accountRoutes(accounts: AccountService, projects: ProjectService, activity: ActivityService): RouteDefinition[] {
   return [
     defineRoute({
       method: 'post',
@@ -118,6 +119,48 @@ export function accountRoutes(accounts: AccountService, projects: ProjectService
       },
       async handle({ params, res }) {
         return { body: { projects: await projects.listForOrg(params.orgId, accountOf(res.locals).id) } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/orgs/{orgId}/costs',
+      operationId: 'getOrgCosts',
+      summary: "What an org's projects spent over a window, each and in all (signed-in account only, never a project key)",
+      tags: ['projects'],
+      security: ['session'],
+      params: OrgParams,
+      query: z.object({ window: z.enum(['1h', '24h', '7d', '30d']).default('30d').meta({ description: 'The period, ending now (default 30d)' }) }),
+      responses: {
+        200: {
+          description: "Each project's usage from its runtime; one whose runtime did not answer carries `error` and is left out of the totals (`incomplete`)",
+          schema: z
+            .object({
+              window: z.string(),
+              cost_usd: z.number().nullable(),
+              unpriced_calls: z.int(),
+              incomplete: z.boolean(),
+              projects: z.array(
+                z.object({
+                  project_id: z.uuid(),
+                  name: z.string(),
+                  cost_usd: z.number().nullable(),
+                  unpriced_calls: z.int(),
+                  requests: z.int(),
+                  model_calls: z.int(),
+                  input_tokens: z.int(),
+                  output_tokens: z.int(),
+                  error: z.string().nullable(),
+                }),
+              ),
+            })
+            .meta({ id: 'OrgCosts' }),
+        },
+        403: { description: 'A project key was used' },
+        404: { description: 'No such org, or not a member' },
+      },
+      async handle({ params, query, res }) {
+        const listed = await projects.listForOrg(params.orgId, accountOf(res.locals).id);
+        return { body: await activity.orgCosts(listed, query.window) };
       },
     }),
   ];

@@ -44,6 +44,10 @@ const ProjectSessionPage = z
   .object({ sessions: z.array(z.record(z.string(), z.unknown())), has_more: z.boolean(), next_offset: z.int().nullable() })
   .meta({ id: 'ProjectSessionPage', description: "The runtime's Session records" });
 
+const WindowQuery = z.object({
+  window: z.enum(['1h', '24h', '7d', '30d']).default('24h').meta({ description: 'The period, ending now (default 24h)' }),
+});
+
 const unavailable = { description: "The project's runtime did not answer, or has not registered the project's tenant yet" };
 
 export function activityRoutes(activity: ActivityService, keys: ProjectKeyService): RouteDefinition[] {
@@ -97,6 +101,36 @@ export function activityRoutes(activity: ActivityService, keys: ProjectKeyServic
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, query }) {
         return { body: (await activity.sessionMessages(params.id, params.sessionId, query)) as Record<string, unknown>[] };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/usage',
+      operationId: 'getProjectUsage',
+      summary: "What the project spent over a window: turns, model calls, tokens and cost, by model and purpose",
+      tags: ['activity'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      query: WindowQuery,
+      responses: { 200: { description: 'The usage', schema: z.record(z.string(), z.unknown()).meta({ id: 'ProjectUsage' }) }, 403: mintKeyOnAdminRoute, 404: projectHidden, 503: unavailable },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, query }) {
+        return { body: (await activity.usage(params.id, query.window)) as Record<string, unknown> };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/observability',
+      operationId: 'getProjectObservability',
+      summary: "How the project's turns went over a window: by status, errors and their codes, latency percentiles",
+      tags: ['activity'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      query: WindowQuery,
+      responses: { 200: { description: 'The report', schema: z.record(z.string(), z.unknown()).meta({ id: 'ProjectObservability' }) }, 403: mintKeyOnAdminRoute, 404: projectHidden, 503: unavailable },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, query }) {
+        return { body: (await activity.observability(params.id, query.window)) as Record<string, unknown> };
       },
     }),
     defineRoute({

@@ -8,6 +8,25 @@ import type { ProjectService } from '../projects/service.js';
 
 type Query = Record<string, string | number | undefined>;
 
+interface ProjectUsage {
+  cost_usd: number | null;
+  unpriced_calls: number;
+  requests: number;
+  model_calls: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export interface OrgCosts {
+  window: string;
+  /** The priced projects' spend summed; null when none had a price. */
+  cost_usd: number | null;
+  unpriced_calls: number;
+  /** Some project's runtime did not answer: the totals leave it out. */
+  incomplete: boolean;
+  projects: (ProjectUsage & { project_id: string; name: string; error: string | null })[];
+}
+
 /** The runtime's `GET /tenants/{id}/readiness`. */
 export interface RuntimeReadinessFacts {
   turns: { consecutive_errors: number; last_error: { code: string | null; message: string; at: string } | null };
@@ -36,6 +55,39 @@ export class ActivityService {
 
   sessionMessages(projectId: string, sessionId: string, query: Query): Promise<unknown> {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', `/sessions/${sessionId}/messages`, { query: queryOf(query) }));
+  }
+
+  usage(projectId: string, window: string): Promise<unknown> {
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/usage', { query: { window } }));
+  }
+
+  observability(projectId: string, window: string): Promise<unknown> {
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/observability', { query: { window } }));
+  }
+
+  /**
+   * An organization's spend over a window: each project's usage, read from its runtime, and the sum. A project whose
+   * runtime does not answer is listed with why, and counted in no total.
+   */
+  async orgCosts(projects: { id: string; name: string }[], window: string): Promise<OrgCosts> {
+    const rows = await Promise.all(
+      projects.map(async (project) => {
+        try {
+          const usage = (await this.usage(project.id, window)) as ProjectUsage;
+          return { project_id: project.id, name: project.name, cost_usd: usage.cost_usd, unpriced_calls: usage.unpriced_calls, requests: usage.requests, model_calls: usage.model_calls, input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, error: null };
+        } catch (error) {
+          return { project_id: project.id, name: project.name, cost_usd: null, unpriced_calls: 0, requests: 0, model_calls: 0, input_tokens: 0, output_tokens: 0, error: error instanceof Error ? error.message : String(error) };
+        }
+      }),
+    );
+    const priced = rows.filter((row) => row.cost_usd !== null);
+    return {
+      window,
+      cost_usd: priced.length === 0 ? null : priced.reduce((sum, row) => sum + row.cost_usd!, 0),
+      unpriced_calls: rows.reduce((sum, row) => sum + row.unpriced_calls, 0),
+      incomplete: rows.some((row) => row.error !== null),
+      projects: rows,
+    };
   }
 
   context(projectId: string): Promise<unknown> {

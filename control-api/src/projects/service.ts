@@ -147,21 +147,22 @@ export class ProjectService {
     return presentDetail(await this.row(projectId));
   }
 
-  /** Which project and tenant a call on the project's runtime is about. */
-  /** The project's web search engine as stored, or null. */
   /** Whether the project chose an embedding model (its documents are then searched by meaning too). */
   async hasEmbedding(projectId: string): Promise<boolean> {
     return (await this.row(projectId)).embedding !== null;
   }
 
+  /** Where the project's events go, or null. */
   async webhookUrlOf(projectId: string): Promise<string | null> {
     return (await this.row(projectId)).webhook_url;
   }
 
+  /** The project's web search engine as stored, or null. */
   async webSearchOf(projectId: string): Promise<StoredWebSearch | null> {
     return (await this.row(projectId)).web_search;
   }
 
+  /** Which project and tenant a call on the project's runtime is about. */
   async targetOf(projectId: string): Promise<{ projectId: string; tenantId: string }> {
     return { projectId, tenantId: (await this.row(projectId)).tenant_id };
   }

@@ -10,6 +10,7 @@ import { docsRoute, mountDocAssets } from './docs.js';
 import { errorHandler, refuseProtoKeys } from './errors.js';
 import { answeredWhileDraining, type Lifecycle } from './lifecycle.js';
 import { methodsBeforeRoutes, unknownRoute } from './methods.js';
+import type { Registry } from 'prom-client';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
 import { BODY_ERROR, mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
@@ -39,6 +40,8 @@ export interface HttpAppOptions {
    * or key on them (a trigger's event). Only these: every other body is dropped once parsed.
    */
   keepsRawBody?: (path: string) => boolean;
+  /** The program's own metrics, served by `/metrics` beside the HTTP ones. */
+  registries?: Registry[];
 }
 
 const RAW_BODY = Symbol('rawBody');
@@ -116,7 +119,12 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
       components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
     }));
   const allRoutes = [
-    ...operationalRoutes({ lifecycle: options.lifecycle, registry: metrics.registry, readiness: options.readiness, openapi }),
+    ...operationalRoutes({
+      lifecycle: options.lifecycle,
+      registries: [metrics.registry, ...(options.registries ?? [])],
+      readiness: options.readiness,
+      openapi,
+    }),
     docsRoute(options.title),
     ...options.routes,
   ];

@@ -59,7 +59,8 @@ async function runCheck(check: ReadinessCheck): Promise<z.infer<typeof Dependenc
 
 export function operationalRoutes(deps: {
   lifecycle: Lifecycle;
-  registry: Registry;
+  /** What `/metrics` serves: the HTTP registry first, then the program's own, one exposition after another. */
+  registries: Registry[];
   readiness: Record<string, () => Promise<void>>;
   openapi: () => unknown;
 }): RouteDefinition[] {
@@ -117,8 +118,8 @@ export function operationalRoutes(deps: {
       security: [],
       responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
       async handle({ res }) {
-        res.setHeader('Content-Type', deps.registry.contentType);
-        res.status(200).send(await deps.registry.metrics());
+        res.setHeader('Content-Type', deps.registries[0]!.contentType);
+        res.status(200).send((await Promise.all(deps.registries.map((registry) => registry.metrics()))).join('\n'));
         return 'handled';
       },
     }),

@@ -106,6 +106,8 @@ export interface EngineDeps {
   onTitleWanted?: (turn: Turn) => void;
   /** Saves the assistant text of steps being streamed, for all runs together (never per token). */
   drafts: DraftKeeper;
+  /** Told of each ended turn and each model call's usage (the runtime's metrics). */
+  observe?: { turnEnded(status: string): void; usage(inputTokens: number, outputTokens: number, costUsd: number | null): void };
 }
 
 interface Outcome {
@@ -777,6 +779,7 @@ export class TurnEngine {
     totals.inputTokens += usage.inputTokens;
     totals.outputTokens += usage.outputTokens;
     if (cost !== null) totals.costUsd = (totals.costUsd ?? 0) + cost;
+    this.deps.observe?.usage(usage.inputTokens, usage.outputTokens, cost);
     return { model: turn.model, purpose: 'turn', inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, costUsd: cost };
   }
 
@@ -823,6 +826,7 @@ export class TurnEngine {
       return ended.outcome;
     }
     const messageId = ended.message?.id ?? outcome.messageId;
+    deps.observe?.turnEnded(outcome.status);
     await Promise.all([notified, this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals))]);
     if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
     return 'ended';
@@ -868,6 +872,7 @@ export class TurnEngine {
         },
       },
     );
+    this.deps.observe?.turnEnded('failed');
     await this.end(turn.tenantId, turn.runId, frame);
   }
 }

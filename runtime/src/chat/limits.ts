@@ -16,11 +16,35 @@ const rateLimited = (message: string, resetAt: Date | null, code: string) =>
   new AppError('rate_limited', message, { code, extra: resetAt ? { reset_at: resetAt.toISOString() } : {}, ...(resetAt ? { retryAt: resetAt } : {}) });
 
 export class UsageLimiter {
-  constructor(private readonly counters: Counters) {}
+  constructor(
+    private readonly counters: Counters,
+    /** Told of each refusal, by its code (the runtime's metrics). */
+    private readonly onRefused?: (code: string) => void,
+  ) {}
 
   /** Refuses when any cap is already reached, without counting anything: the check before a turn persists anything. */
   async check(tenantId: string, limits: UsageLimits | undefined, now = new Date()): Promise<void> {
     if (!limits) return;
+    await this.counted(this.checkNow(tenantId, limits, now));
+  }
+
+  /** Counts one model call and refuses it when it is over a cap. Called right before every call to a provider. */
+  async acquire(tenantId: string, limits: UsageLimits | undefined, now = new Date()): Promise<void> {
+    if (!limits) return;
+    await this.counted(this.acquireNow(tenantId, limits, now));
+  }
+
+  /** A refusal, told by its code, then thrown on. */
+  private async counted(work: Promise<void>): Promise<void> {
+    try {
+      await work;
+    } catch (error) {
+      if (error instanceof AppError && error.kind === 'rate_limited') this.onRefused?.(error.code ?? 'rate_limited');
+      throw error;
+    }
+  }
+
+  private async checkNow(tenantId: string, limits: UsageLimits, now: Date): Promise<void> {
     const keys = keysOf(tenantId, now, limits);
     if (limits.rpm_limit !== undefined) {
       const rpm = await this.counters.get(keys.rpm);
@@ -29,9 +53,7 @@ export class UsageLimiter {
     await this.checkTokensAndSpend(keys, limits);
   }
 
-  /** Counts one model call and refuses it when it is over a cap. Called right before every call to a provider. */
-  async acquire(tenantId: string, limits: UsageLimits | undefined, now = new Date()): Promise<void> {
-    if (!limits) return;
+  private async acquireNow(tenantId: string, limits: UsageLimits, now: Date): Promise<void> {
     const keys = keysOf(tenantId, now, limits);
     await this.checkTokensAndSpend(keys, limits);
     if (limits.rpm_limit !== undefined) {

@@ -65,6 +65,8 @@ export interface EventOutboxOptions {
   owner: string;
   tickMs?: number;
   now?: () => number;
+  /** Told of each attempt's outcome (the runtime's metrics). */
+  onAttempt?: (outcome: 'delivered' | 'retry' | 'dead') => void;
 }
 
 /** The wait before attempt `n + 1` after `n` failed: ×4 each time from 5 s, at most an hour, ±20%. */
@@ -221,6 +223,7 @@ export class EventOutbox {
     const attempt: DeliveryAttempt = { at: new Date().toISOString(), status, error, duration_ms: Math.round(performance.now() - started) };
     const delivered = error === null;
     const dead = !delivered && attempts >= MAX_DELIVERY_ATTEMPTS;
+    this.options.onAttempt?.(delivered ? 'delivered' : dead ? 'dead' : 'retry');
     const url = new URL(row.url);
     logger.info(
       { delivery_id: row.id, event_id: row.event_id, type: row.type, target: `${url.origin}${url.pathname}`, attempt: attempts, status, error, duration_ms: attempt.duration_ms },

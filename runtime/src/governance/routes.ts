@@ -7,6 +7,7 @@ import type { TenantService } from '../tenants/service.js';
 import type { TenantConfigurationService } from '../tenants/configuration.js';
 import type { TenantActivity } from './activity.js';
 import { contextReport } from './context.js';
+import { USAGE_WINDOWS, type UsageReports } from './usage.js';
 
 const TurnHealthOut = z
   .object({
@@ -45,8 +46,68 @@ const ContextOut = z
   })
   .meta({ id: 'ContextStrategy' });
 
-export function activityRoutes(activity: TenantActivity, tenants: TenantService, configurations: TenantConfigurationService): RouteDefinition[] {
+const WindowQuery = z.object({
+  window: z.enum(Object.keys(USAGE_WINDOWS) as [keyof typeof USAGE_WINDOWS, ...(keyof typeof USAGE_WINDOWS)[]]).default('24h').meta({ description: 'The period, ending now: 1h, 24h (default), 7d or 30d' }),
+});
+
+const UsageOut = z
+  .object({
+    window: z.string(),
+    since: z.iso.datetime(),
+    requests: z.int().meta({ description: 'Turns started' }),
+    model_calls: z.int(),
+    input_tokens: z.int(),
+    output_tokens: z.int(),
+    cost_usd: z.number().nullable().meta({ description: "At the project's prices; null when no call had a price" }),
+    unpriced_calls: z.int().meta({ description: 'Calls of models without a price: their cost is unknown, not zero' }),
+    by_model: z.array(z.object({ model: z.string(), model_calls: z.int(), input_tokens: z.int(), output_tokens: z.int(), cost_usd: z.number().nullable() })),
+    by_purpose: z.array(z.object({ purpose: z.string(), model_calls: z.int(), cost_usd: z.number().nullable() })),
+  })
+  .meta({ id: 'UsageReport' });
+
+const ObservabilityOut = z
+  .object({
+    window: z.string(),
+    since: z.iso.datetime(),
+    requests: z.int(),
+    by_status: z.record(z.string(), z.int()),
+    errors: z.int(),
+    error_rate: z.number().nullable(),
+    latency_ms: z.object({ p50: z.int().nullable(), p95: z.int().nullable(), p99: z.int().nullable(), max: z.int().nullable() }).meta({ description: "From a turn's start to its end" }),
+    top_errors: z.array(z.object({ code: z.string(), count: z.int() })),
+  })
+  .meta({ id: 'ObservabilityReport' });
+
+export function activityRoutes(activity: TenantActivity, tenants: TenantService, configurations: TenantConfigurationService, usage: UsageReports): RouteDefinition[] {
   return [
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/usage',
+      operationId: 'getTenantUsage',
+      summary: "What the tenant's project spent over a window: turns, model calls, tokens and cost, by model and purpose",
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantParams,
+      query: WindowQuery,
+      responses: { 200: { description: 'The usage', schema: UsageOut }, ...adminResponses },
+      async handle({ params, query }) {
+        return { body: await usage.usage(await tenants.existing(params.tenant_id), query.window) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tenants/{tenant_id}/observability',
+      operationId: 'getTenantObservability',
+      summary: "How the tenant's turns went over a window: by status, errors and their codes, latency percentiles",
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: TenantParams,
+      query: WindowQuery,
+      responses: { 200: { description: 'The report', schema: ObservabilityOut }, ...adminResponses },
+      async handle({ params, query }) {
+        return { body: await usage.observability(await tenants.existing(params.tenant_id), query.window) };
+      },
+    }),
     defineRoute({
       method: 'get',
       path: '/tenants/{tenant_id}/context',

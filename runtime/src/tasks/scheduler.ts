@@ -65,6 +65,8 @@ export interface SchedulerOptions {
   /** Starts a fire's run: an unattended turn of the task's owner. */
   start: StartUnattended;
   events?: FireEvents;
+  /** Told of each fire whose run started (the runtime's metrics). */
+  onFired?: () => void;
   tickMs?: number;
   catchUpMs?: number;
 }
@@ -281,7 +283,9 @@ export class TaskScheduler {
             update tasks set last_session_id = ${started.sessionId} where id in (select task_id from fire) and last_run_id = ${fire.runId}
           )
           select exists (select 1 from fire) as moved`.execute(trx);
-        if (rows[0]?.moved) await this.options.events?.fired(trx, { ...fire, sessionId: started.sessionId });
+        if (!rows[0]?.moved) return;
+        this.options.onFired?.();
+        await this.options.events?.fired(trx, { ...fire, sessionId: started.sessionId });
       });
       return;
     }

@@ -96,6 +96,8 @@ export interface TriggerServiceDeps {
   owner: string;
   /** Where clients reach the data plane: the start of a trigger's URL. */
   publicUrl: string;
+  /** Told of each event's outcome and each refusal by the trigger's rate (the runtime's metrics). */
+  metrics?: { triggerEvent(outcome: 'accepted' | 'duplicate'): void; refused(code: string): void };
 }
 
 export class TriggerService {
@@ -221,6 +223,7 @@ export class TriggerService {
     if (key.length > MAX_EVENT_KEY_CHARS || /[\u0000-\u001f\u007f]/.test(key)) throw invalidArgument(`X-Event-Id and Idempotency-Key must be at most ${MAX_EVENT_KEY_CHARS} printable characters`);
     const rate = await this.deps.counters.increment(`${tenantEventPrefix(trigger.tenant_id)}trigger:${trigger.id}:fires`, 1, 60);
     if (rate.value > trigger.rate_per_minute) {
+      this.deps.metrics?.refused('trigger_rate_limited');
       throw new AppError('rate_limited', `this trigger takes at most ${trigger.rate_per_minute} events a minute; the window resets at ${rate.resetAt.toISOString()}`, {
         code: 'trigger_rate_limited',
         retryAt: rate.resetAt,
@@ -237,7 +240,11 @@ export class TriggerService {
         claimed_by = excluded.claimed_by, claim_expires_at = excluded.claim_expires_at, received_at = now(), session_id = null, started_at = null, outcome = null
       where trigger_events.received_at < now() - ${`${EVENT_DEDUPLICATION_MS} milliseconds`}::interval
       returning id`.execute(this.deps.db);
-    if (rows.length === 0) return { accepted: true, duplicate: true };
+    if (rows.length === 0) {
+      this.deps.metrics?.triggerEvent('duplicate');
+      return { accepted: true, duplicate: true };
+    }
+    this.deps.metrics?.triggerEvent('accepted');
     await this.deps.db.updateTable('triggers').set({ fire_count: sql`fire_count + 1`, last_fired_at: new Date() }).where('id', '=', trigger.id).execute();
     this.open += 1;
     void this.startEvent({ id: rows[0]!.id, tenantId: trigger.tenant_id, triggerId: trigger.id, runId, message, trigger }).catch((err: unknown) =>
