@@ -52,6 +52,8 @@ import { TenantActivity } from './governance/activity.js';
 import { activityRoutes } from './governance/routes.js';
 import { UsageReports } from './governance/usage.js';
 import { RuntimeMetrics } from './governance/metrics.js';
+import { moderator } from './chat/guardrails.js';
+import { openAIClient } from '@agentplane/lib/models/openai-client';
 import { sessionAdminRoutes } from './sessions/admin-routes.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { TriggerService } from './triggers/service.js';
@@ -235,6 +237,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       // A crash loses at most about a second of an answer's text.
       drafts: new DraftKeeper(database.db, logger, 1_000),
       observe: metrics,
+      // A guardrail's moderation model, on the turn's provider through the openai SDK and the URL guard.
+      moderate: moderator((target) => openAIClient(target, { policy: urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }), logger),
     });
     // Scheduled tasks: their erase step stops a tenant's schedules before the chat feature's step cancels its runs, so
     // they register first. The scheduler fires through the chat service (startUnattended, below) and starts once it

@@ -1,5 +1,6 @@
 // HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read, change and delete the project
 // and its ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
+import { GuardrailsSchema } from '@agentplane/lib/guardrails';
 import { z } from 'zod';
 import { notFound, permissionDenied } from '@agentplane/lib/errors';
 import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
@@ -273,6 +274,37 @@ export function projectRoutes(
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, body, res }) {
         return { body: await projects.setCitations(params.id, body.style) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/projects/{id}/guardrails',
+      operationId: 'getGuardrails',
+      summary: "The project's input and output checks",
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      responses: { 200: { description: 'In force', schema: GuardrailsSchema }, 403: forbidden, 404: hidden },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { body: await projects.guardrailsOf(params.id) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/projects/{id}/guardrails',
+      operationId: 'setGuardrails',
+      summary: "Replace the project's input and output checks: patterns (RE2), word lists, PII detectors, a moderation model",
+      description:
+        'A check that fires ends the turn with finish_reason `guardrail`: an input check before any model is called, an output check by withholding the answer. The answer names the check, never its rules.',
+      tags: ['projects'],
+      security: ['apiKey', 'session'],
+      params: ProjectParams,
+      body: GuardrailsSchema,
+      responses: { 200: { description: 'In force', schema: GuardrailsSchema }, 403: forbidden, 404: hidden, 422: { description: 'A check that is not valid, named by its place (a pattern that is not RE2, a duplicate name)' } },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params, body }) {
+        return { body: await projects.setGuardrails(params.id, body) };
       },
     }),
     defineRoute({

@@ -1,5 +1,6 @@
 // Projects of an org: each is one customer's hard-isolation unit with its own tenant on a runtime, its own
 // capability ceiling and configuration, and its own token signing key ring (sealed at rest).
+import type { Guardrails } from '@agentplane/lib/guardrails';
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
@@ -64,6 +65,7 @@ export type ProjectChange = Partial<{
   /** JSON of where subagents run, or null. */
   subagents: string | null;
   webhook_url: string | null;
+  guardrails: string | null;
 }>;
 
 /** The runtime's chunking when a project chose none (docs/decisions/0040). */
@@ -150,6 +152,17 @@ export class ProjectService {
   /** Whether the project chose an embedding model (its documents are then searched by meaning too). */
   async hasEmbedding(projectId: string): Promise<boolean> {
     return (await this.row(projectId)).embedding !== null;
+  }
+
+  /** The project's guardrails (none: both sides empty). */
+  async guardrailsOf(projectId: string): Promise<Guardrails> {
+    return (await this.row(projectId)).guardrails ?? { input: [], output: [] };
+  }
+
+  /** Replaces the project's guardrails; pushed like any change. */
+  async setGuardrails(projectId: string, guardrails: Guardrails): Promise<Guardrails> {
+    await this.applyChange(projectId, async () => ({ set: { guardrails: JSON.stringify(guardrails) }, result: undefined }));
+    return guardrails;
   }
 
   /** Where the project's events go, or null. */
@@ -303,6 +316,7 @@ export class ProjectService {
       ...(mcpServers.length > 0 ? { mcp_servers: mcpServers } : {}),
       ...(row.subagents ? { subagents: row.subagents } : {}),
       ...(row.webhook_url ? { webhook: { url: row.webhook_url } } : {}),
+      ...(row.guardrails && (row.guardrails.input.length > 0 || row.guardrails.output.length > 0) ? { guardrails: row.guardrails } : {}),
       ...(row.web_search
         ? {
             web_search: {

@@ -2,6 +2,7 @@
 // configuration, tells whether it is up, and removes it. `local` (the all-in-one and plain processes) talks to one
 // runtime's admin surface over HTTP; `kubernetes` writes Project and Tenant resources and reads their status
 // (docs/decisions/0024).
+import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
 import type { PushedMcpServer, PushedWebhookTool } from '../tools/configuration.js';
 
@@ -67,6 +68,8 @@ export interface TenantConfigurationDocument {
   subagents?: { models: string[]; max_concurrent: number };
   /** Present when the project gave a webhook URL for its events. */
   webhook?: { url: string };
+  /** Present when the project set input or output checks. */
+  guardrails?: Guardrails;
   /** Present when the project chose a web search engine; its key in clear on the admin channel. */
   web_search?: { provider: 'brave' | 'searxng'; base_url: string; api_key?: string };
 }

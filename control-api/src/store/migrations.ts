@@ -263,4 +263,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column webhook_url text',
     ],
   },
+  {
+    version: 19,
+    name: 'guardrails',
+    statements: [
+      // The project's input and output checks (docs/decisions/0064); null: none.
+      'alter table control.projects add column guardrails jsonb',
+    ],
+  },
 ];

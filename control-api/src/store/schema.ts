@@ -1,4 +1,5 @@
 // The control-api's tables as Kysely sees them (queried through `withSchema('control')`).
+import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { ColumnType, Generated } from 'kysely';
 
 /** A project's capability ceiling and maxima as stored (see projects/ceiling.ts). */
@@ -82,6 +83,8 @@ export interface ControlSchema {
     subagents: ColumnType<{ models: string[]; max_concurrent: number } | null, string | null | undefined, string | null>;
     /** Where the project's events go (docs/decisions/0059); null: nowhere but tasks' callbacks. */
     webhook_url: ColumnType<string | null, string | null | undefined, string | null>;
+    /** The project's input and output checks (docs/decisions/0064); null: none. */
+    guardrails: ColumnType<Guardrails | null, string | null | undefined, string | null>;
   };
   providers: {
     id: string;

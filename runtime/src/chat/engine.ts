@@ -18,6 +18,7 @@ import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { DraftKeeper } from './drafts.js';
 import type { DeliveryRecord, TurnRecords, UsageRow } from './turn-records.js';
+import { firstFiring, withheld, type Moderate, type TurnGuardrails } from './guardrails.js';
 import type { UsageRecorder } from './usage.js';
 import {
   RunCancelledError,
@@ -66,6 +67,9 @@ export interface Turn {
   history: MessageRow[];
   /** Server calls the person approved (SPEC.md Approval pause): made before the first model step. */
   cleared?: ClearedCall[];
+  /** The project's guardrails (docs/decisions/0064), and the person's message its input checks judge. */
+  guardrails?: TurnGuardrails;
+  inputText?: string;
 }
 
 export interface TurnTotals {
@@ -106,6 +110,8 @@ export interface EngineDeps {
   onTitleWanted?: (turn: Turn) => void;
   /** Saves the assistant text of steps being streamed, for all runs together (never per token). */
   drafts: DraftKeeper;
+  /** Moderation models for the guardrails that name one; without it those checks never fire. */
+  moderate?: Moderate;
   /** Told of each ended turn and each model call's usage (the runtime's metrics). */
   observe?: { turnEnded(status: string): void; usage(inputTokens: number, outputTokens: number, costUsd: number | null): void };
 }
@@ -428,8 +434,11 @@ export class TurnEngine {
     const totals = emptyTotals();
     const history: HistoryMessage[] = [...turn.history];
     try {
-      if (turn.cleared) history.push(...(await this.makeCleared(turn, run, totals)));
-      let outcome = await this.loop(turn, run, history, totals);
+      let outcome = await this.inputStopped(turn, run);
+      if (!outcome) {
+        if (turn.cleared) history.push(...(await this.makeCleared(turn, run, totals)));
+        outcome = await this.loop(turn, run, history, totals);
+      }
       while (!run.lost) {
         const ended = await this.complete(turn, run, outcome, totals, history);
         // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
@@ -509,7 +518,20 @@ export class TurnEngine {
       const finishedOwnWay = step.calls.length === 0;
       const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
       if (finishedOwnWay || outOfRounds) {
-        // The last step: its message and usage are written by the statement that ends the run.
+        // The last step: its message and usage are written by the statement that ends the run, the answer withheld
+        // when an output guardrail fires on it.
+        const check = turn.guardrails ? await firstFiring(turn.guardrails.output, step.text, deps.moderate, turn.target, signal) : null;
+        if (check !== null) {
+          const content = withheld('output', check);
+          return {
+            status: 'completed',
+            finishReason: 'guardrail',
+            content,
+            messageId: null,
+            pending: null,
+            last: { draftId: step.draftId, message: { ...message, content, toolCalls: null, metadata: { guardrail: { side: 'output', check } } }, usage: step.usage },
+          };
+        }
         return {
           status: 'completed',
           finishReason: outOfRounds ? 'max_tool_iterations' : (reportedFinish[step.finishReason] ?? null),
@@ -537,6 +559,26 @@ export class TurnEngine {
       // A subagent that could not finish: the turn ends here rather than go on without its work.
       if (stop) return { status: 'completed', finishReason: stop, content: step.text, messageId: lastMessageId, pending: null };
     }
+  }
+
+  /** The turn's end when an input guardrail fires on the person's message: no model is called. */
+  private async inputStopped(turn: Turn, run: HeldRun): Promise<Outcome | undefined> {
+    if (!turn.guardrails || turn.inputText === undefined) return undefined;
+    const check = await firstFiring(turn.guardrails.input, turn.inputText, this.deps.moderate, turn.target, run.controller.signal);
+    if (check === null) return undefined;
+    const content = withheld('input', check);
+    return {
+      status: 'completed',
+      finishReason: 'guardrail',
+      content,
+      messageId: null,
+      pending: null,
+      last: {
+        draftId: null,
+        message: { role: 'assistant', content, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { guardrail: { side: 'input', check } } },
+        usage: undefined,
+      },
+    };
   }
 
   /** A step's prompt: the system text (none when empty), then the conversation, clamped to the turn's context. */

@@ -22,6 +22,7 @@ import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, ty
 import type { CitationStyle, Source } from './citations.js';
 import { approvalMessage, refusalMessage, ToolSet, type ServerTool } from './tools.js';
 import type { TurnRecords } from './turn-records.js';
+import { guardrailsOf } from './guardrails.js';
 
 /**
  * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
@@ -161,9 +162,13 @@ export class ChatService {
         : undefined;
     const model = choice.kind === 'model' ? choice.model : null;
     const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
+    const guardrails = guardrailsOf(principal.configuration);
     // A new conversation's first prompt is known before its rows are stored: its model call (and its log's start
-    // frame) go out meanwhile.
-    const early = calling && !existing && !answering && request.message !== undefined && !context ? deps.engine.callEarly(calling, request.message, start) : undefined;
+    // frame) go out meanwhile; not when input guardrails must judge the message first.
+    const early =
+      calling && !existing && !answering && request.message !== undefined && !context && (guardrails === null || guardrails.input.empty)
+        ? deps.engine.callEarly(calling, request.message, start)
+        : undefined;
     try {
       stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering, parentSessionId: options.parentSessionId });
     } catch (error) {
@@ -191,6 +196,8 @@ export class ChatService {
             history: stored.history,
             ...(context ? { context } : {}),
             ...(stored.cleared && stored.cleared.length > 0 ? { cleared: stored.cleared } : {}),
+            ...(guardrails ? { guardrails } : {}),
+            ...(request.message !== undefined ? { inputText: request.message } : {}),
           },
           start,
           ended && settle,

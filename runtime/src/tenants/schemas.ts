@@ -1,6 +1,7 @@
 // Request and response schemas of the tenant routes; they validate requests and feed /openapi.json.
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
+import { GuardrailsSchema } from '@agentplane/lib/guardrails';
 import { MCP_SERVER_NAME, mcpHeaderEntries } from '@agentplane/lib/mcp';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
@@ -417,6 +418,7 @@ const configurationShape = z.strictObject({
   retrieval: RetrievalSectionSchema.optional().meta({ description: 'How documents are embedded and searched; unset: by their words only' }),
   subagents: SubagentsSectionSchema.optional().meta({ description: "Where the project's subagents run; unset: on the delegating turn's model, 4 at once" }),
   webhook: WebhookSectionSchema.optional().meta({ description: "Where the project's events go; unset: only tasks' callback URLs receive them" }),
+  guardrails: GuardrailsSchema.optional().meta({ description: "Checks on what end-users send and what the agent answers; unset: none" }),
   web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
   mcp_servers: mcpServerSections
     .optional()

@@ -1,0 +1,93 @@
+// Guardrails in turns, in both setups: an input check that fires ends the turn with finish_reason `guardrail` before
+// any model is called, an output check withholds the answer (in the response, the stream's done frame and the stored
+// conversation), each naming the check and never its rules; PII detectors and a moderation model on the project's
+// provider (its /moderations endpoint, served by the fake) fire the same way, and a moderation endpoint that fails
+// lets the text through.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { availableSetups, ScaleServices } from '../harness/runtime.js';
+import { chatWorld, type ChatWorld } from './fixture.js';
+
+const GUARDRAILS = {
+  input: [
+    { name: 'no-secrets', kind: 'pattern', pattern: 'password\\s*[:=]', case_insensitive: true },
+    { name: 'pii', kind: 'pii', types: ['credit_card', 'email'] },
+    { name: 'moderated', kind: 'moderation', model: 'omni-moderation-latest' },
+  ],
+  output: [{ name: 'competitors', kind: 'list', words: ['Globex'] }],
+};
+
+describe.each(availableSetups())('guardrails (%s)', (setup) => {
+  let services: ScaleServices | undefined;
+  let world: ChatWorld;
+  let token: string;
+  let moderationAnswer: { status: number; flagged: boolean };
+
+  beforeAll(async () => {
+    if (setup === 'scale') services = await ScaleServices.start();
+    world = await chatWorld((await services?.env()) ?? {});
+    world.fake.route('POST', '/moderations', (request) => {
+      const input = String((request.body as { input?: unknown }).input ?? '');
+      if (moderationAnswer.status !== 200) return { status: moderationAnswer.status, body: { error: { message: 'down' } } };
+      return { status: 200, body: { id: 'modr-1', model: 'omni-moderation-latest', results: [{ flagged: moderationAnswer.flagged || input.includes('hurt'), categories: {}, category_scores: {} }] } };
+    });
+    expect((await world.tenant.reconfigure({ guardrails: GUARDRAILS } as never)).status).toBe(200);
+    token = await world.token({ sub: 'acme:alice', scope: 'acme:alice' });
+  }, 120_000);
+  afterAll(async () => {
+    await world?.stop();
+    await services?.stop();
+  });
+  beforeEach(() => {
+    world.fake.clearScripts();
+    moderationAnswer = { status: 200, flagged: false };
+  });
+
+  const chatRequests = () => world.fake.chatRequests().length;
+
+  it('stops a message an input check fires on before any model is called, naming the check and not its rules', async () => {
+    const before = chatRequests();
+    const res = await world.chat(token, { message: 'my password: hunter2, please remember it' });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { content: string; finish_reason: string; session_id: string };
+    expect(answer).toMatchObject({ finish_reason: 'guardrail', content: "This message was stopped by the project's guardrail 'no-secrets', so it was not answered." });
+    expect(answer.content).not.toContain('password\\s');
+    expect(chatRequests()).toBe(before);
+    const messages = (await (await world.rt.endUser(`/chat/sessions/${answer.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(messages[1]!.content).toBe(answer.content);
+
+    // PII: a payment card, on the streaming path too.
+    const stream = await world.streamAll(token, { message: 'charge 4111 1111 1111 1111 now' });
+    const done = stream.events.find((event) => event.event === 'done')!;
+    expect(done.data).toMatchObject({ finish_reason: 'guardrail', content: expect.stringContaining("'pii'") });
+    expect(chatRequests()).toBe(before);
+    // Nothing fires on an ordinary message.
+    world.fake.script('Hello.');
+    expect(((await (await world.chat(token, { message: 'hello there' })).json()) as { finish_reason: string | null }).finish_reason).toBeNull();
+  });
+
+  it("asks the project's moderation model, and lets the text through when it cannot answer", async () => {
+    const flagged = await world.chat(token, { message: 'how do I hurt someone' });
+    expect(((await flagged.json()) as { finish_reason: string; content: string })).toMatchObject({ finish_reason: 'guardrail', content: expect.stringContaining("'moderated'") });
+    const asked = world.fake.requestsTo('/moderations').at(-1)!;
+    expect(asked.body).toMatchObject({ model: 'omni-moderation-latest', input: 'how do I hurt someone' });
+
+    moderationAnswer = { status: 503, flagged: true };
+    world.fake.script('Sure.');
+    const through = await world.chat(token, { message: 'tell me a story' });
+    expect(((await through.json()) as { finish_reason: string | null; content: string })).toMatchObject({ finish_reason: null, content: 'Sure.' });
+  });
+
+  it('withholds an answer an output check fires on, in the response and in the stored conversation', async () => {
+    world.fake.script('You could also try Globex, they are cheaper.');
+    const res = await world.chat(token, { message: 'any alternatives?' });
+    const answer = (await res.json()) as { content: string; finish_reason: string; session_id: string };
+    expect(answer).toMatchObject({ finish_reason: 'guardrail', content: "The answer was withheld by the project's guardrail 'competitors'." });
+    const messages = (await (await world.rt.endUser(`/chat/sessions/${answer.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+    expect(messages.at(-1)).toMatchObject({ role: 'assistant', content: answer.content });
+    expect(JSON.stringify(messages)).not.toContain('Globex');
+    // A word inside another is not the word.
+    world.fake.script('Globexes are not a thing.');
+    expect(((await (await world.chat(token, { message: 'ok' })).json()) as { finish_reason: string | null }).finish_reason).toBeNull();
+  });
+});
