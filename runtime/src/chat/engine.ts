@@ -521,17 +521,7 @@ export class TurnEngine {
         // The last step: its message and usage are written by the statement that ends the run, the answer withheld
         // when an output guardrail fires on it.
         const check = turn.guardrails ? await firstFiring(turn.guardrails.output, step.text, deps.moderate, turn.target, signal) : null;
-        if (check !== null) {
-          const content = withheld('output', check);
-          return {
-            status: 'completed',
-            finishReason: 'guardrail',
-            content,
-            messageId: null,
-            pending: null,
-            last: { draftId: step.draftId, message: { ...message, content, toolCalls: null, metadata: { guardrail: { side: 'output', check } } }, usage: step.usage },
-          };
-        }
+        if (check !== null) return guardrailStop('output', check, { draftId: step.draftId, message, usage: step.usage });
         return {
           status: 'completed',
           finishReason: outOfRounds ? 'max_tool_iterations' : (reportedFinish[step.finishReason] ?? null),
@@ -566,19 +556,7 @@ export class TurnEngine {
     if (!turn.guardrails || turn.inputText === undefined) return undefined;
     const check = await firstFiring(turn.guardrails.input, turn.inputText, this.deps.moderate, turn.target, run.controller.signal);
     if (check === null) return undefined;
-    const content = withheld('input', check);
-    return {
-      status: 'completed',
-      finishReason: 'guardrail',
-      content,
-      messageId: null,
-      pending: null,
-      last: {
-        draftId: null,
-        message: { role: 'assistant', content, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { guardrail: { side: 'input', check } } },
-        usage: undefined,
-      },
-    };
+    return guardrailStop('input', check, { draftId: null, message: { role: 'assistant', content: '', runId: turn.runId, subject: turn.subject, model: turn.model }, usage: undefined });
   }
 
   /** A step's prompt: the system text (none when empty), then the conversation, clamped to the turn's context. */
@@ -917,6 +895,19 @@ export class TurnEngine {
     this.deps.observe?.turnEnded('failed');
     await this.end(turn.tenantId, turn.runId, frame);
   }
+}
+
+/** The end of a turn a guardrail stopped: its last message says which check fired (and is all it says). */
+function guardrailStop(side: 'input' | 'output', check: string, last: NonNullable<Outcome['last']>): Outcome {
+  const content = withheld(side, check);
+  return {
+    status: 'completed',
+    finishReason: 'guardrail',
+    content,
+    messageId: null,
+    pending: null,
+    last: { ...last, message: { ...last.message, content, toolCalls: null, metadata: { guardrail: { side, check } } } },
+  };
 }
 
 /**
