@@ -52,6 +52,9 @@ import { TenantActivity } from './governance/activity.js';
 import { activityRoutes } from './governance/routes.js';
 import { UsageReports } from './governance/usage.js';
 import { RuntimeMetrics } from './governance/metrics.js';
+import { SubjectForgetter } from './governance/forget.js';
+import { AuditLog } from './governance/audit.js';
+import { auditedWrite, auditRoutes } from './governance/audit-routes.js';
 import { moderator } from './chat/guardrails.js';
 import { openAIClient } from '@agentplane/lib/models/openai-client';
 import { sessionAdminRoutes } from './sessions/admin-routes.js';
@@ -182,7 +185,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
 
     // Features bring their erase steps, shutdown hooks and timers; the hooks run before the stores close.
     const eraser = new TenantEraser(database.db, logger);
-    const features = new Features(eraser, logger);
+    const forgetter = new SubjectForgetter(database.db, logger);
+    const features = new Features(eraser, forgetter, logger);
     closers.unshift(() => features.shutdown());
     const tenants = new TenantService(database.db, secretBox, eraser);
     // A stamp is re-read only once the tenant tables may have changed: on the embedded store when this process wrote
@@ -321,6 +325,16 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       },
     });
     registerDocuments(features, documents, ingest, vectors);
+    // A forgotten subject's own documents go one by one, their bytes and vectors with them (what could not be
+    // removed is reported, and a second forget finishes it).
+    features.forgetStep({
+      name: 'documents',
+      run: async (tenantId, subject) => {
+        const owned = await database.db.selectFrom('documents').selectAll().where('tenant_id', '=', tenantId).where('owner', '=', subject).execute();
+        for (const row of owned) await documents.delete(row);
+        return { items: owned.length };
+      },
+    });
     const memory = new MemoryService(database.db, { logger, embed });
     registerMemory(features);
     const deliveries = new ToolDeliveries(database.db);
@@ -355,6 +369,15 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const skills = new SkillService(database.db, secretBox, urlPolicy);
     const subagents = new Subagents({ db: database.db, logger });
     features.eraseRows({ table: 'plugins', purge: (trx, tenantId) => SkillService.purge(trx, tenantId) });
+    features.forgetRows({
+      table: 'plugins',
+      purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom('plugins').where('tenant_id', '=', tenantId).where('owner', '=', subject).executeTakeFirst()).numDeletedRows),
+    });
+    // The audit log and the forget tombstones go with the tenant, last.
+    const audit = new AuditLog(database.db, logger, config.auditFlushMs);
+    features.onShutdown(() => audit.flush());
+    features.eraseRows({ table: 'audit_log', purge: (trx, tenantId) => AuditLog.purge(trx, tenantId) });
+    features.eraseRows({ table: 'forget_records', purge: (trx, tenantId) => SubjectForgetter.purge(trx, tenantId) });
     const serverTools = async (principal: Principal, permission: EffectivePermission, request: RequestNarrowing): Promise<ServerTool[]> => {
       const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
       const own = [
@@ -422,6 +445,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...triggerRoutes(triggers),
         ...activityRoutes(new TenantActivity(database.db), tenants, configurations, new UsageReports(database.db)),
         ...sessionAdminRoutes(sessions, tenants, authenticator),
+        ...auditRoutes(audit, forgetter),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
@@ -454,6 +478,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       },
       // A trigger's event is signed, and keyed, over the bytes as they came.
       registries: [metrics.registry],
+      // Every answered write joins the audit log, after its answer.
+      onAnswered: (req, res) => {
+        const entry = auditedWrite(req, res);
+        if (entry) audit.recordLater([entry]);
+      },
       keepsRawBody: (path) => /^\/triggers\/[^/]+$/.test(path),
       rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
     });

@@ -53,6 +53,8 @@ export interface RuntimeConfig extends ServiceBasics {
   schedulerCatchUpSeconds: number;
   /** How often the event outbox looks for deliveries due (a new event is sent at once). */
   deliveryTickMs: number;
+  /** How long an answered write's audit entry may wait to be written with others. */
+  auditFlushMs: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -141,6 +143,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     schedulerTickMs: read.integer('SCHEDULER_TICK_MS', 500, { min: 50, max: 3_600_000 }),
     schedulerCatchUpSeconds: read.integer('SCHEDULER_CATCH_UP_SECONDS', 3600, { min: 0, max: 7 * 86_400 }),
     deliveryTickMs: read.integer('DELIVERY_TICK_MS', 1000, { min: 50, max: 3_600_000 }),
+    auditFlushMs: read.integer('AUDIT_FLUSH_MS', 200, { min: 10, max: 3_600_000 }),
     vectors,
   };
   read.done();

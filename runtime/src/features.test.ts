@@ -3,6 +3,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Logger } from '@agentplane/lib/logging';
 import { Features } from './features.js';
+import type { SubjectForgetter, SubjectRows, SubjectStep } from './governance/forget.js';
 import type { EraseStep, RowPurge, TenantEraser } from './tenants/erase.js';
 
 function host() {
@@ -10,7 +11,10 @@ function host() {
   const purges: RowPurge[] = [];
   const eraser = { registerStep: (step: EraseStep) => steps.push(step), registerRows: (purge: RowPurge) => purges.push(purge) } as unknown as TenantEraser;
   const logger = { warn: vi.fn(), error: vi.fn() } as unknown as Logger;
-  return { features: new Features(eraser, logger), steps, purges, logger };
+  const forgetSteps: SubjectStep[] = [];
+  const forgetRows: SubjectRows[] = [];
+  const forgetter = { registerStep: (step: SubjectStep) => forgetSteps.push(step), registerRows: (rows: SubjectRows) => forgetRows.push(rows) } as unknown as SubjectForgetter;
+  return { features: new Features(eraser, forgetter, logger), steps, purges, forgetSteps, forgetRows, logger };
 }
 
 describe('Features', () => {
@@ -23,6 +27,15 @@ describe('Features', () => {
     features.eraseRows({ table: 'parent', purge: async () => 0 });
     expect(steps.map((step) => step.name)).toEqual(['a', 'b']);
     expect(purges.map((purge) => purge.table)).toEqual(['child', 'parent']);
+  });
+
+  it("hands a subject's forget steps and rows to the forgetter in registration order", () => {
+    const { features, forgetSteps, forgetRows } = host();
+    features.forgetStep({ name: 'stop', run: async () => ({}) });
+    features.forgetRows({ table: 'child', purge: async () => 0 });
+    features.forgetRows({ table: 'parent', purge: async () => 0 });
+    expect(forgetSteps.map((step) => step.name)).toEqual(['stop']);
+    expect(forgetRows.map((rows) => rows.table)).toEqual(['child', 'parent']);
   });
 
   it('runs shutdown hooks last registered first; a failing one is logged and the rest still run', async () => {

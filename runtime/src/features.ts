@@ -2,6 +2,7 @@
 // its background timers. The root makes one host, hands it to each feature's `register...` function and shuts it down
 // before the stores close; it never lists a feature's tables, timers or closers itself.
 import type { Logger } from '@agentplane/lib/logging';
+import type { SubjectForgetter, SubjectRows, SubjectStep } from './governance/forget.js';
 import type { EraseStep, RowPurge, TenantEraser } from './tenants/erase.js';
 
 export interface FeatureHost {
@@ -9,6 +10,10 @@ export interface FeatureHost {
   eraseStep(step: EraseStep): void;
   /** A table's rows of a tenant, purged inside the erase transaction in registration order (children before parents). */
   eraseRows(purge: RowPurge): void;
+  /** Work before one subject's rows go when they are forgotten (their runs stopped, their bytes removed). */
+  forgetStep(step: SubjectStep): void;
+  /** A table's rows of one subject, deleted inside the forget's transaction in registration order. */
+  forgetRows(rows: SubjectRows): void;
   /** Runs at shutdown, before the stores close; hooks run last registered first. */
   onShutdown(hook: () => Promise<void>): void;
   /**
@@ -23,8 +28,17 @@ export class Features implements FeatureHost {
 
   constructor(
     private readonly eraser: TenantEraser,
+    private readonly forgetter: SubjectForgetter,
     private readonly logger: Logger,
   ) {}
+
+  forgetStep(step: SubjectStep): void {
+    this.forgetter.registerStep(step);
+  }
+
+  forgetRows(rows: SubjectRows): void {
+    this.forgetter.registerRows(rows);
+  }
 
   eraseStep(step: EraseStep): void {
     this.eraser.registerStep(step);

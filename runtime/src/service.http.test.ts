@@ -148,6 +148,8 @@ describe('runtime service routes', () => {
         'GET /tenants/{tenant_id}/context',
         'GET /tenants/{tenant_id}/usage',
         'GET /tenants/{tenant_id}/observability',
+        'GET /audit',
+        'POST /audit/forget',
         'GET /tenants/{tenant_id}/sessions',
         'GET /tenants/{tenant_id}/sessions/{session_id}/messages',
       ].sort(),

@@ -31,7 +31,7 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
   beforeAll(async () => {
     services = setup === 'scale' ? await ScaleServices.start() : undefined;
     handler = await WebhookHandler.start();
-    world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600', SCHEDULER_TICK_MS: '3600000', DELIVERY_TICK_MS: '3600000' });
+    world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600', SCHEDULER_TICK_MS: '3600000', DELIVERY_TICK_MS: '3600000', AUDIT_FLUSH_MS: '3600000' });
     token = await world.token();
     // Warm: the tenant's configuration and verifier are cached after the first request, as in steady state.
     expect((await world.chat(token, { message: 'warm up' })).status).toBe(200);

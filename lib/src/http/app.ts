@@ -2,7 +2,7 @@
 // operational routes (/health, /ready, /metrics, /openapi.json + /docs), the program's routes, then 404 and the
 // one error mapping. Programs hand in their routes and readiness checks; nothing here knows their domain.
 import { randomUUID } from 'node:crypto';
-import express, { type Express, type RequestHandler } from 'express';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { createDocument, type ZodOpenApiSecuritySchemeObject } from 'zod-openapi';
 import type { Logger } from '../logging.js';
 import { authorizeOrigin, corsLayer, type CorsOptions } from './cors.js';
@@ -42,6 +42,8 @@ export interface HttpAppOptions {
   keepsRawBody?: (path: string) => boolean;
   /** The program's own metrics, served by `/metrics` beside the HTTP ones. */
   registries?: Registry[];
+  /** Told of every answered request once its answer is sent (the runtime's audit log takes its writes from here). */
+  onAnswered?: (req: Request, res: Response) => void;
 }
 
 const RAW_BODY = Symbol('rawBody');
@@ -78,6 +80,13 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
     }
     const done = options.lifecycle.beginRequest();
     res.once('finish', () => {
+      if (options.onAnswered) {
+        try {
+          options.onAnswered(req, res);
+        } catch (error) {
+          options.logger.error({ err: error }, 'the answered-request hook failed');
+        }
+      }
       if (options.lifecycle.draining) req.socket.end();
       done();
     });

@@ -164,6 +164,14 @@ export function successStatus(route: RouteDefinition): number {
  * authorization (403), the path, the route's own authorization and lookup (403, 404), then the query and body (4xx
  * naming the field), then the handler.
  */
+/** Where `mountRoutes` leaves the route that answered a request (`answeredRoute` reads it). */
+const ANSWERED_ROUTE = 'agentplaneAnsweredRoute';
+
+/** The route that answered (its OpenAPI path, such as `/chat/sessions/{id}`) and the path's values; undefined when none did. */
+export function answeredRoute(res: { locals: Record<string, unknown> }): { path: string; params: Record<string, string> } | undefined {
+  return res.locals[ANSWERED_ROUTE] as { path: string; params: Record<string, string> } | undefined;
+}
+
 export function mountRoutes(routes: RouteDefinition[], options: MountOptions): Router {
   const router = express.Router();
   for (const route of routes) {
@@ -173,6 +181,9 @@ export function mountRoutes(routes: RouteDefinition[], options: MountOptions): R
       return guard;
     });
     router[route.method](expressPath(route.path), async (req, res, next) => {
+      // Which route answered, with the path's values as sent: for what runs after the answer (the audit log), since
+      // express forgets both once an error leaves the router.
+      res.locals[ANSWERED_ROUTE] = { path: route.path, params: { ...req.params } };
       try {
         if (guards.length > 0) await firstPassingGuard(guards, req, res);
         if (options.authorizeCaller) await options.authorizeCaller(route, req, res);

@@ -19,6 +19,7 @@ import type { ModelPrice } from '../tenants/configuration.js';
 import type { DraftKeeper } from './drafts.js';
 import type { DeliveryRecord, TurnRecords, UsageRow } from './turn-records.js';
 import { firstFiring, withheld, type Moderate, type TurnGuardrails } from './guardrails.js';
+import type { AuditEntry } from '../governance/audit.js';
 import type { UsageRecorder } from './usage.js';
 import {
   RunCancelledError,
@@ -340,8 +341,13 @@ export class TurnEngine {
   }
 
   /** Cancels every running run of a tenant, wherever it runs (the first step of a tenant erase). */
-  async cancelTenantRuns(tenantId: string): Promise<number> {
-    const running = await this.deps.runs.runningOf(tenantId);
+  /** How many of the tenant's runs (one subject's, when named) are running. */
+  async runsOf(tenantId: string, subject?: string): Promise<number> {
+    return (await this.deps.runs.runningOf(tenantId, subject)).length;
+  }
+
+  async cancelTenantRuns(tenantId: string, subject?: string): Promise<number> {
+    const running = await this.deps.runs.runningOf(tenantId, subject);
     for (const run of running) {
       await this.deps.runs.requestCancel(run.id);
       if (!this.cancelHeld(run.id)) await this.notify(run.lease_owner, { type: 'cancel', run_id: run.id });
@@ -538,9 +544,9 @@ export class TurnEngine {
         deps.records.step({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, message: { id: messageId, draftId: step.draftId, value: message }, usage: step.usage }),
       );
       toolRounds += 1;
-      const { pending, answers, deliveries, stop } = await this.handleCalls(turn, step.calls, signal, totals);
+      const { pending, answers, deliveries, audit, stop } = await this.handleCalls(turn, step.calls, signal, totals);
       this.behind(run, async () => {
-        const rows = await deps.records.answers(turn, answers, deliveries);
+        const rows = await deps.records.answers(turn, answers, deliveries, audit);
         await deps.conversations.notify(turn.tenantId, turn.sessionId, [await kept, ...rows]);
       });
       history.push(historyMessage(message), ...answers.map(historyMessage));
@@ -642,10 +648,11 @@ export class TurnEngine {
     calls: ModelToolCall[],
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<{ pending: SessionPending | null; answers: NewMessage[]; deliveries: DeliveryRecord[]; stop?: 'subagents_incomplete' }> {
+  ): Promise<{ pending: SessionPending | null; answers: NewMessage[]; deliveries: DeliveryRecord[]; audit: AuditEntry[]; stop?: 'subagents_incomplete' }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
     const answers: NewMessage[] = [];
     const deliveries: DeliveryRecord[] = [];
+    const audit: AuditEntry[] = [];
     let stop: 'subagents_incomplete' | undefined;
     const refuse = async (call: ModelToolCall, result: string, args: unknown) => {
       await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: args });
@@ -664,10 +671,11 @@ export class TurnEngine {
         continue;
       }
       if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
-        const { stop: stopped, delivery, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
+        const { stop: stopped, delivery, ok, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
         stop ??= stopped;
         answers.push(answer);
         if (delivery) deliveries.push(delivery);
+        audit.push(toolCallEntry(turn, call.id, call.name, tool.server.origin ?? 'builtin', ok));
       } else if (tool.kind === 'ask_user') {
         const options = Array.isArray(args.options) ? args.options.filter((option): option is string => typeof option === 'string') : undefined;
         pending.questions.push({ tool_call_id: call.id, question: String(args.question ?? ''), ...(options && options.length > 0 ? { options } : {}) });
@@ -694,7 +702,7 @@ export class TurnEngine {
       }
     }
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
-    return { pending: paused ? pending : null, answers, deliveries, ...(stop ? { stop } : {}) };
+    return { pending: paused ? pending : null, answers, deliveries, audit, ...(stop ? { stop } : {}) };
   }
 
   /**
@@ -707,7 +715,7 @@ export class TurnEngine {
     call: ClearedCall,
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<NewMessage & { stop?: 'subagents_incomplete'; delivery?: DeliveryRecord }> {
+  ): Promise<NewMessage & { ok: boolean; stop?: 'subagents_incomplete'; delivery?: DeliveryRecord }> {
     await this.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
     const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id, model: turn.model };
     const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): ServerToolOutcome => {
@@ -726,6 +734,7 @@ export class TurnEngine {
       name: call.name,
       runId: turn.runId,
       subject: turn.subject,
+      ok: outcome.ok,
       ...(stop ? { stop } : {}),
       ...(outcome.delivery ? { delivery: outcome.delivery } : {}),
     };
@@ -739,12 +748,14 @@ export class TurnEngine {
     const signal = run.controller.signal;
     const answers: NewMessage[] = [];
     const deliveries: DeliveryRecord[] = [];
+    const audit: AuditEntry[] = [];
     for (const call of turn.cleared ?? []) {
       const tool = turn.tools.get(call.name);
       if (tool?.kind === 'server' && tool.server) {
-        const { stop: _stop, delivery, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
+        const { stop: _stop, delivery, ok, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
         answers.push(answer);
         if (delivery) deliveries.push(delivery);
+        audit.push(toolCallEntry(turn, call.id, call.name, tool.server.origin ?? 'builtin', ok));
         continue;
       }
       const result = toolNotAvailable(call.name);
@@ -753,7 +764,7 @@ export class TurnEngine {
       answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
     }
     this.behind(run, async () => {
-      const rows = await this.deps.records.answers(turn, answers, deliveries);
+      const rows = await this.deps.records.answers(turn, answers, deliveries, audit);
       await this.deps.conversations.notify(turn.tenantId, turn.sessionId, rows);
     });
     return answers.map(historyMessage);
@@ -895,6 +906,18 @@ export class TurnEngine {
     this.deps.observe?.turnEnded('failed');
     await this.end(turn.tenantId, turn.runId, frame);
   }
+}
+
+/** The audit log's entry of a server tool's call: for whom, which tool, how it went. */
+function toolCallEntry(turn: Turn, toolCallId: string, tool: string, origin: string, ok: boolean): AuditEntry {
+  return {
+    tenantId: turn.tenantId,
+    actor: turn.subject,
+    actorKind: 'end_user',
+    action: 'tool_call',
+    resource: { tool, origin, run_id: turn.runId, session_id: turn.sessionId, tool_call_id: toolCallId },
+    outcome: ok ? 'ok' : 'failed',
+  };
 }
 
 /** The end of a turn a guardrail stopped: its last message says which check fired (and is all it says). */

@@ -44,6 +44,55 @@ export async function registerChat(
 
   host.eraseStep({ name: 'run_logs', phase: 'outside_database', run: async (tenantId) => ({ items: await events.deleteByPrefix(tenantEventPrefix(tenantId)) }) });
   host.eraseStep({ name: 'runs', phase: 'stop_work', run: async (tenantId) => ({ items: await engine.cancelTenantRuns(tenantId) }) });
+  // Forgetting a subject: their runs stopped (and waited for, so none writes into what is being removed), then their
+  // conversations with everything in them; their votes on any message; usage rows stay (accounting, no subject).
+  host.forgetStep({
+    name: 'runs',
+    run: async (tenantId, subject) => {
+      const cancelled = await engine.cancelTenantRuns(tenantId, subject);
+      const deadline = Date.now() + 10_000;
+      while ((await engine.runsOf(tenantId, subject)) > 0) {
+        if (Date.now() > deadline) throw new Error("a turn of the subject's was still running after 10 s");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      return { items: cancelled };
+    },
+  });
+  host.forgetRows({
+    table: 'message_feedback',
+    purge: async (trx, tenantId, subject) =>
+      Number(
+        (
+          await trx
+            .deleteFrom('message_feedback')
+            .where('tenant_id', '=', tenantId)
+            .where((eb) =>
+              eb.or([
+                eb('subject', '=', subject),
+                eb('message_id', 'in', eb.selectFrom('messages').innerJoin('sessions', 'sessions.id', 'messages.session_id').select('messages.id').where('sessions.tenant_id', '=', tenantId).where('sessions.owner', '=', subject)),
+              ]),
+            )
+            .executeTakeFirst()
+        ).numDeletedRows,
+      ),
+  });
+  const owned = (trx: Parameters<Parameters<FeatureHost['forgetRows']>[0]['purge']>[0], tenantId: string, subject: string) =>
+    trx.selectFrom('sessions').select('id').where('tenant_id', '=', tenantId).where('owner', '=', subject);
+  host.forgetRows({
+    table: 'run_steers',
+    purge: async (trx, tenantId, subject) =>
+      Number((await trx.deleteFrom('run_steers').where('run_id', 'in', trx.selectFrom('runs').select('id').where('session_id', 'in', owned(trx, tenantId, subject))).executeTakeFirst()).numDeletedRows),
+  });
+  for (const table of ['messages', 'runs'] as const) {
+    host.forgetRows({
+      table,
+      purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom(table).where('session_id', 'in', owned(trx, tenantId, subject)).executeTakeFirst()).numDeletedRows),
+    });
+  }
+  host.forgetRows({
+    table: 'sessions',
+    purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom('sessions').where('tenant_id', '=', tenantId).where('owner', '=', subject).executeTakeFirst()).numDeletedRows),
+  });
   for (const table of conversationTables) {
     host.eraseRows({
       table,

@@ -187,8 +187,11 @@ export class RunStore {
   }
 
   /** A tenant's running runs and the processes holding them (a tenant erase cancels them first). */
-  async runningOf(tenantId: string): Promise<{ id: string; lease_owner: string | null }[]> {
-    return this.db.selectFrom('runs').select(['id', 'lease_owner']).where('tenant_id', '=', tenantId).where('status', '=', 'running').execute();
+  /** The tenant's running runs (of one subject's, when named). */
+  async runningOf(tenantId: string, subject?: string): Promise<{ id: string; lease_owner: string | null }[]> {
+    let select = this.db.selectFrom('runs').select(['id', 'lease_owner']).where('tenant_id', '=', tenantId).where('status', '=', 'running');
+    if (subject !== undefined) select = select.where('subject', '=', subject);
+    return select.execute();
   }
 
   async requestCancel(runId: string): Promise<void> {

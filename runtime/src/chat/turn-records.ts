@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { isUniqueViolation, sqlStateOf } from '@agentplane/lib/db/database';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { MessageRow, NewMessage, SessionStatus } from '../sessions/conversations.js';
+import { rowOf, type AuditEntry } from '../governance/audit.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 import type { RunEnding } from './runs.js';
 
@@ -155,9 +156,24 @@ export class TurnRecords {
    * order, so the answers read back in the order the calls were made, by contract rather than by how the insert
    * happens to run.
    */
-  async answers(where: { tenantId: string; sessionId: string; runId: string }, answers: NewMessage[], deliveries: DeliveryRecord[]): Promise<MessageRow[]> {
-    if (answers.length === 0 && deliveries.length === 0) return [];
+  async answers(
+    where: { tenantId: string; sessionId: string; runId: string },
+    answers: NewMessage[],
+    deliveries: DeliveryRecord[],
+    audit: AuditEntry[] = [],
+  ): Promise<MessageRow[]> {
+    if (answers.length === 0 && deliveries.length === 0 && audit.length === 0) return [];
     const parts: RawBuilder<unknown>[] = [sql`session as (update sessions set updated_at = now() where id = ${where.sessionId})`];
+    if (audit.length > 0) {
+      // The audit log's entries of the calls go in the same statement as their results.
+      const rows = audit.map(rowOf);
+      parts.push(sql`audited as (
+        insert into audit_log (tenant_id, actor, actor_kind, action, resource, outcome, status, ip, request_id)
+        values ${sql.join(
+          rows.map((row) => sql`(${row.tenant_id}::uuid, ${row.actor}::text, ${row.actor_kind}::text, ${row.action}::text, ${row.resource}::jsonb, ${row.outcome}::text, ${row.status}::integer, ${row.ip}::text, ${row.request_id}::text)`),
+          sql`, `,
+        )})`);
+    }
     if (deliveries.length > 0) {
       const values = deliveries.map(
         (delivery) =>

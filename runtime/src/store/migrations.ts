@@ -599,4 +599,51 @@ export const runtimeMigrations: Migration[] = [
       'create index runs_tenant_recent on runs (tenant_id, created_at desc)',
     ],
   },
+  {
+    version: 23,
+    name: 'audit',
+    statements: [
+      // The append-only audit log (docs/decisions/0065): who did what, when, from where, and how it went.
+      `create table audit_log (
+        id bigint generated always as identity primary key,
+        tenant_id uuid not null,
+        at timestamptz not null default now(),
+        actor text not null,
+        actor_kind text not null,
+        action text not null,
+        resource jsonb not null default '{}',
+        outcome text not null,
+        status integer,
+        ip text,
+        request_id text
+      )`,
+      'create index audit_log_tenant on audit_log (tenant_id, id desc)',
+      'create index audit_log_actor on audit_log (tenant_id, actor, id desc)',
+      // Append-only, enforced by the database: rows are never changed or removed, except by a tenant's erase (its
+      // transaction says so) and by forgetting a subject, which may only replace that subject as actor.
+      `create function audit_log_append_only() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'DELETE' and current_setting('agentplane.audit', true) = 'erase' then
+          return old;
+        end if;
+        if tg_op = 'UPDATE' and current_setting('agentplane.audit', true) = 'forget'
+          and new.actor like 'forgotten:%' and new.id = old.id and new.tenant_id = old.tenant_id and new.at = old.at
+          and new.action = old.action and new.resource = old.resource and new.outcome = old.outcome
+          and new.status is not distinct from old.status and new.request_id is not distinct from old.request_id then
+          return new;
+        end if;
+        raise exception 'the audit log is append-only' using errcode = '42501';
+      end
+      $$`,
+      'create trigger audit_log_append_only before update or delete on audit_log for each row execute function audit_log_append_only()',
+      // What forgetting a subject left: when, who asked, and what went; never the subject.
+      `create table forget_records (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        at timestamptz not null default now(),
+        requested_by text not null,
+        erased jsonb not null
+      )`,
+    ],
+  },
 ];

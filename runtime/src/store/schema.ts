@@ -294,6 +294,8 @@ export interface RuntimeSchema {
   event_deliveries: EventDeliveriesTable;
   triggers: TriggersTable;
   trigger_events: TriggerEventsTable;
+  audit_log: AuditLogTable;
+  forget_records: ForgetRecordsTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }
 
@@ -526,4 +528,30 @@ export interface TriggerEventsTable {
   received_at: Generated<Date>;
   started_at: Timestamp | null;
   outcome: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+}
+
+/** One entry of the append-only audit log (docs/decisions/0065). */
+export interface AuditLogTable {
+  id: Generated<string>;
+  tenant_id: string;
+  at: Generated<Date>;
+  /** The subject, `admin` for the admin key, `task:<id>` or `trigger:<id>` for unattended work; `forgotten:<id>` once forgotten. */
+  actor: string;
+  actor_kind: string;
+  action: string;
+  resource: ColumnType<Record<string, unknown>, string | undefined, string>;
+  /** ok, refused, failed. */
+  outcome: string;
+  status: number | null;
+  ip: string | null;
+  request_id: string | null;
+}
+
+/** What forgetting a subject left: when, who asked, what went; never the subject. */
+export interface ForgetRecordsTable {
+  id: string;
+  tenant_id: string;
+  at: Generated<Date>;
+  requested_by: string;
+  erased: ColumnType<Record<string, number>, string, string>;
 }

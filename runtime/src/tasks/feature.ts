@@ -17,6 +17,11 @@ export function registerTasks(host: FeatureHost, db: Kysely<RuntimeSchema>, sche
     table: 'tasks',
     purge: async (trx, tenantId) => Number((await trx.deleteFrom('tasks').where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
   });
+  host.forgetStep({ name: 'schedules', run: async (tenantId, subject) => ({ items: await stopSchedules(db, tenantId, { subject }) }) });
+  host.forgetRows({
+    table: 'tasks',
+    purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom('tasks').where('tenant_id', '=', tenantId).where('owner', '=', subject).executeTakeFirst()).numDeletedRows),
+  });
   drainSignal.addEventListener('abort', () => void scheduler.stop(), { once: true });
   host.onShutdown(() => scheduler.stop());
 }

@@ -351,22 +351,26 @@ export class TaskScheduler {
  * cancelled. Answers how many tasks it stopped; throws when a start does not finish in time (the erase stops before
  * any row goes, and a retry looks again).
  */
-export async function stopSchedules(db: Kysely<RuntimeSchema>, tenantId: string, waitMs = 10_000): Promise<number> {
-  const stopped = await db
-    .updateTable('tasks')
-    .set({ status: 'cancelled', next_run_at: null, updated_at: new Date() })
-    .where('tenant_id', '=', tenantId)
-    .where('status', 'in', ['scheduled', 'running'])
-    .executeTakeFirst();
-  await db
+export async function stopSchedules(db: Kysely<RuntimeSchema>, tenantId: string, options: { subject?: string; waitMs?: number } = {}): Promise<number> {
+  const waitMs = options.waitMs ?? 10_000;
+  const ofSubject = options.subject === undefined ? [] : await db.selectFrom('tasks').select('id').where('tenant_id', '=', tenantId).where('owner', '=', options.subject).execute();
+  const taskIds = ofSubject.map((task) => task.id);
+  if (options.subject !== undefined && taskIds.length === 0) return 0;
+  let tasks = db.updateTable('tasks').set({ status: 'cancelled', next_run_at: null, updated_at: new Date() }).where('tenant_id', '=', tenantId).where('status', 'in', ['scheduled', 'running']);
+  if (options.subject !== undefined) tasks = tasks.where('id', 'in', taskIds);
+  const stopped = await tasks.executeTakeFirst();
+  let pending = db
     .updateTable('task_fires')
-    .set({ state: 'settled', outcome: JSON.stringify({ status: 'failed', finishReason: null, error: 'the project was erased' }), claim_expires_at: null })
+    .set({ state: 'settled', outcome: JSON.stringify({ status: 'failed', finishReason: null, error: options.subject === undefined ? 'the project was erased' : 'its owner was forgotten' }), claim_expires_at: null })
     .where('tenant_id', '=', tenantId)
-    .where('state', '=', 'pending')
-    .execute();
+    .where('state', '=', 'pending');
+  if (options.subject !== undefined) pending = pending.where('task_id', 'in', taskIds);
+  await pending.execute();
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const starting = await db.selectFrom('task_fires').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting').executeTakeFirst();
+    let query = db.selectFrom('task_fires').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
+    if (options.subject !== undefined) query = query.where('task_id', 'in', taskIds);
+    const starting = await query.executeTakeFirst();
     if (!starting) return Number(stopped.numUpdatedRows);
     if (Date.now() > deadline) throw new Error(`a fire of a scheduled task (run ${starting.run_id}) was still starting after ${waitMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 50));
