@@ -179,7 +179,7 @@ async function fingerprint(db: Kysely<unknown>): Promise<string> {
   const digests: string[] = [];
   for (const { schema, name } of tables.rows) {
     // The audit log records every write, refusals included, by design: what it holds is not a change a request made.
-    if (`${schema}.${name}` === 'public.audit_log') continue;
+    if (`${schema}.${name}` === 'public.audit_log' || `${schema}.${name}` === 'control.audit_log') continue;
     // The outbox's delivery state (attempts, errors, delivered) is the relay's background work, not a change a
     // request stored; what a request enqueues (kind and payload) counts.
     const columns = `${schema}.${name}` === 'control.outbox' ? sql`(t.id, t.project_id, t.kind, t.payload)::text` : sql`t::text`;

@@ -21,6 +21,8 @@ import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
+import { ControlAuditLog, controlAuditEntry } from './audit/log.js';
+import { controlAuditRoutes } from './audit/routes.js';
 import { projectEventRoutes } from './events/routes.js';
 import { ProjectEventsService } from './events/service.js';
 import { ActivityService } from './activity/service.js';
@@ -116,6 +118,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const generatedOwner = await ensureOwner(accounts, config);
 
     const activity = new ActivityService(projects, reach);
+    const audit = new ControlAuditLog(db, logger);
     const { app, openapi } = createHttpApp({
       program: 'control-api',
       title: 'agentplane control plane',
@@ -135,7 +138,13 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...skillRoutes(new SkillRelay(projects, reach), keys),
         ...activityRoutes(activity, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
+        ...controlAuditRoutes(audit, keys),
       ]),
+      // Every answered write and mint joins the audit log, after its answer.
+      onAnswered: (req, res) => {
+        const entry = controlAuditEntry(req, res);
+        if (entry) audit.recordLater(entry);
+      },
       guards: { session: sessionGuard(accounts), apiKey: projectCallerGuard(accounts, keys) },
       securitySchemes: {
         session: { type: 'http', scheme: 'bearer', description: 'A session token from POST /api/auth/login (`ses_...`)' },

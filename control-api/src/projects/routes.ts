@@ -1,6 +1,7 @@
 // HTTP adapter for a project's own routes (X-API-Key or a signed-in session): read, change and delete the project
 // and its ceiling, system prompt, origins and usage limits, the starting snippet, and minting end-user tokens.
 import { GuardrailsSchema } from '@agentplane/lib/guardrails';
+import { AUDIT_DETAIL } from '../audit/log.js';
 import { z } from 'zod';
 import { notFound, permissionDenied } from '@agentplane/lib/errors';
 import { CATALOGUE, modalitySide } from '@agentplane/lib/permissions';
@@ -443,6 +444,8 @@ export function projectRoutes(
       responses: { 200: { description: 'The token and what it grants', schema: TokenResponse }, 400: { description: 'Unregistered model, or a scope that is not a prefix of the subject' }, 404: hidden },
       authorize: ({ params, res }) => keys.authorize(callerOf(res.locals), params.id, 'mint'),
       async handle({ params, body, res }) {
+        // The audit log's entry of a mint says for whom and with what, never the token.
+        res.locals[AUDIT_DETAIL] = { subject: body.subject, capabilities: body.capabilities ?? null };
         return { body: await mint.mint(callerOf(res.locals), params.id, body) };
       },
     }),

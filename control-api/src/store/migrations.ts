@@ -271,4 +271,32 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column guardrails jsonb',
     ],
   },
+  {
+    version: 20,
+    name: 'audit log',
+    statements: [
+      // Every control-plane write and token mint (docs/decisions/0065): who, what, when, from where, how it went.
+      `create table control.audit_log (
+        id bigint generated always as identity primary key,
+        project_id uuid,
+        org_id uuid,
+        at timestamptz not null default now(),
+        actor text not null,
+        action text not null,
+        resource jsonb not null default '{}',
+        outcome text not null,
+        status integer,
+        ip text,
+        request_id text
+      )`,
+      'create index audit_log_project on control.audit_log (project_id, id desc)',
+      // Append-only, enforced by the database: no entry is changed or removed.
+      `create function control.audit_log_append_only() returns trigger language plpgsql as $$
+      begin
+        raise exception 'the audit log is append-only' using errcode = '42501';
+      end
+      $$`,
+      'create trigger audit_log_append_only before update or delete on control.audit_log for each row execute function control.audit_log_append_only()',
+    ],
+  },
 ];

@@ -86,6 +86,21 @@ export interface ControlSchema {
     /** The project's input and output checks (docs/decisions/0064); null: none. */
     guardrails: ColumnType<Guardrails | null, string | null | undefined, string | null>;
   };
+  /** Every control-plane write and token mint (docs/decisions/0065); append-only. */
+  audit_log: {
+    id: Generated<string>;
+    project_id: string | null;
+    org_id: string | null;
+    at: Generated<Date>;
+    /** `account:<id>` or `key:<id>`. */
+    actor: string;
+    action: string;
+    resource: ColumnType<Record<string, unknown>, string | undefined, string>;
+    outcome: string;
+    status: number | null;
+    ip: string | null;
+    request_id: string | null;
+  };
   providers: {
     id: string;
     project_id: string;
