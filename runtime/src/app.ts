@@ -385,7 +385,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         documentSearchTool(documents, principal),
         ...memoryTools(memory, principal),
         todos.tool(principal.tenantId),
-        ...tasks.tools(principal),
+        ...tasks.tools(principal, permission, request),
         subagents.tool(principal, permission, request),
         ...web.for(principal.configuration.document.web_search),
         ...webhookTools.for(principal),
@@ -415,6 +415,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // held when they made the task or trigger.
     const startUnattended: StartUnattended = async (start) => {
       const principal = await authenticator.actingAs(start.tenantId, start.actsAs, start.runId);
+      // A ceiling narrowed since the task or trigger was made stops it: its capability is checked at every start.
+      if (!principal.permission.has(start.needs)) return { started: false, error: `capability '${start.needs}' is no longer granted: the project's ceiling or the creator's grant does not hold it` };
       const outcome = await chat.start(principal, unattendedRequest(start) as Parameters<ChatService['start']>[1], undefined, { runId: start.runId });
       return outcome.kind === 'started' ? { started: true, sessionId: outcome.sessionId } : { started: false, error: errorMessage(outcome.error) };
     };
@@ -483,7 +485,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         const entry = auditedWrite(req, res);
         if (entry) audit.recordLater([entry]);
       },
-      keepsRawBody: (path) => /^\/triggers\/[^/]+$/.test(path),
+      keepsRawBody: (path) => /^\/triggers\/[^/]+\/?$/i.test(path),
       rawRouters: blobs instanceof FsBlobStore ? [{ path: BLOB_ROUTE_PATH, router: createSignedBlobRouter({ store: blobs }) }] : [],
     });
 

@@ -1,14 +1,15 @@
 // HTTP adapter for what the project's runtime did (admin key or a signed-in member): the project is found first (404
 // for one the caller may not see), then the runtime answers. Its records keep the runtime's shape.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import type { ActivityService } from './service.js';
 
 const TaskListQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).default(100),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
   status: z.enum(['scheduled', 'running', 'completed', 'incomplete', 'failed', 'cancelled']).optional(),
 });
 
@@ -28,15 +29,15 @@ const TurnHealth = z
   .meta({ id: 'ProjectTurnHealth' });
 
 const SessionsQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(500).default(100),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(500)).default(100),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
   include_subagents: z.enum(['true', 'false']).optional().meta({ description: "true: subagents' working conversations too" }),
   user_ref: z.string().min(1).max(512).optional().meta({ description: 'Only this subject\'s' }),
   status: z.enum(['idle', 'running', 'requires_action', 'completed', 'failed', 'cancelled']).optional(),
 });
 const SessionParams = ProjectParams.extend({ sessionId: z.uuid({ error: 'sessionId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 const MessagesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(500).optional(),
+  limit: queryNumber((n) => n.int().min(1).max(500)).optional(),
   before: z.uuid().optional(),
   after: z.uuid().optional(),
 });

@@ -1,13 +1,14 @@
 // The project's control-plane audit log for its admins (admin key or a signed-in member): every write and token
 // mint, newest first.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
 import type { ControlAuditLog } from './log.js';
 
 const AuditQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).default(100),
   before: z.string().regex(/^\d{1,18}$/, 'before must be an entry id').optional(),
   actor: z.string().min(1).max(300).optional().meta({ description: '`account:<id>` or `key:<id>`' }),
   action: z.string().min(1).max(300).optional().meta({ description: 'Such as `POST /api/projects/{id}/token`' }),

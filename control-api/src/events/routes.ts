@@ -1,6 +1,7 @@
 // HTTP adapter for where the project's events go (admin key or a signed-in member): the webhook URL, the secret that
 // signs deliveries (readable; rotation replaces it at once, SPEC.md), and the record of what was sent.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
@@ -18,7 +19,7 @@ const WebhookSecret = z
   })
   .meta({ id: 'ProjectWebhookSecret' });
 const EventsQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).default(100),
   status: z.enum(['pending', 'delivered', 'dead']).optional(),
 });
 

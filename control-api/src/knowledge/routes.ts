@@ -2,6 +2,7 @@
 // one the caller may not see), then the body is checked for its shape here and in full by the runtime, which keeps
 // the documents (docs/decisions/0043).
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
@@ -85,11 +86,11 @@ const CorpusDocumentAction = z
 
 const ListQuery = z.object({
   status: z.enum(['uploading', 'uploaded', 'processing', 'ready', 'failed']).optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(200)).default(50),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
 });
 const WaitQuery = z.object({
-  wait: z.coerce.number().int().min(0).max(60).default(0).meta({ description: 'Seconds to wait for the document to be read (at most 60); 0: answer at once' }),
+  wait: queryNumber((n) => n.int().min(0).max(60)).default(0).meta({ description: 'Seconds to wait for the document to be read (at most 60); 0: answer at once' }),
 });
 
 const WikiPageOut = z
@@ -106,8 +107,8 @@ const WikiPageOut = z
   .meta({ id: 'WikiPage' });
 const WikiParams = ProjectParams.extend({ itemId: z.uuid({ error: 'itemId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 const WikiQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(200).default(100),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(200)).default(100),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
 });
 
 const unavailable = { description: 'The project\'s runtime did not answer, or has not registered the project\'s tenant yet' };

@@ -3,6 +3,7 @@
 // `requiresApproval`: any value but true or false (null, 0, "false") is 400, the spelling `requires_approval` is 400
 // whatever its value, and a PATCH without it leaves the gate as it was.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { invalidArgument } from '@agentplane/lib/errors';
 import { defineRoute, malformedUnless, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { MCP_SERVER_NAME, mcpHeaderEntries, stdioField } from '@agentplane/lib/mcp';
@@ -75,7 +76,7 @@ const WebhookToolRotated = z
 const ToolParams = ProjectParams.extend({ toolId: z.uuid({ error: 'toolId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 
 const DeliveriesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).optional().meta({ description: 'How many, newest first (default 100, at most 1,000)' }),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).optional().meta({ description: 'How many, newest first (default 100, at most 1,000)' }),
 });
 
 export function webhookToolRoutes(tools: WebhookToolService, keys: ProjectKeyService): RouteDefinition[] {

@@ -2,6 +2,7 @@
 // answering the way S3 does (an ETag on every upload) so a client handles both stores alike.
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { permissionDenied } from '@agentplane/lib/errors';
 import { secretsEqual } from '@agentplane/lib/crypto/secret-box';
 
@@ -20,10 +21,10 @@ export interface BlobGrant {
 
 const grantQuery = z
   .object({
-    expires: z.coerce.number().int(),
+    expires: queryNumber((n) => n.int()),
     sig: z.string().min(1),
     uploadId: z.string().min(1).optional(),
-    partNumber: z.coerce.number().int().optional(),
+    partNumber: queryNumber((n) => n.int()).optional(),
     contentType: z.string().optional(),
   })
   .refine((q) => (q.uploadId === undefined) === (q.partNumber === undefined));

@@ -1,6 +1,7 @@
 // Request, response and frame schemas of the chat routes; they validate requests and feed /openapi.json. SPEC.md
 // leaves most payloads "not shown": docs/decisions/0017-turn-engine.md records the choices.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { EFFORTS, REQUEST_FLAGS, type RequestFlag } from '@agentplane/lib/permissions';
 import { malformedUnless } from '@agentplane/lib/http/routes';
 import { jsonValue } from '@agentplane/lib/schemas/json';
@@ -168,7 +169,7 @@ export const RunAccepted = z
 export const RunIdParams = z.object({ run_id: z.string().min(1).max(200).meta({ description: 'The `run_id` of the `start` frame (also the `X-Run-Id` header)' }) });
 
 export const ResumeQuery = z.object({
-  last_event_id: z.coerce.number().int().min(0).optional().meta({ description: 'Frames after this id; the `Last-Event-ID` header wins when both are sent' }),
+  last_event_id: queryNumber((n) => n.int().min(0)).optional().meta({ description: 'Frames after this id; the `Last-Event-ID` header wins when both are sent' }),
 });
 
 export const SessionIdParams = z.object({ session_id: z.uuid({ error: 'session_id must be a UUID' }) });

@@ -13,6 +13,8 @@ export interface UnattendedStart {
   /** The conversation it posts into; null: a new one. */
   sessionId: string | null;
   model: string | null;
+  /** The capability that lets it run at all, checked against the project's ceiling at each start. */
+  needs: 'tasks:write' | 'triggers';
 }
 
 export type UnattendedStarted = { started: true; sessionId: string } | { started: false; error: string };

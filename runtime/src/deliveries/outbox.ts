@@ -24,8 +24,9 @@ const MAX_RETRY_MS = 3_600_000;
 const ATTEMPT_MS = 10_000;
 /** How long a claimed row is this process's before another may take it over. */
 const CLAIM_MS = 60_000;
-const BATCH = 50;
 const SENDING_AT_ONCE = 8;
+/** Rows claimed per pass: as many as are sent at once, so none waits past its claim behind slow receivers. */
+const BATCH = SENDING_AT_ONCE;
 /** How much of a receiver's answer is kept with an attempt. */
 const ANSWER_EXCERPT = 200;
 export const DELIVERY_RETENTION_DAYS = 30;

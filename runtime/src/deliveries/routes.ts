@@ -1,6 +1,7 @@
 // The events sent to a tenant's project (docs/decisions/0059), newest first with every attempt, on the admin surface
 // for the control plane (GET /api/projects/:id/events).
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import type { TenantService } from '../tenants/service.js';
 import { EVENT_TYPES, type EventOutbox } from './outbox.js';
@@ -27,7 +28,7 @@ const EventDeliveryOut = z
   .meta({ id: 'EventDelivery' });
 
 const DeliveriesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).default(100),
   status: z.enum(['pending', 'delivered', 'dead']).optional(),
 });
 

@@ -1,6 +1,7 @@
 // The wire shapes of the document routes (docs/decisions/0039): what SPEC.md leaves "not shown" (the record's
 // fields, the upload limits) is decided here, once, and the same schemas validate requests and feed /openapi.json.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { DOCUMENT_STATUSES } from './model.js';
 import {
   DEFAULT_PART_SIZE,
@@ -154,8 +155,8 @@ export type DocumentUpdateInput = z.infer<typeof DocumentUpdate>;
 
 export const DocumentListQuery = z.object({
   status: z.enum(DOCUMENT_STATUSES).optional().meta({ description: 'Only documents in this state' }),
-  limit: z.coerce.number().int().min(1).max(MAX_DOCUMENT_PAGE).default(DEFAULT_DOCUMENT_PAGE).meta({ description: `Page size, at most ${MAX_DOCUMENT_PAGE}` }),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).meta({ description: 'How many documents to skip: the previous page\'s next_offset' }),
+  limit: queryNumber((n) => n.int().min(1).max(MAX_DOCUMENT_PAGE)).default(DEFAULT_DOCUMENT_PAGE).meta({ description: `Page size, at most ${MAX_DOCUMENT_PAGE}` }),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0).meta({ description: 'How many documents to skip: the previous page\'s next_offset' }),
 });
 export type DocumentListInput = z.infer<typeof DocumentListQuery>;
 
@@ -239,8 +240,8 @@ export const IngestWaitQuery = z.object({
 });
 
 export const ChunkPageQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_DOCUMENT_PAGE).default(DEFAULT_DOCUMENT_PAGE).meta({ description: `Page size, at most ${MAX_DOCUMENT_PAGE}` }),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(MAX_DOCUMENT_PAGE)).default(DEFAULT_DOCUMENT_PAGE).meta({ description: `Page size, at most ${MAX_DOCUMENT_PAGE}` }),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
 });
 
 export const DocumentChunkOut = z

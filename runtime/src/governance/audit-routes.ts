@@ -4,6 +4,7 @@
 // how it went, from where.
 import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { permissionDenied } from '@agentplane/lib/errors';
 import { answeredRoute, defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { isPrivileged } from '@agentplane/lib/permissions';
@@ -12,11 +13,14 @@ import { principalOf } from '../auth/guard.js';
 import { canSeeOwner } from '../sessions/access.js';
 import { ACTOR_KINDS, AUDIT_OUTCOMES, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE, outcomeOf, type AuditEntry, type AuditLog } from './audit.js';
 import type { SubjectForgetter } from './forget.js';
+import { storableText } from '@agentplane/lib/http/text';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const isoDateTime = z.iso.datetime({ offset: true });
 
 const AuditQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_AUDIT_PAGE).default(DEFAULT_AUDIT_PAGE).meta({ description: `Page size, at most ${MAX_AUDIT_PAGE}` }),
+  limit: queryNumber((n) => n.int().min(1).max(MAX_AUDIT_PAGE)).default(DEFAULT_AUDIT_PAGE).meta({ description: `Page size, at most ${MAX_AUDIT_PAGE}` }),
   before: z.string().regex(/^\d{1,18}$/, 'before must be an entry id').optional().meta({ description: "Entries older than this one: the previous page's next_before" }),
   actor: z.string().min(1).max(512).optional().meta({ description: 'Only this subject\'s (or `admin`, `trigger:<id>`, `forgotten:<id>`)' }),
   action: z.string().min(1).max(256).optional().meta({ description: 'Only this action, such as `POST /chat` or `tool_call`' }),
@@ -107,6 +111,8 @@ export function auditRoutes(audit: AuditLog, forgetter: SubjectForgetter): Route
       async handle({ body, res }) {
         const principal = principalOf(res);
         if (!canSeeOwner(principal, body.subject)) throw permissionDenied(`subject ${body.subject} is outside this token's scope`, { code: 'outside_scope' });
+        // Entries this process still holds are written first, so the forget renames them too.
+        await audit.flush();
         const report = await forgetter.forget(principal.tenantId, body.subject, principal.claims.sub);
         await audit.record([
           { tenantId: principal.tenantId, actor: principal.claims.sub, actorKind: 'end_user', action: 'subject.forget', resource: { forget_id: report.forget_id, erased: report.erased }, outcome: report.complete ? 'ok' : 'failed' },
@@ -121,14 +127,18 @@ export function auditRoutes(audit: AuditLog, forgetter: SubjectForgetter): Route
 export function auditedWrite(req: Request, res: Response): AuditEntry | undefined {
   if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return undefined;
   const answered = answeredRoute(res);
-  if (answered === undefined) return undefined;
+  // Nobody authenticated (401): the entry could name any tenant and any actor, so there is none.
+  if (answered === undefined || res.statusCode === 401) return undefined;
   const route = answered.path;
   const principal = res.locals.principal as Principal | undefined;
   const trigger = res.locals.trigger as { id: string; tenant_id: string } | undefined;
-  const params = { ...answered.params };
-  // A trigger's URL is its credential: the entry names the trigger, never the slug.
-  if (trigger) delete params.trigger;
-  const tenantId = principal?.tenantId ?? trigger?.tenant_id ?? params.tenant_id;
+  // The path's values as sent may be anything: kept only when plain, and a trigger's slug (its credential) never.
+  const params = Object.fromEntries(
+    Object.entries(answered.params)
+      .filter(([name, value]) => !(name === 'trigger' && !UUID.test(value)))
+      .map(([name, value]) => [name, storableText(value).slice(0, 200)]),
+  );
+  const tenantId = principal?.tenantId ?? trigger?.tenant_id ?? (UUID.test(params.tenant_id ?? '') ? params.tenant_id!.toLowerCase() : undefined);
   if (!tenantId) return undefined;
   const admin = route.startsWith('/tenants');
   return {

@@ -91,7 +91,12 @@ export class AuditLog {
     const entries = this.held;
     this.held = [];
     this.flushing = this.flushing.then(() =>
-      this.record(entries).catch((err: unknown) => this.logger.error({ err, entries: entries.length }, 'could not append to the audit log')),
+      this.record(entries).catch(async () => {
+        // One entry the store refuses must not lose the others: each is tried on its own.
+        for (const entry of entries) {
+          await this.record([entry]).catch((err: unknown) => this.logger.error({ err, action: entry.action }, 'could not append to the audit log'));
+        }
+      }),
     );
     await this.flushing;
   }

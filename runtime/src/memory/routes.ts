@@ -2,6 +2,7 @@
 // capability `memory`), and the wiki on the runtime's admin surface for the control plane's
 // `/api/projects/:id/wiki` (X-Admin-Key; docs/decisions/0044).
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { principalOf } from '../auth/guard.js';
 import type { TenantService } from '../tenants/service.js';
@@ -32,8 +33,8 @@ const WikiPageOut = z
   .meta({ id: 'WikiPage' });
 
 const page = {
-  limit: z.coerce.number().int().min(1).max(200).default(100).meta({ description: 'Page size, at most 200' }),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(200)).default(100).meta({ description: 'Page size, at most 200' }),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
 };
 const MemoryQuery = z.object({
   subject: z.string().min(1).max(256).optional().meta({ description: "Another subject's memory: a privileged token (admin, owner, service) only" }),

@@ -1,6 +1,7 @@
 // The wire shapes of the session routes (docs/decisions/0019): what SPEC.md leaves "not shown" is decided here,
 // once, and the same schemas validate requests and feed /openapi.json.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { SESSION_STATUSES } from './conversations.js';
 
 /** Largest page `GET /chat/sessions` answers; a larger `limit` is a 422, not silently clamped. */
@@ -40,8 +41,8 @@ export const SessionListQuery = z.object({
     .default('false')
     .meta({ description: 'Also list subagents\' working conversations (rows with a parent_session_id)' })
     .transform((value) => value === 'true'),
-  limit: z.coerce.number().int().min(1).max(MAX_SESSION_PAGE).default(DEFAULT_SESSION_PAGE).meta({ description: `Page size, at most ${MAX_SESSION_PAGE}` }),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).meta({ description: 'How many rows to skip: the previous page\'s next_offset' }),
+  limit: queryNumber((n) => n.int().min(1).max(MAX_SESSION_PAGE)).default(DEFAULT_SESSION_PAGE).meta({ description: `Page size, at most ${MAX_SESSION_PAGE}` }),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0).meta({ description: 'How many rows to skip: the previous page\'s next_offset' }),
 });
 export type SessionListInput = z.infer<typeof SessionListQuery>;
 

@@ -1,6 +1,7 @@
 // HTTP adapters for scheduled tasks (SPEC.md Tasks endpoints; docs/decisions/0058): create and list (`tasks:write`,
 // `tasks:read`), read one, cancel one's own; and the tenant's whole list on the admin surface for the control plane.
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { principalOf } from '../auth/guard.js';
 import type { TenantService } from '../tenants/service.js';
@@ -69,8 +70,8 @@ const TaskList = z
   .meta({ id: 'TaskList' });
 
 const TaskListQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_TASK_PAGE).default(DEFAULT_TASK_PAGE).meta({ description: `Page size, at most ${MAX_TASK_PAGE}` }),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(MAX_TASK_PAGE)).default(DEFAULT_TASK_PAGE).meta({ description: `Page size, at most ${MAX_TASK_PAGE}` }),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
   status: z.enum(TASK_STATUSES).optional(),
 });
 

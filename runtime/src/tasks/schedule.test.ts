@@ -37,6 +37,8 @@ describe('schedule specs', () => {
     expect(refusal({ run_at: '2026-11-27T09:00:00Z' })).toBe('Invalid schedule spec: run_at is in the past');
     expect(refusal({ run_at: 'tomorrow' })).toMatch(/^Invalid schedule spec: run_at must be an RFC 3339/);
     expect(refusal({ run_at: '2026-11-28T09:00:00' })).toMatch(/^Invalid schedule spec: run_at must be an RFC 3339/);
+    expect(refusal({ run_at: '2027-02-30T09:00:00Z' })).toMatch(/^Invalid schedule spec: run_at must be an RFC 3339/);
+    expect(refusal({ run_at: '2027-02-28T09:00:00Z' })).toBe('accepted');
     expect(refusal({})).toBe('Invalid schedule spec: give exactly one of cron, interval_seconds or run_at');
     expect(refusal({ cron: '0 9 * * *', interval_seconds: 3600 })).toBe('Invalid schedule spec: give exactly one of cron, interval_seconds or run_at');
     expect(refusal({ interval_seconds: 60 })).toBe('accepted');

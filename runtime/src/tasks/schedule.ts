@@ -59,7 +59,10 @@ export function parseSchedule(input: ScheduleInput, now: Date): ScheduleSpec {
     return { kind: 'interval', intervalSeconds: seconds };
   }
   const runAt = new Date(input.run_at!);
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(input.run_at!) || Number.isNaN(runAt.getTime())) {
+  const written = /^(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.exec(input.run_at!);
+  // A day the month does not have (30 February) is refused, not rolled into the next month as Date would.
+  const realDay = written !== null && Number(written[3]) <= new Date(Date.UTC(Number(written[1]), Number(written[2]), 0)).getUTCDate();
+  if (!written || !realDay || Number.isNaN(runAt.getTime())) {
     throw invalidSpec('run_at must be an RFC 3339 date and time with its offset, such as 2026-12-01T09:00:00Z');
   }
   if (runAt.getTime() <= now.getTime()) throw invalidSpec('run_at is in the past');

@@ -257,20 +257,22 @@ export class TaskScheduler {
     const { db } = this.options;
     // Marked as starting first: a tenant erase settles pending fires and waits for starting ones to have their run
     // (which its next step cancels), so no fire starts a run behind its back. A fire settled meanwhile is dropped.
+    // A task cancelled since the claim starts nothing; the claim is renewed for the start's own time.
     const ours = await db
       .updateTable('task_fires')
-      .set({ state: 'starting' })
+      .set({ state: 'starting', claim_expires_at: sql<Date>`now() + ${`${CLAIM_MS} milliseconds`}::interval` })
       .where('task_id', '=', fire.taskId)
       .where('slot', '=', fire.slot)
       .where('state', 'in', ['pending', 'starting'])
       .where('claimed_by', '=', this.options.owner)
+      .where(({ exists, selectFrom }) => exists(selectFrom('tasks').select('tasks.id').where('tasks.id', '=', fire.taskId).where('tasks.status', 'in', ['scheduled', 'running'])))
       .executeTakeFirst();
     if (Number(ours.numUpdatedRows) === 0) return;
     // Taken over from a process that died: its run may exist already, and is not started again.
     const existing = fire.takenOver ? await db.selectFrom('runs').select('session_id').where('id', '=', fire.runId).executeTakeFirst() : undefined;
     const started: UnattendedStarted = existing
       ? { started: true, sessionId: existing.session_id }
-      : await this.options.start({ tenantId: fire.tenantId, actsAs: fire.actsAs, runId: fire.runId, message: fire.prompt, sessionId: fire.sessionId, model: fire.model }).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
+      : await this.options.start({ tenantId: fire.tenantId, actsAs: fire.actsAs, runId: fire.runId, message: fire.prompt, sessionId: fire.sessionId, model: fire.model, needs: 'tasks:write' }).catch((error: unknown) => ({ started: false, error: error instanceof Error ? error.message : String(error) }));
     if (started.started) {
       // The fire's move and its `scheduled_task.fired` event commit together.
       await db.transaction().execute(async (trx) => {

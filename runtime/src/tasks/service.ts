@@ -7,7 +7,8 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import { pageOf } from '@agentplane/lib/db/paging';
 import { conflict, invalidArgument, notFound, permissionDenied } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
-import { requireCapability } from '@agentplane/lib/permissions';
+import { requireCapability, type Capability, type EffectivePermission } from '@agentplane/lib/permissions';
+import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { grantOf, type Principal } from '../auth/authenticate.js';
 import { chooseModel } from '../chat/model-choice.js';
 import type { ServerTool } from '../chat/tools.js';
@@ -91,7 +92,12 @@ export class TaskService {
     requireCapability(principal.permission, 'tasks:write', 'scheduling tasks');
   }
 
-  async create(principal: Principal, input: TaskInput): Promise<TaskOut> {
+  /**
+   * `narrowedBy`: the turn that asked (the agent's `schedule_task`): the task keeps what that request declined or
+   * narrowed (its `enable_*` flags, `allowed_tools`), as a subagent does, so a schedule can never do more than the
+   * conversation that made it could.
+   */
+  async create(principal: Principal, input: TaskInput, narrowedBy?: { permission: EffectivePermission; allowedTools?: string[] | undefined }): Promise<TaskOut> {
     const { db } = this.deps;
     requireCapability(principal.permission, 'chat', "a task's turns");
     const now = this.now();
@@ -130,7 +136,7 @@ export class TaskService {
         callback_url: callbackUrl,
         session_id: input.session_id ?? null,
         model: input.model ?? null,
-        acts_as: JSON.stringify(grantOf(principal.claims)),
+        acts_as: JSON.stringify(narrowedGrant(grantOf(principal.claims), narrowedBy)),
         status: 'scheduled',
         next_run_at: nextSlot(spec, now, now)!,
       })
@@ -175,6 +181,13 @@ export class TaskService {
       .where('status', 'in', ACTIVE)
       .returningAll()
       .executeTakeFirst();
+    // Fires claimed but not started yet start nothing now.
+    await this.deps.db
+      .updateTable('task_fires')
+      .set({ state: 'settled', outcome: JSON.stringify({ status: 'incomplete', finishReason: 'cancelled', error: null }), claim_expires_at: null })
+      .where('task_id', '=', id)
+      .where('state', '=', 'pending')
+      .execute();
     const running = await this.deps.db
       .selectFrom('task_fires')
       .innerJoin('runs', 'runs.id', 'task_fires.run_id')
@@ -196,7 +209,8 @@ export class TaskService {
   }
 
   /** The agent's tools: schedule (`tasks:write`), list (`tasks:read`) and cancel (`tasks:write`) the person's tasks. */
-  tools(principal: Principal): ServerTool[] {
+  tools(principal: Principal, permission?: EffectivePermission, request?: { allowed_tools?: string[] | undefined }): ServerTool[] {
+    const narrowedBy = permission ? { permission, allowedTools: request?.allowed_tools } : undefined;
     const refusal = (error: unknown) => ({ ok: false as const, message: error instanceof Error ? error.message : String(error) });
     return [
       {
@@ -221,14 +235,18 @@ export class TaskService {
         },
         run: async (args) => {
           try {
-            const task = await this.create(principal, {
-              prompt: String(args.prompt ?? ''),
-              ...(typeof args.name === 'string' ? { name: args.name } : {}),
-              ...(typeof args.run_at === 'string' ? { run_at: args.run_at } : {}),
-              ...(typeof args.interval_seconds === 'number' ? { interval_seconds: args.interval_seconds } : {}),
-              ...(typeof args.cron === 'string' ? { cron: args.cron } : {}),
-              ...(typeof args.timezone === 'string' ? { timezone: args.timezone } : {}),
-            });
+            const task = await this.create(
+              principal,
+              {
+                prompt: String(args.prompt ?? ''),
+                ...(typeof args.name === 'string' ? { name: args.name } : {}),
+                ...(typeof args.run_at === 'string' ? { run_at: args.run_at } : {}),
+                ...(typeof args.interval_seconds === 'number' ? { interval_seconds: args.interval_seconds } : {}),
+                ...(typeof args.cron === 'string' ? { cron: args.cron } : {}),
+                ...(typeof args.timezone === 'string' ? { timezone: args.timezone } : {}),
+              },
+              narrowedBy,
+            );
             return { ok: true, text: `Scheduled task ${task.id} ('${task.name}'); it first fires at ${task.next_run_at}.` };
           } catch (error) {
             return refusal(error);
@@ -314,6 +332,15 @@ function scheduleText(task: TaskOut): string {
   if (task.cron !== null) return `cron '${task.cron}'${task.timezone === '' ? ' UTC' : ` ${task.timezone}`}`;
   if (task.interval_seconds !== null) return `every ${task.interval_seconds} s`;
   return `once at ${task.run_at}`;
+}
+
+/** The grant a task acts with: the token's, less what the asking turn declined or narrowed. */
+function narrowedGrant(grant: AccessTokenGrant, narrowedBy: { permission: EffectivePermission; allowedTools?: string[] | undefined } | undefined): AccessTokenGrant {
+  if (!narrowedBy) return grant;
+  const capabilities = grant.capabilities.filter((capability) => narrowedBy.permission.has(capability as Capability));
+  const allowed = narrowedBy.allowedTools;
+  const allowedTools = allowed === undefined ? grant.allowed_tools : grant.allowed_tools === undefined ? allowed : grant.allowed_tools.filter((tool) => allowed.includes(tool));
+  return { ...grant, capabilities, ...(allowedTools === undefined ? {} : { allowed_tools: allowedTools }) };
 }
 
 function oneLine(text: string): string {

@@ -2,6 +2,8 @@
 // them with capability `triggers`; and the fire, `POST /triggers/{slug}`, which takes no bearer token: its URL is the
 // credential. A fire always answers 200 when taken (`{accepted: true}`, plus `duplicate: true` for a repeated event).
 import { z } from 'zod';
+import { queryNumber } from '@agentplane/lib/schemas/query';
+import { AppError } from '@agentplane/lib/errors';
 import { rawBodyOf } from '@agentplane/lib/http/app';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { principalOf } from '../auth/guard.js';
@@ -45,8 +47,8 @@ const TriggerWithUrl = TriggerOut.extend({
 
 const TriggerList = z.object({ triggers: z.array(TriggerOut), has_more: z.boolean(), next_offset: z.int().nullable() }).meta({ id: 'TriggerList' });
 const ListQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(1_000).default(100),
-  offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  limit: queryNumber((n) => n.int().min(1).max(1_000)).default(100),
+  offset: queryNumber((n) => n.int().min(0).max(Number.MAX_SAFE_INTEGER)).default(0),
 });
 const TriggerParams = z.object({ trigger_id: z.uuid({ error: 'trigger_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 // SPEC.md names the fire's segment `{slug}` and the removal's `{trigger_id}`; OpenAPI allows one template per
@@ -140,6 +142,7 @@ export function triggerRoutes(triggers: TriggerService): RouteDefinition[] {
       responses: {
         200: { description: 'Taken (or already taken)', schema: FireOut },
         400: { description: 'A body that is not JSON, or an event key that is too long' },
+        415: { description: 'A body that is not sent as application/json' },
         401: { description: 'A signed trigger, and no valid `X-Signature` (`code` `invalid_signature`)' },
         404: { description: 'No trigger answers at this URL' },
         429: { description: "Over the trigger's rate (`code` `trigger_rate_limited`); Retry-After says when to send again" },
@@ -148,6 +151,8 @@ export function triggerRoutes(triggers: TriggerService): RouteDefinition[] {
         res.locals.trigger = await triggers.bySlug(params.trigger);
       },
       async handle({ req, res }) {
+        // An event is JSON or nothing: another body would be read as empty, keyed alike and taken as a duplicate.
+        if (hasBody(req) && !req.is('application/json')) throw new AppError('unsupported_media_type', 'a trigger takes a JSON body, sent with Content-Type: application/json');
         const header = (name: string) => {
           const value = req.get(name);
           return value === undefined || value === '' ? undefined : value;
@@ -164,4 +169,10 @@ export function triggerRoutes(triggers: TriggerService): RouteDefinition[] {
       },
     }),
   ];
+}
+
+/** Whether the request carries a body (a length above zero, or a chunked one). */
+function hasBody(req: { headers: Record<string, string | string[] | undefined> }): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }

@@ -304,7 +304,7 @@ export class TriggerService {
     const started = existingSession
       ? { started: true as const, sessionId: existingSession }
       : await this.deps
-          .start({ tenantId: event.tenantId, actsAs: event.trigger.acts_as as AccessTokenGrant, runId: event.runId, message: event.message, sessionId: event.trigger.session_id, model: event.trigger.model })
+          .start({ tenantId: event.tenantId, actsAs: event.trigger.acts_as as AccessTokenGrant, runId: event.runId, message: event.message, sessionId: event.trigger.session_id, model: event.trigger.model, needs: 'triggers' })
           .catch((error: unknown) => ({ started: false as const, error: error instanceof Error ? error.message : String(error) }));
     if (started.started) {
       await db.updateTable('trigger_events').set({ state: 'started', session_id: started.sessionId, started_at: new Date(), claim_expires_at: null }).where('id', '=', event.id).where('state', '=', 'starting').execute();
