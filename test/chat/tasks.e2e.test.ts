@@ -225,6 +225,21 @@ describe.each(availableSetups())('scheduled tasks (%s)', (setup) => {
     expect(stopped).toMatchObject({ status: 'cancelled', last_finish_reason: 'cancelled' });
   });
 
+  it("stops firing a task once the project's ceiling no longer grants tasks:write", async () => {
+    const task = await create(alice, { prompt: 'Should not run.', run_at: new Date(Date.now() + 500).toISOString() });
+    const ceiling = world.tenant.configuration.ceiling;
+    const before = world.fake.chatRequests().length;
+    expect((await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: ceiling.capabilities.filter((c: string) => c !== 'tasks:write') } } as never)).status).toBe(200);
+    try {
+      const failed = await settled(alice, task.id, (t) => t.status !== 'scheduled' && t.status !== 'running');
+      expect(failed.status).toBe('failed');
+      expect(failed.last_error).toContain("capability 'tasks:write' is no longer granted");
+      expect(world.fake.chatRequests()).toHaveLength(before);
+    } finally {
+      expect((await world.tenant.reconfigure({ ceiling } as never)).status).toBe(200);
+    }
+  });
+
   it('gives the agent schedule_task, list_tasks and cancel_task under enable_scheduling', async () => {
     const token = await world.token({ capabilities, sub: 'acme:carol', scope: 'acme:carol' });
     world.fake.script({ toolCalls: [{ name: 'schedule_task', arguments: { prompt: 'Water the plants.', cron: '0 8 * * *', timezone: 'Europe/Paris', name: 'Plants' } }] }, 'Scheduled.');

@@ -163,6 +163,9 @@ describe.each(availableSetups())('webhook triggers (%s)', (setup) => {
     expect(expired.status).toBe(404);
     expect(JSON.stringify(await expired.json())).not.toContain(old.split('/').at(-1)!);
     expect((await fire(`${world.rt.url}/triggers/trg_made-up`, {})).status).toBe(404);
+    // An event is JSON: a form would be read as empty (and keyed as every other empty body), so it is refused.
+    const form = await fetch(renewed.url.replace(/^https?:\/\/[^/]+/, world.rt.url), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'lead=Ada' });
+    expect(form.status).toBe(415);
     expect((await world.rt.endUser(`/triggers/${trigger.id}`, alice, { method: 'DELETE' })).status).toBe(200);
     expect((await fire(renewed.url.replace(/^https?:\/\/[^/]+/, world.rt.url), { via: 'new' })).status).toBe(404);
   });
