@@ -110,4 +110,18 @@ describe.each(availableSetups())('the audit log and forgetting (%s)', (setup) =>
     expect(renamed.every((entry) => entry.ip === null)).toBe(true);
     expect((await entries('?action=subject.forget'))[0]).toMatchObject({ actor: 'ops:admin', outcome: 'ok', resource: { forget_id: report.forget_id } });
   });
+
+  it('records each unattended start: a task fire and a trigger event, as the subject they act for', async () => {
+    world.fake.script('Fired.', 'Triggered.');
+    const eve = await world.token({ capabilities, sub: 'acme:eve', scope: 'acme:eve' });
+    const task = (await (await world.rt.endUser('/tasks', eve, { method: 'POST', body: JSON.stringify({ prompt: 'Go.', run_at: new Date(Date.now() + 300).toISOString() }) })).json()) as { id: string };
+    const trigger = (await (await world.rt.endUser('/triggers', eve, { method: 'POST', body: JSON.stringify({ name: 'hook', prompt: 'Go.' }) })).json()) as { id: string; url: string };
+    expect((await fetch(trigger.url.replace(/^https?:\/\/[^/]+/, world.rt.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' })).status).toBe(200);
+    await eventually(async () => (await entries('?actor=acme:eve&outcome=ok')).filter((entry) => entry.actor_kind === 'unattended').length === 2, 'both starts in the log');
+    const starts = (await entries('?actor=acme:eve')).filter((entry) => entry.actor_kind === 'unattended');
+    expect(starts.map((entry) => entry.action).sort()).toEqual(['task.fire', 'trigger.fire']);
+    expect(starts.find((entry) => entry.action === 'task.fire')!.resource).toMatchObject({ task_id: task.id });
+    expect(starts.find((entry) => entry.action === 'trigger.fire')!.resource).toMatchObject({ trigger_id: trigger.id });
+    expect(JSON.stringify(starts)).not.toContain(trigger.url.split('/').at(-1)!);
+  });
 });

@@ -67,6 +67,11 @@ export class AuditLog {
 
   /** Appends entries (on `db`, a transaction's when given). */
   async record(entries: AuditEntry[], db: Kysely<RuntimeSchema> = this.db): Promise<void> {
+    await AuditLog.append(db, entries);
+  }
+
+  /** Appends entries on `db` (a transaction's: the entry commits with what it tells of). */
+  static async append(db: Kysely<RuntimeSchema>, entries: AuditEntry[]): Promise<void> {
     if (entries.length === 0) return;
     await db.insertInto('audit_log').values(entries.map(rowOf)).execute();
   }

@@ -4,6 +4,7 @@
 import type { Kysely } from 'kysely';
 import type { EventOutbox, NewEvent } from '../deliveries/outbox.js';
 import { eventTargets, stoppedRunData } from '../deliveries/turn-stopped.js';
+import { AuditLog } from '../governance/audit.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { FireEvents, SettledFire, StartedFire } from './scheduler.js';
 
@@ -13,6 +14,17 @@ export class TaskEvents implements FireEvents {
   async fired(db: Kysely<RuntimeSchema>, fire: StartedFire): Promise<void> {
     const task = await db.selectFrom('tasks').select(['name', 'callback_url', 'owner']).where('id', '=', fire.taskId).executeTakeFirst();
     if (!task) return;
+    // The unattended start is in the audit log, committed with the fire.
+    await AuditLog.append(db, [
+      {
+        tenantId: fire.tenantId,
+        actor: task.owner,
+        actorKind: 'unattended',
+        action: 'task.fire',
+        resource: { task_id: fire.taskId, slot: fire.slot.toISOString(), run_id: fire.runId, session_id: fire.sessionId },
+        outcome: 'ok',
+      },
+    ]);
     await this.outbox.enqueue(
       [
         {

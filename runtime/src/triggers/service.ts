@@ -22,6 +22,7 @@ import { chooseModel } from '../chat/model-choice.js';
 import { newRunId } from '../chat/runs.js';
 import { runOutcome, type RunOutcome, type StartUnattended } from '../chat/unattended.js';
 import type { EventOutbox, NewEvent } from '../deliveries/outbox.js';
+import { AuditLog } from '../governance/audit.js';
 import { eventTargets, stoppedRunData } from '../deliveries/turn-stopped.js';
 import { canSeeOwner, ownsConversation, visibleOwnerCondition } from '../sessions/access.js';
 import type { SessionService } from '../sessions/service.js';
@@ -307,7 +308,26 @@ export class TriggerService {
           .start({ tenantId: event.tenantId, actsAs: event.trigger.acts_as as AccessTokenGrant, runId: event.runId, message: event.message, sessionId: event.trigger.session_id, model: event.trigger.model, needs: 'triggers' })
           .catch((error: unknown) => ({ started: false as const, error: error instanceof Error ? error.message : String(error) }));
     if (started.started) {
-      await db.updateTable('trigger_events').set({ state: 'started', session_id: started.sessionId, started_at: new Date(), claim_expires_at: null }).where('id', '=', event.id).where('state', '=', 'starting').execute();
+      await db.transaction().execute(async (trx) => {
+        const moved = await trx
+          .updateTable('trigger_events')
+          .set({ state: 'started', session_id: started.sessionId, started_at: new Date(), claim_expires_at: null })
+          .where('id', '=', event.id)
+          .where('state', '=', 'starting')
+          .executeTakeFirst();
+        if (Number(moved.numUpdatedRows) === 0) return;
+        // The unattended start is in the audit log, committed with the event's move.
+        await AuditLog.append(trx, [
+          {
+            tenantId: event.tenantId,
+            actor: event.trigger.owner,
+            actorKind: 'unattended',
+            action: 'trigger.fire',
+            resource: { trigger_id: event.triggerId, run_id: event.runId, session_id: started.sessionId },
+            outcome: 'ok',
+          },
+        ]);
+      });
       return;
     }
     await this.record([{ id: event.id, runId: event.runId, outcome: { status: 'failed', finishReason: null, error: started.error } }]);
