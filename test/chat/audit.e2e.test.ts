@@ -59,6 +59,11 @@ describe.each(availableSetups())('the audit log and forgetting (%s)', (setup) =>
     const theirs = await entries('?actor=ops:admin&outcome=refused');
     expect(theirs[0]).toMatchObject({ action: 'DELETE /chat/sessions/{id}', outcome: 'refused', status: 403, resource: { id: sessionId } });
 
+    // A privileged token narrowed by data_scope reads its subjects' entries alone.
+    const narrowed = await world.token({ capabilities, sub: 'ops:auditor', scope: 'ops:auditor', roles: ['admin'], data_scope: 'acme:alice' });
+    const seen = ((await (await world.rt.endUser('/audit', narrowed)).json()) as { entries: Entry[] }).entries;
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.every((entry) => entry.actor === 'acme:alice')).toBe(true);
     const plain = await world.rt.endUser('/audit', alice);
     expect(plain.status).toBe(403);
     expect(await plain.json()).toMatchObject({ code: 'not_privileged' });

@@ -10,7 +10,7 @@ import { answeredRoute, defineRoute, type RouteDefinition } from '@agentplane/li
 import { isPrivileged } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import { principalOf } from '../auth/guard.js';
-import { canSeeOwner } from '../sessions/access.js';
+import { canSeeOwner, visibleOwnerCondition } from '../sessions/access.js';
 import { ACTOR_KINDS, AUDIT_OUTCOMES, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE, outcomeOf, type AuditEntry, type AuditLog } from './audit.js';
 import type { SubjectForgetter } from './forget.js';
 import { storableText } from '@agentplane/lib/http/text';
@@ -89,7 +89,10 @@ export function auditRoutes(audit: AuditLog, forgetter: SubjectForgetter): Route
       },
       authorize: ({ res }) => requirePrivileged(principalOf(res), 'the audit log'),
       async handle({ query, res }) {
-        return { body: await audit.list(principalOf(res).tenantId, query) };
+        const principal = principalOf(res);
+        // A privileged token narrowed by `data_scope` reads the entries of the subjects under it alone.
+        const narrowed = principal.claims.data_scope !== undefined ? visibleOwnerCondition(principal, 'audit_log.actor') : undefined;
+        return { body: await audit.list(principal.tenantId, query, narrowed) };
       },
     }),
     defineRoute({

@@ -2,7 +2,7 @@
 // it names, how it went, from where), every tool call a turn makes, every unattended start and every forget. Append-
 // only in the database itself (a trigger refuses changes but a tenant's erase and the replacing of a forgotten
 // subject). Read by privileged tokens, newest first.
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Logger } from '@agentplane/lib/logging';
 import type { AuditLogTable, RuntimeSchema } from '../store/schema.js';
 
@@ -106,10 +106,12 @@ export class AuditLog {
     await this.flushing;
   }
 
-  async list(tenantId: string, query: AuditQuery): Promise<{ entries: AuditEntryOut[]; next_before: string | null }> {
+  /** `visible`: a condition on the actor, for a reader whose `data_scope` narrows what it sees. */
+  async list(tenantId: string, query: AuditQuery, visible?: RawBuilder<SqlBool>): Promise<{ entries: AuditEntryOut[]; next_before: string | null }> {
     // What this process holds is written first, so a reader sees every write answered before its request.
     await this.flush();
     let select = this.db.selectFrom('audit_log').selectAll().where('tenant_id', '=', tenantId);
+    if (visible) select = select.where(visible);
     if (query.before !== undefined) select = select.where('id', '<', query.before);
     if (query.actor !== undefined) select = select.where('actor', '=', query.actor);
     if (query.action !== undefined) select = select.where('action', '=', query.action);
