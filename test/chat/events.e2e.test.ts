@@ -160,6 +160,30 @@ describe.each(availableSetups())('events sent to the project (%s)', (setup) => {
     await eventually(async () => (await deliveries('?status=dead')).some((delivery) => delivery.id === doomed!.id), 'the delivery to die');
   });
 
+  it("retries to the project's webhook URL in force at each attempt, and ends a delivery whose URL was removed", async () => {
+    const db = world.rt.runtime.database.db;
+    const stoppedOf = async (id: string) => (await deliveriesOf(id)).find((delivery) => delivery.type === 'turn.stopped' && delivery.target === 'project');
+    receiver.reply({ status: 503 });
+    world.fake.script('Moved.');
+    const task = await oneShot({});
+    await eventually(async () => ((await stoppedOf(task.id))?.attempts ?? 0) >= 1, 'a first attempt');
+    receiver.reply({ status: 204 });
+    expect((await world.tenant.reconfigure({ webhook: { url: `${receiver.url}/moved` } } as never)).status).toBe(200);
+    await sql`update event_deliveries set next_attempt_at = now() where id = ${(await stoppedOf(task.id))!.id}`.execute(db);
+    await eventually(async () => (await stoppedOf(task.id))?.status === 'delivered', 'the retry at the new URL');
+    expect(received('turn.stopped', { task: task.id }).map((request) => request.path)).toContain('/moved');
+
+    receiver.reply({ status: 503 });
+    world.fake.script('Gone.');
+    const orphan = await oneShot({});
+    await eventually(async () => ((await stoppedOf(orphan.id))?.attempts ?? 0) >= 1, 'a first attempt');
+    expect((await world.tenant.reconfigure({ webhook: undefined } as never)).status).toBe(200);
+    await sql`update event_deliveries set next_attempt_at = now() where id = ${(await stoppedOf(orphan.id))!.id}`.execute(db);
+    await eventually(async () => (await stoppedOf(orphan.id))?.status === 'dead', 'the delivery to end');
+    expect((await stoppedOf(orphan.id))!.last_error).toBe("the project's webhook URL was removed");
+    expect((await world.tenant.reconfigure({ webhook: { url: `${receiver.url}/project-events` } } as never)).status).toBe(200);
+  });
+
   it('signs with a rotated secret at once', async () => {
     const before = await secret();
     const rotated = await world.rt.admin(`/tenants/${world.tenant.tenantId}/webhook-secret/rotate`, { method: 'POST' });

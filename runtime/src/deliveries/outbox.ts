@@ -39,6 +39,18 @@ export interface NewEvent {
   targets: { target: 'project' | 'callback'; url: string }[];
 }
 
+/** A row claimed for an attempt. */
+interface Claimed {
+  id: string;
+  event_id: string;
+  tenant_id: string;
+  target: string;
+  url: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+  type: string;
+}
+
 export interface EventDeliveryOut {
   id: string;
   event_id: string;
@@ -124,7 +136,7 @@ export class EventOutbox {
 
   /** One pass: claim the due rows and attempt each. Tests call it directly. */
   async work(): Promise<void> {
-    const claimed = await sql<{ id: string; event_id: string; tenant_id: string; url: string; payload: Record<string, unknown>; attempts: number; type: string }>`
+    const claimed = await sql<Claimed>`
       with due as (
         select id from event_deliveries
         where status = 'pending' and next_attempt_at <= now() and (claim_expires_at is null or claim_expires_at < now())
@@ -134,7 +146,7 @@ export class EventOutbox {
       )
       update event_deliveries d set claimed_by = ${this.options.owner}, claim_expires_at = now() + ${`${CLAIM_MS} milliseconds`}::interval
       from due where d.id = due.id
-      returning d.id, d.event_id, d.tenant_id, d.url, d.payload, d.attempts, d.type`.execute(this.options.db);
+      returning d.id, d.event_id, d.tenant_id, d.target, d.url, d.payload, d.attempts, d.type`.execute(this.options.db);
     let next = 0;
     const rows = claimed.rows;
     const worker = async () => {
@@ -175,6 +187,11 @@ export class EventOutbox {
     return Number(result.numDeletedRows);
   }
 
+  private async projectUrl(tenantId: string): Promise<string | null> {
+    const { rows } = await sql<{ url: string | null }>`select document -> 'webhook' ->> 'url' as url from tenant_configurations where tenant_id = ${tenantId}`.execute(this.options.db);
+    return rows[0]?.url ?? null;
+  }
+
   private schedule(delayMs: number): void {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
@@ -191,8 +208,19 @@ export class EventOutbox {
     this.timer.unref();
   }
 
-  private async attempt(row: { id: string; event_id: string; tenant_id: string; url: string; payload: Record<string, unknown>; attempts: number; type: string }): Promise<void> {
+  private async attempt(claimed: Claimed): Promise<void> {
     const { logger } = this.options;
+    // The project's URL is the one in force at each attempt: a changed one takes the retries, a removed one ends them.
+    const current = claimed.target === 'project' ? await this.projectUrl(claimed.tenant_id) : claimed.url;
+    if (current === null) {
+      await this.options.db
+        .updateTable('event_deliveries')
+        .set({ status: 'dead', last_error: "the project's webhook URL was removed", claimed_by: null, claim_expires_at: null })
+        .where('id', '=', claimed.id)
+        .execute();
+      return;
+    }
+    const row = { ...claimed, url: current };
     const started = performance.now();
     const body = JSON.stringify(row.payload);
     const timestamp = Math.floor((this.options.now?.() ?? Date.now()) / 1000);
