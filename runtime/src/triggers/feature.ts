@@ -19,6 +19,7 @@ export function registerTriggers(host: FeatureHost, db: Kysely<RuntimeSchema>, t
     purge: async (trx, tenantId) => Number((await trx.deleteFrom('triggers').where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows),
   });
   host.every('pruning trigger events', PRUNE_EVERY_MS, () => triggers.prune());
+  host.forgetStep({ name: 'trigger events', run: async (tenantId, subject) => ({ items: await stopTriggerEvents(db, tenantId, { subject }) }) });
   host.forgetRows({
     table: 'triggers',
     purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom('triggers').where('tenant_id', '=', tenantId).where('owner', '=', subject).executeTakeFirst()).numDeletedRows),

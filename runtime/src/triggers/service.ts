@@ -437,16 +437,22 @@ function present(row: TriggerRow): TriggerOut {
  * Stops a tenant's trigger events (the erase's first steps, before its runs are cancelled): events not started yet
  * are settled, and those being started waited for, so each has its run by the time the runs are cancelled.
  */
-export async function stopTriggerEvents(db: Kysely<RuntimeSchema>, tenantId: string, waitMs = 10_000): Promise<number> {
-  const stopped = await db
+export async function stopTriggerEvents(db: Kysely<RuntimeSchema>, tenantId: string, options: { subject?: string; waitMs?: number } = {}): Promise<number> {
+  const waitMs = options.waitMs ?? 10_000;
+  const owned = options.subject === undefined ? undefined : (await db.selectFrom('triggers').select('id').where('tenant_id', '=', tenantId).where('owner', '=', options.subject).execute()).map((row) => row.id);
+  if (owned !== undefined && owned.length === 0) return 0;
+  let pending = db
     .updateTable('trigger_events')
-    .set({ state: 'settled', outcome: JSON.stringify({ status: 'failed', finishReason: null, error: 'the project was erased' }), claim_expires_at: null })
+    .set({ state: 'settled', outcome: JSON.stringify({ status: 'failed', finishReason: null, error: owned ? "the trigger's owner was forgotten" : 'the project was erased' }), claim_expires_at: null })
     .where('tenant_id', '=', tenantId)
-    .where('state', '=', 'pending')
-    .executeTakeFirst();
+    .where('state', '=', 'pending');
+  if (owned) pending = pending.where('trigger_id', 'in', owned);
+  const stopped = await pending.executeTakeFirst();
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const starting = await db.selectFrom('trigger_events').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting').executeTakeFirst();
+    let query = db.selectFrom('trigger_events').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
+    if (owned) query = query.where('trigger_id', 'in', owned);
+    const starting = await query.executeTakeFirst();
     if (!starting) return Number(stopped.numUpdatedRows);
     if (Date.now() > deadline) throw new Error(`a trigger's event (run ${starting.run_id}) was still starting after ${waitMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 50));
