@@ -376,6 +376,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The audit log and the forget tombstones go with the tenant, last.
     const audit = new AuditLog(database.db, logger, config.auditFlushMs);
     features.onShutdown(() => audit.flush());
+    // Entries this process holds for the tenant are written before its rows go, so the purge takes them too.
+    features.eraseStep({ name: 'audit_entries', phase: 'stop_work', run: async () => (await audit.flush(), {}) });
     features.eraseRows({ table: 'audit_log', purge: (trx, tenantId) => AuditLog.purge(trx, tenantId) });
     features.eraseRows({ table: 'forget_records', purge: (trx, tenantId) => SubjectForgetter.purge(trx, tenantId) });
     const serverTools = async (principal: Principal, permission: EffectivePermission, request: RequestNarrowing): Promise<ServerTool[]> => {

@@ -587,14 +587,15 @@ describe.each(availableSetups())('tenants (%s)', (setup) => {
       expect(res.status).toBe(200);
       const report = (await res.json()) as Record<string, unknown>;
       expect(report).toMatchObject({ tenant_id: doomed.tenant_id, erased: true, complete: true });
-      // Other features register their own tables and steps; this tenant had rows only in these three.
+      // Other features register their own tables and steps; this tenant had rows only in these three, and the
+      // audit log's entry of its configuration's PUT (written before the purge, which takes it too).
       const rowsDeleted = report.rows_deleted as Record<string, number>;
-      expect(rowsDeleted).toMatchObject({ tenant_configurations: 1, tenant_narrowing_keys: 1, tenants: 1 });
-      expect(Object.values(rowsDeleted).reduce((sum, n) => sum + n, 0)).toBe(3);
+      expect(rowsDeleted).toMatchObject({ tenant_configurations: 1, tenant_narrowing_keys: 1, tenants: 1, audit_log: 1 });
+      expect(Object.values(rowsDeleted).reduce((sum, n) => sum + n, 0)).toBe(4);
       const steps = report.steps as { step: string; phase: string; outcome: string; items?: number }[];
       expect(steps.every((step) => step.outcome === 'done')).toBe(true);
       expect(steps.filter((step) => ['rows', 'run_logs', 'stored_bytes'].includes(step.step))).toEqual([
-        { step: 'rows', phase: 'rows', outcome: 'done', items: 3 },
+        { step: 'rows', phase: 'rows', outcome: 'done', items: 4 },
         { step: 'run_logs', phase: 'outside_database', outcome: 'done', items: 1 },
         { step: 'stored_bytes', phase: 'outside_database', outcome: 'done', items: 2 },
       ]);
