@@ -12,6 +12,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import { readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { DeliveryAttempt, RuntimeSchema } from '../store/schema.js';
+import { projectWebhookUrl } from './turn-stopped.js';
 
 export const EVENT_TYPES = ['turn.stopped', 'scheduled_task.fired'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -187,11 +188,6 @@ export class EventOutbox {
     return Number(result.numDeletedRows);
   }
 
-  private async projectUrl(tenantId: string): Promise<string | null> {
-    const { rows } = await sql<{ url: string | null }>`select document -> 'webhook' ->> 'url' as url from tenant_configurations where tenant_id = ${tenantId}`.execute(this.options.db);
-    return rows[0]?.url ?? null;
-  }
-
   private schedule(delayMs: number): void {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
@@ -211,7 +207,7 @@ export class EventOutbox {
   private async attempt(claimed: Claimed): Promise<void> {
     const { logger } = this.options;
     // The project's URL is the one in force at each attempt: a changed one takes the retries, a removed one ends them.
-    const current = claimed.target === 'project' ? await this.projectUrl(claimed.tenant_id) : claimed.url;
+    const current = claimed.target === 'project' ? await projectWebhookUrl(this.options.db, claimed.tenant_id) : claimed.url;
     if (current === null) {
       await this.options.db
         .updateTable('event_deliveries')

@@ -30,9 +30,14 @@ export async function stoppedRunData(db: Kysely<RuntimeSchema>, runId: string, o
   };
 }
 
-/** The project's webhook URL (its pushed configuration's, read on `db` so a transaction sees its own) and a callback. */
-export async function eventTargets(db: Kysely<RuntimeSchema>, tenantId: string, callbackUrl: string | null): Promise<{ target: 'project' | 'callback'; url: string }[]> {
+/** The project's webhook URL from its pushed configuration, read on `db` so a transaction sees its own. */
+export async function projectWebhookUrl(db: Kysely<RuntimeSchema>, tenantId: string): Promise<string | null> {
   const { rows } = await sql<{ url: string | null }>`select document -> 'webhook' ->> 'url' as url from tenant_configurations where tenant_id = ${tenantId}`.execute(db);
-  const project = rows[0]?.url ?? null;
+  return rows[0]?.url ?? null;
+}
+
+/** The project's webhook URL and a callback, the places an event goes. */
+export async function eventTargets(db: Kysely<RuntimeSchema>, tenantId: string, callbackUrl: string | null): Promise<{ target: 'project' | 'callback'; url: string }[]> {
+  const project = await projectWebhookUrl(db, tenantId);
   return [...(project ? [{ target: 'project' as const, url: project }] : []), ...(callbackUrl ? [{ target: 'callback' as const, url: callbackUrl }] : [])];
 }

@@ -6,7 +6,8 @@
 // `Idempotency-Key`, else by a hash of the body: a key seen within 24 hours answers `{accepted: true, duplicate: true}`
 // and starts nothing. A trigger may also be signed (`X-Signature: sha256=<hex HMAC of the raw body>`), and fires are
 // rate-limited per trigger. Rotation gives a new URL; the old one answers for 24 hours more.
-import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { verifySignature } from '@agentplane/lib/crypto/signatures';
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { newSecret } from '@agentplane/lib/crypto/secret-box';
@@ -216,7 +217,7 @@ export class TriggerService {
   async fire(trigger: TriggerRow, event: { body: Buffer; json: unknown; signature: string | undefined; eventId: string | undefined }): Promise<{ accepted: true; duplicate?: true }> {
     if (trigger.signing_secret !== null) {
       const secret = this.deps.secrets.open(trigger.signing_secret, secretAad(trigger.tenant_id, trigger.id));
-      if (!signatureMatches(event.signature, event.body, secret)) {
+      if (!verifySignature(event.signature, event.body, secret)) {
         throw unauthenticated('X-Signature must be sha256= and the hex HMAC-SHA256 of the raw body under the trigger\'s signing secret', { code: 'invalid_signature' });
       }
     }
@@ -397,15 +398,6 @@ export class TriggerService {
 
 function newSlug(): string {
   return `${SLUG_PREFIX}${randomBytes(32).toString('base64url')}`;
-}
-
-function signatureMatches(header: string | undefined, body: Buffer, secret: string): boolean {
-  if (!header) return false;
-  const expected = Buffer.from(`sha256=${createHmac('sha256', secret).update(body).digest('hex')}`);
-  return header.split(',').some((value) => {
-    const given = Buffer.from(value.trim());
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  });
 }
 
 /** The event as the run reads it: its JSON, cut to MAX_EVENT_CHARS. */
