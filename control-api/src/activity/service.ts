@@ -2,8 +2,7 @@
 // tasks, turn health, and the facts the readiness report's steps read.
 // The records live on the runtime; each read goes to its admin surface for the project's tenant, and the runtime's
 // refusals come back as they were.
-import { AppError } from '@agentplane/lib/errors';
-import type { Provisioner, TenantCalls } from '../provisioning/provisioner.js';
+import { onProjectRuntime, runtimeQuery, type Provisioner, type TenantCalls } from '../provisioning/provisioner.js';
 import type { ProjectService } from '../projects/service.js';
 
 type Query = Record<string, string | number | undefined>;
@@ -36,9 +35,6 @@ export interface RuntimeReadinessFacts {
   triggers: number;
 }
 
-const queryOf = (query: Query): Record<string, string> =>
-  Object.fromEntries(Object.entries(query).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]])));
-
 export class ActivityService {
   constructor(
     private readonly projects: ProjectService,
@@ -46,15 +42,15 @@ export class ActivityService {
   ) {}
 
   tasks(projectId: string, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/tasks', { query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/tasks', { query: runtimeQuery(query) }));
   }
 
   sessions(projectId: string, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/sessions', { query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/sessions', { query: runtimeQuery(query) }));
   }
 
   sessionMessages(projectId: string, sessionId: string, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', `/sessions/${sessionId}/messages`, { query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', `/sessions/${sessionId}/messages`, { query: runtimeQuery(query) }));
   }
 
   usage(projectId: string, window: string): Promise<unknown> {
@@ -103,9 +99,7 @@ export class ActivityService {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall<RuntimeReadinessFacts>(tenantId, 'GET', '/readiness'));
   }
 
-  private async onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
-    const target = await this.projects.targetOf(projectId);
-    if (!this.provisioner) throw new AppError('unavailable', "no runtime is configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): the project's activity is kept there");
-    return this.provisioner.withRuntime(target, (runtime) => call(runtime, target.tenantId));
+  private onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
+    return onProjectRuntime(this.projects, this.provisioner, projectId, "the project's activity is kept there", call);
   }
 }

@@ -1,9 +1,9 @@
 // Where a project's events go and what signs them (SPEC.md Outbound deliveries; docs/decisions/0059): the webhook URL
 // is the project's configuration (checked by the URL guard, pushed to its runtime like any change); the secret and
 // the record of deliveries live on the runtime, which signs and sends, and are read through its admin surface.
-import { AppError, invalidArgument } from '@agentplane/lib/errors';
+import { invalidArgument } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
-import type { Provisioner, TenantCalls } from '../provisioning/provisioner.js';
+import { onProjectRuntime, type Provisioner, type TenantCalls } from '../provisioning/provisioner.js';
 import type { ProjectService } from '../projects/service.js';
 
 export interface WebhookOut {
@@ -48,9 +48,7 @@ export class ProjectEventsService {
     );
   }
 
-  private async onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
-    const target = await this.projects.targetOf(projectId);
-    if (!this.provisioner) throw new AppError('unavailable', "no runtime is configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): the project's webhook secret and deliveries are kept there");
-    return this.provisioner.withRuntime(target, (runtime) => call(runtime, target.tenantId));
+  private onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
+    return onProjectRuntime(this.projects, this.provisioner, projectId, "the project's webhook secret and deliveries are kept there", call);
   }
 }

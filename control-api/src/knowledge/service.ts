@@ -2,14 +2,10 @@
 // every end-user of the project may search) and the wiki the agent writes (docs/decisions/0043). The records live
 // on the runtime (DESIGN.md: the runtime owns documents and memory); every call goes to its admin surface for the
 // project's tenant, and the runtime's refusals come back as they were (same status, detail and code).
-import { AppError } from '@agentplane/lib/errors';
-import type { Provisioner, TenantCalls } from '../provisioning/provisioner.js';
+import { onProjectRuntime, runtimeQuery, type Provisioner, type TenantCalls } from '../provisioning/provisioner.js';
 import type { ProjectService } from '../projects/service.js';
 
 type Query = Record<string, string | number | undefined>;
-
-const queryOf = (query: Query): Record<string, string> =>
-  Object.fromEntries(Object.entries(query).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]])));
 
 export class KnowledgeService {
   constructor(
@@ -18,11 +14,11 @@ export class KnowledgeService {
   ) {}
 
   listDocuments(projectId: string, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/documents', { query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/documents', { query: runtimeQuery(query) }));
   }
 
   createDocument(projectId: string, body: unknown, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'POST', '/documents', { body, query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'POST', '/documents', { body, query: runtimeQuery(query) }));
   }
 
   getDocument(projectId: string, documentId: string): Promise<unknown> {
@@ -30,7 +26,7 @@ export class KnowledgeService {
   }
 
   actOnDocument(projectId: string, documentId: string, body: unknown, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'POST', `/documents/${documentId}`, { body, query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'POST', `/documents/${documentId}`, { body, query: runtimeQuery(query) }));
   }
 
   deleteDocument(projectId: string, documentId: string): Promise<unknown> {
@@ -38,7 +34,7 @@ export class KnowledgeService {
   }
 
   listWiki(projectId: string, query: Query): Promise<unknown> {
-    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/wiki', { query: queryOf(query) }));
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'GET', '/wiki', { query: runtimeQuery(query) }));
   }
 
   getWikiPage(projectId: string, itemId: string): Promise<unknown> {
@@ -49,9 +45,7 @@ export class KnowledgeService {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'DELETE', `/wiki/${itemId}`));
   }
 
-  private async onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
-    const target = await this.projects.targetOf(projectId);
-    if (!this.provisioner) throw new AppError('unavailable', 'no runtime is configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): the project\'s documents are kept there');
-    return this.provisioner.withRuntime(target, (runtime) => call(runtime, target.tenantId));
+  private onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
+    return onProjectRuntime(this.projects, this.provisioner, projectId, "the project's documents are kept there", call);
   }
 }

@@ -2,6 +2,7 @@
 // configuration, tells whether it is up, and removes it. `local` (the all-in-one and plain processes) talks to one
 // runtime's admin surface over HTTP; `kubernetes` writes Project and Tenant resources and reads their status
 // (docs/decisions/0024).
+import { AppError } from '@agentplane/lib/errors';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
 import type { PushedMcpServer, PushedWebhookTool } from '../tools/configuration.js';
@@ -117,4 +118,24 @@ export interface Provisioner {
 /** Calls on one tenant's own admin routes of a runtime (RuntimeAdminClient), for a person's request. */
 export interface TenantCalls {
   tenantCall<T>(tenantId: string, method: 'GET' | 'POST' | 'DELETE', path: string, options?: { query?: Record<string, string>; body?: unknown }): Promise<T>;
+}
+
+/** A request's query as the runtime's admin routes take it: every given value as a string, absent ones left out. */
+export const runtimeQuery = (query: Record<string, string | number | undefined>): Record<string, string> =>
+  Object.fromEntries(Object.entries(query).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]])));
+
+/**
+ * Runs `call` on the runtime that serves the project, for a person's request. With no runtime configured the
+ * answer is 503, saying what is kept there (`kept`: "the project's documents are kept there").
+ */
+export async function onProjectRuntime<T>(
+  projects: { targetOf(projectId: string): Promise<TenantTarget> },
+  provisioner: Provisioner | undefined,
+  projectId: string,
+  kept: string,
+  call: (runtime: TenantCalls, tenantId: string) => Promise<T>,
+): Promise<T> {
+  const target = await projects.targetOf(projectId);
+  if (!provisioner) throw new AppError('unavailable', `no runtime is configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): ${kept}`);
+  return provisioner.withRuntime(target, (runtime) => call(runtime, target.tenantId));
 }

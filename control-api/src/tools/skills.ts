@@ -2,10 +2,9 @@
 // like the corpus; a package posted here is relayed to the project's runtime as the form it came in, and the
 // runtime's refusals come back as they were. The listing shows every package, the project's and each end-user's,
 // told apart by `visibility` and `owner_subject`.
-import { AppError } from '@agentplane/lib/errors';
 import type { UploadedFile } from '@agentplane/lib/http/multipart';
 import type { ProjectService } from '../projects/service.js';
-import type { Provisioner, TenantCalls } from '../provisioning/provisioner.js';
+import { onProjectRuntime, type Provisioner, type TenantCalls } from '../provisioning/provisioner.js';
 
 export class SkillRelay {
   constructor(
@@ -28,9 +27,7 @@ export class SkillRelay {
     return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'DELETE', `/plugins/${pluginId}`));
   }
 
-  private async onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
-    const target = await this.projects.targetOf(projectId);
-    if (!this.provisioner) throw new AppError('unavailable', "no runtime is configured (RUNTIME_URL, RUNTIME_ADMIN_KEY): the project's skills are kept there");
-    return this.provisioner.withRuntime(target, (runtime) => call(runtime, target.tenantId));
+  private onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
+    return onProjectRuntime(this.projects, this.provisioner, projectId, "the project's skills are kept there", call);
   }
 }
