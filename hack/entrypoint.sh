@@ -5,7 +5,7 @@
 set -eu
 
 usage() {
-  echo "usage: entrypoint.sh control-api|runtime|operator|migrate [args...]" >&2
+  echo "usage: entrypoint.sh control-api|runtime|operator|migrate|fire [args...]" >&2
   exit 64
 }
 
@@ -30,6 +30,8 @@ case "$program" in
     export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
     ;;
   migrate) main=runtime/dist/migrate.js ;;
+  # A scheduled task's CronJob Job: asks the runtime to fire the Job's slot, then exits (decision 0066).
+  fire) main=runtime/dist/fire.js ;;
   *) usage ;;
 esac
 

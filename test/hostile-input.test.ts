@@ -12,6 +12,8 @@ import { LocalProvisioner } from '@agentplane/control-api/provisioning/local';
 import { startTestControl, type TestControl } from './harness/control.js';
 import { eventually } from './harness/eventually.js';
 
+const hostileFireKey = 'hostile-input-fire-key-'.padEnd(48, 'x');
+
 type Json = Record<string, unknown>;
 type Schema = Json & { $ref?: string };
 
@@ -210,7 +212,8 @@ describe('hostile input on every operation of both planes', () => {
   const planes: Plane[] = [];
 
   beforeAll(async () => {
-    world = await chatWorld();
+    // With a fire key, the route tasks' CronJobs fire through is open to the same hostile input.
+    world = await chatWorld({ TASK_FIRE_KEY: hostileFireKey });
     // Every capability a route checks, so hostile values reach each body's checks rather than stopping at 403.
     const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write', 'triggers'];
     const ceiling = world.tenant.configuration.ceiling;
@@ -261,7 +264,7 @@ describe('hostile input on every operation of both planes', () => {
       url: world.rt.url,
       document: runtimeDocument,
       db: world.rt.runtime.database.db as Kysely<unknown>,
-      credentials: { bearer: { authorization: `Bearer ${token}` }, adminKey: { 'x-admin-key': world.rt.adminKey } },
+      credentials: { bearer: { authorization: `Bearer ${token}` }, adminKey: { 'x-admin-key': world.rt.adminKey }, fireKey: { 'x-fire-key': hostileFireKey } },
       pathValues: (operation, name) =>
         ({
           tenant_id: world.tenant.tenantId,

@@ -58,6 +58,8 @@ export interface OperatorConfig {
      * in the project namespace only. The operator holds `bind` on it rather than the permissions themselves.
      */
     clusterRole: string;
+    /** Whether tasks a CronJob can express get one in the project's namespace (docs/decisions/0066). */
+    taskCronJobs: boolean;
   };
   dataPlane: { domain: string; scheme: 'http' | 'https'; ingressClassName: string | undefined; tlsSecretName: string | undefined };
   /** The namespace of the ingress controller, the one source NetworkPolicies let in. */
@@ -101,6 +103,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
       shutdownGraceSeconds: read.integer('RUNTIME_SHUTDOWN_GRACE_SECONDS', 30, { min: 0, max: 3600 }),
       urlTemplate: read.string('RUNTIME_URL_TEMPLATE', 'http://agent-runtime.{namespace}.svc:8081'),
       clusterRole: read.string('RUNTIME_CLUSTER_ROLE', 'agentplane-project-runtime'),
+      taskCronJobs: read.boolean('RUNTIME_TASK_CRONJOBS', true),
     },
     dataPlane: {
       domain: read.string('DATA_PLANE_DOMAIN', 'agentplane.local'),

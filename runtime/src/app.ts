@@ -15,7 +15,7 @@ import { Lifecycle } from '@agentplane/lib/http/lifecycle';
 import type { Logger } from '@agentplane/lib/logging';
 import { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import { cachedResolver } from '@agentplane/lib/net/resolver-cache';
-import { adminKeyGuard } from './admin-auth.js';
+import { adminKeyGuard, fireKeyGuard } from './admin-auth.js';
 import { EndUserAuthenticator } from './auth/authenticate.js';
 import { bearerGuard, principalOf } from './auth/guard.js';
 import { NarrowingKeyRings, registerNarrowingKeys } from './auth/narrowing-keys.js';
@@ -63,7 +63,8 @@ import { TriggerService } from './triggers/service.js';
 import { EventOutbox } from './deliveries/outbox.js';
 import { deliveryRoutes } from './deliveries/routes.js';
 import { TaskEvents } from './tasks/events.js';
-import { taskRoutes } from './tasks/routes.js';
+import { taskFireRoutes, taskRoutes } from './tasks/routes.js';
+import { kubernetesCronJobStore, TaskCronJobs } from './tasks/cronjobs.js';
 import { TaskScheduler } from './tasks/scheduler.js';
 import { unattendedRequest, type StartUnattended } from './chat/unattended.js';
 import { TaskService } from './tasks/service.js';
@@ -269,7 +270,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       catchUpMs: config.schedulerCatchUpSeconds * 1000,
       start: (start) => startUnattended(start),
     });
-    registerTasks(features, database.db, scheduler, lifecycle.drainSignal);
+    // On Kubernetes, tasks a CronJob can express get one (docs/decisions/0066); the scheduler fires the rest, and
+    // their slots too when no Job did in time.
+    const cronJobs = config.taskCronJobs
+      ? new TaskCronJobs({ db: database.db, store: await kubernetesCronJobStore(config.taskCronJobs.namespace, config.taskCronJobs.kubeconfig), settings: config.taskCronJobs, logger })
+      : undefined;
+    registerTasks(features, database.db, scheduler, lifecycle.drainSignal, cronJobs);
     // Webhook triggers: their events are stopped before the runs are cancelled in an erase, so they register here too.
     const triggers = new TriggerService({
       db: database.db,
@@ -355,7 +361,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       sessions,
       urlPolicy,
       cancelRun: (principal, runId) => chat.cancel(principal, runId),
-      changed: () => scheduler.wake(),
+      changed: (taskId) => {
+        scheduler.wake();
+        cronJobs?.taskChanged(taskId);
+      },
     });
     // Pages and search engines are at addresses the model or the project chose: through the guard, every redirect too.
     const web = new WebTools({
@@ -423,6 +432,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       return outcome.kind === 'started' ? { started: true, sessionId: outcome.sessionId } : { started: false, error: errorMessage(outcome.error) };
     };
     scheduler.start();
+    cronJobs?.start();
     triggers.start();
 
     const { app, openapi } = createHttpApp({
@@ -445,6 +455,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...memoryRoutes(memory),
         ...pluginRoutes(skills, tenants),
         ...taskRoutes(tasks, tenants),
+        ...taskFireRoutes(scheduler),
         ...deliveryRoutes(outbox, tenants),
         ...triggerRoutes(triggers),
         ...activityRoutes(new TenantActivity(database.db), tenants, configurations, new UsageReports(database.db)),
@@ -452,9 +463,10 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...auditRoutes(audit, forgetter),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
-      guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator) },
+      guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator), fireKey: fireKeyGuard(config.taskFireKey) },
       securitySchemes: {
         adminKey: { type: 'apiKey', in: 'header', name: 'X-Admin-Key', description: 'The runtime admin key (tenant routes)' },
+        fireKey: { type: 'apiKey', in: 'header', name: 'X-Fire-Key', description: "The project's fire key, which its tasks' CronJobs present (Kubernetes only)" },
         bearer: {
           type: 'http',
           scheme: 'bearer',

@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '@agentplane/lib/config';
 import { parseMasterKey } from '@agentplane/lib/crypto/local-secrets';
+import type { CronJobSettings } from './tasks/cronjobs.js';
 
 export type BlobConfig =
   | { kind: 'fs' }
@@ -55,6 +56,13 @@ export interface RuntimeConfig extends ServiceBasics {
   deliveryTickMs: number;
   /** How long an answered write's audit entry may wait to be written with others. */
   auditFlushMs: number;
+  /**
+   * Scheduled tasks as CronJobs on Kubernetes (docs/decisions/0066), where the operator turns them on; unset, the
+   * database scheduler fires every task.
+   */
+  taskCronJobs: (CronJobSettings & { kubeconfig: string | undefined }) | undefined;
+  /** The key a task's CronJob fires with (X-Fire-Key); unset, the fire route refuses every call. */
+  taskFireKey: string | undefined;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -113,6 +121,30 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     vectors = { kind: 'pinecone', apiKey: apiKey ?? '', host: host ?? '' };
   }
 
+  const taskFireKey = read.string('TASK_FIRE_KEY');
+  if (taskFireKey !== undefined && taskFireKey.length < 32) read.problem('TASK_FIRE_KEY must be at least 32 characters');
+  let taskCronJobs: RuntimeConfig['taskCronJobs'];
+  if (read.boolean('TASK_CRONJOBS', false)) {
+    const namespace = read.string('KUBERNETES_NAMESPACE');
+    const image = read.string('TASK_FIRE_IMAGE');
+    const fireUrl = read.url('TASK_FIRE_URL', ['http', 'https']);
+    const [secretName, secretKey] = read.string('TASK_FIRE_SECRET', 'agentplane-runtime:task-fire-key').split(':');
+    if (!namespace) read.problem('KUBERNETES_NAMESPACE is required when TASK_CRONJOBS=true (the namespace the CronJobs go in)');
+    if (!image) read.problem('TASK_FIRE_IMAGE is required when TASK_CRONJOBS=true (the image whose entrypoint runs `fire`)');
+    if (!fireUrl) read.problem("TASK_FIRE_URL is required when TASK_CRONJOBS=true (where a Job's Pod reaches this runtime)");
+    if (!secretName || !secretKey) read.problem('TASK_FIRE_SECRET must be <secret name>:<key>');
+    if (taskFireKey === undefined) read.problem('TASK_FIRE_KEY is required when TASK_CRONJOBS=true (the key in TASK_FIRE_SECRET)');
+    taskCronJobs = {
+      namespace: namespace ?? '',
+      image: image ?? '',
+      imagePullPolicy: read.oneOf('TASK_FIRE_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
+      fireUrl: fireUrl ?? '',
+      fireKeySecret: { name: secretName ?? '', key: secretKey ?? '' },
+      reconcileMs: read.integer('TASK_CRONJOB_RECONCILE_SECONDS', 60, { min: 1, max: 86_400 }) * 1000,
+      kubeconfig: read.string('KUBECONFIG'),
+    };
+  }
+
   // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
   // sealed secrets depend on which replica answers.
   if (serving && databaseUrl !== undefined) {
@@ -144,6 +176,8 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     schedulerCatchUpSeconds: read.integer('SCHEDULER_CATCH_UP_SECONDS', 3600, { min: 0, max: 7 * 86_400 }),
     deliveryTickMs: read.integer('DELIVERY_TICK_MS', 1000, { min: 50, max: 3_600_000 }),
     auditFlushMs: read.integer('AUDIT_FLUSH_MS', 200, { min: 10, max: 3_600_000 }),
+    taskCronJobs,
+    taskFireKey,
     vectors,
   };
   read.done();

@@ -12,7 +12,7 @@ import { untextualFields } from './text.js';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /** Names of the security schemes a route may require; each program declares how each is checked. */
-export type SecurityScheme = 'adminKey' | 'bearer' | 'apiKey' | 'session';
+export type SecurityScheme = 'adminKey' | 'bearer' | 'apiKey' | 'session' | 'fireKey';
 
 export interface ResponseSpec {
   description: string;

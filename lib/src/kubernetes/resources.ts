@@ -25,6 +25,12 @@ export const LABELS = {
 } as const;
 export const MANAGED_BY = 'agentplane-operator';
 
+/**
+ * The component label of a scheduled task's CronJob, its Jobs and their Pods (docs/decisions/0066): the runtime
+ * writes them, the operator's NetworkPolicies let their Pods reach the runtime.
+ */
+export const TASK_FIRE_COMPONENT = 'task-fire';
+
 /** Annotation holding a hash of what the operator last wrote to an object, so unchanged objects are not rewritten. */
 export const SPEC_HASH_ANNOTATION = 'agentplane.io/spec-hash';
 

@@ -1,8 +1,8 @@
-// The project namespace's NetworkPolicies: nothing in or out by default; the runtime answers the ingress controller
+// The project namespace's NetworkPolicies: nothing in or out by default; the runtime answers the ingress controller,
 // and the operator's namespace; every Pod may resolve names and reach the public internet but no private range, so
 // the runtime's tasks, sandboxes and tools cannot reach the cluster, the node or the cloud's metadata service.
 import type * as k8s from '@kubernetes/client-node';
-import type { Project } from '@agentplane/lib/kubernetes/resources';
+import { LABELS, TASK_FIRE_COMPONENT, type Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectLabels, projectObjectMeta, runtimeSelector } from './metadata.js';
 
@@ -26,7 +26,11 @@ export const NETWORK_POLICY_NAMES = {
   dns: 'allow-egress-dns',
   internet: 'allow-egress-internet',
   runtimeStores: 'allow-runtime-stores',
+  taskFires: 'allow-task-fires',
 } as const;
+
+/** The Pods of scheduled tasks' CronJob Jobs, which call the runtime to fire their slot. */
+const taskFirePods: k8s.V1LabelSelector = { matchLabels: { [LABELS.component]: TASK_FIRE_COMPONENT } };
 
 const everyPod: k8s.V1LabelSelector = {};
 
@@ -49,7 +53,9 @@ export function buildNetworkPolicies(project: Project, namespace: string, config
     policy(NETWORK_POLICY_NAMES.runtimeIngress, {
       podSelector: { matchLabels: runtimeSelector() },
       policyTypes: ['Ingress'],
-      ingress: [{ _from: [namespaceNamed(config.ingressNamespace), namespaceNamed(config.namespace)], ports: [{ protocol: 'TCP', port: config.runtime.port }] }],
+      ingress: [
+        { _from: [namespaceNamed(config.ingressNamespace), namespaceNamed(config.namespace), { podSelector: taskFirePods }], ports: [{ protocol: 'TCP', port: config.runtime.port }] },
+      ],
     }),
     // The cluster's DNS runs in some namespace (kube-system, usually). A node-local cache on a link-local address
     // is not a Pod in any namespace and stays unreachable; such clusters need their own allow.
@@ -78,6 +84,13 @@ export function buildNetworkPolicies(project: Project, namespace: string, config
       podSelector: { matchLabels: runtimeSelector() },
       policyTypes: ['Egress'],
       egress: [{ to: [namespaceNamed(config.namespace)] }],
+    }),
+    // A task's Job reaches the runtime in its own namespace, and only its port (the internet rule does not cover the
+    // Service's private address).
+    policy(NETWORK_POLICY_NAMES.taskFires, {
+      podSelector: taskFirePods,
+      policyTypes: ['Egress'],
+      egress: [{ to: [{ podSelector: { matchLabels: runtimeSelector() } }], ports: [{ protocol: 'TCP', port: config.runtime.port }] }],
     }),
   ];
 }

@@ -101,6 +101,7 @@ describe('names', () => {
       'NetworkPolicy/allow-egress-dns',
       'NetworkPolicy/allow-egress-internet',
       'NetworkPolicy/allow-runtime-stores',
+      'NetworkPolicy/allow-task-fires',
       'ResourceQuota/project-quota',
       'LimitRange/container-defaults',
       'Secret/agentplane-runtime',
@@ -239,6 +240,20 @@ describe('the runtime Deployment', () => {
     expect(secretData(objects)).toEqual({ 'admin-key': secrets.adminKey, 'master-key': secrets.masterKey });
   });
 
+  it("gives the runtime what its tasks' CronJobs need: its namespace, the image, the Service and the fire key by reference", () => {
+    const objects = buildProjectObjects(aProject(), aConfig(), { ...secrets, fireKey: 'f'.repeat(64) });
+    const env = envOf(objects);
+    expect(env.TASK_CRONJOBS!.value).toBe('true');
+    expect(env.KUBERNETES_NAMESPACE!.value).toBe(find<k8s.V1Deployment>(objects, 'Deployment', 'agent-runtime').metadata!.namespace);
+    expect(env.TASK_FIRE_IMAGE!.value).toBe(find<k8s.V1Deployment>(objects, 'Deployment', 'agent-runtime').spec!.template.spec!.containers[0]!.image);
+    expect(env.TASK_FIRE_URL!.value).toBe('http://agent-runtime:8081');
+    expect(env.TASK_FIRE_SECRET!.value).toBe('agentplane-runtime:task-fire-key');
+    expect(env.TASK_FIRE_KEY!.valueFrom).toEqual({ secretKeyRef: { name: 'agentplane-runtime', key: 'task-fire-key' } });
+    expect(secretData(objects)['task-fire-key']).toBe('f'.repeat(64));
+    // Turned off, the database scheduler fires every task.
+    expect(envOf(buildProjectObjects(aProject(), aConfig({ RUNTIME_TASK_CRONJOBS: 'false' }), { ...secrets, fireKey: 'f'.repeat(64) })).TASK_CRONJOBS).toBeUndefined();
+  });
+
   it('wires PostgreSQL, Redis and S3 with per-project prefixes and credentials from the Secret', () => {
     const objects = buildProjectObjects(aProject(), aConfig(withAllStores), secretsWithDatabase);
     const env = envOf(objects);
@@ -351,7 +366,7 @@ describe('NetworkPolicies', () => {
     expect(policy('default-deny')).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
   });
 
-  it('let the runtime port in from the ingress controller and the operator namespace only', () => {
+  it("let the runtime port in from the ingress controller, the operator namespace and its own tasks' Jobs only", () => {
     const spec = policy('allow-runtime-ingress');
     expect(spec.policyTypes).toEqual(['Ingress']);
     expect(spec.ingress).toEqual([
@@ -359,10 +374,17 @@ describe('NetworkPolicies', () => {
         _from: [
           { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-system' } } },
           { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'agentplane-system' } } },
+          { podSelector: { matchLabels: { 'app.kubernetes.io/component': 'task-fire' } } },
         ],
         ports: [{ protocol: 'TCP', port: 8081 }],
       },
     ]);
+    // The Jobs' Pods reach the runtime's port, and nothing else in the cluster.
+    expect(policy('allow-task-fires')).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/component': 'task-fire' } },
+      policyTypes: ['Egress'],
+      egress: [{ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'agent-runtime', 'app.kubernetes.io/component': 'runtime' } } }], ports: [{ protocol: 'TCP', port: 8081 }] }],
+    });
   });
 
   it('let every Pod resolve names, and the runtime reach the stores in the operator namespace', () => {

@@ -14,6 +14,7 @@ import {
   blobKeyPrefix,
   dataPlaneHost,
   dataPlaneUrl,
+  projectNamespaceName,
   redisKeyPrefix,
 } from './names.js';
 import { exceeds } from './quantity.js';
@@ -91,6 +92,19 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
     ...fromSecret('AGENTPLANE_ADMIN_KEY', RUNTIME_SECRET_KEYS.adminKey),
     ...fromSecret('AGENTPLANE_MASTER_KEY', RUNTIME_SECRET_KEYS.masterKey),
     ...fromSecret('DATABASE_URL', RUNTIME_SECRET_KEYS.databaseUrl),
+    // Tasks a CronJob can express get one in this namespace, whose Jobs run this image's `fire` against the Service
+    // with the fire key (docs/decisions/0066).
+    ...(config.runtime.taskCronJobs && secretKeys.has(RUNTIME_SECRET_KEYS.fireKey)
+      ? [
+          value('TASK_CRONJOBS', 'true'),
+          value('KUBERNETES_NAMESPACE', projectNamespaceName(project, config)),
+          value('TASK_FIRE_IMAGE', project.spec.runtime?.image ?? config.runtime.image),
+          value('TASK_FIRE_IMAGE_PULL_POLICY', config.runtime.imagePullPolicy),
+          value('TASK_FIRE_URL', `http://${RUNTIME_NAME}:${config.runtime.port}`),
+          value('TASK_FIRE_SECRET', `${RUNTIME_SECRET_NAME}:${RUNTIME_SECRET_KEYS.fireKey}`),
+          ...fromSecret('TASK_FIRE_KEY', RUNTIME_SECRET_KEYS.fireKey),
+        ]
+      : []),
     ...(redisUrl === undefined ? [] : [...fromSecret('REDIS_URL', RUNTIME_SECRET_KEYS.redisUrl), value('REDIS_KEY_PREFIX', redisKeyPrefix(project))]),
     ...(s3 === undefined
       ? []

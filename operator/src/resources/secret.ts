@@ -15,6 +15,8 @@ export interface RuntimeSecretValues {
   masterKey: string;
   /** postgres://role:password@host:port/db, when a database admin URL is configured. */
   databaseUrl?: string;
+  /** The key the project's task CronJobs fire with (docs/decisions/0066): the runtime checks it, their Pods present it. */
+  fireKey?: string;
 }
 
 /** The Secret's keys: the control-api reads `admin-key`; the Deployment's env refers to the rest. */
@@ -22,6 +24,7 @@ export const RUNTIME_SECRET_KEYS = {
   adminKey: 'admin-key',
   masterKey: 'master-key',
   databaseUrl: 'database-url',
+  fireKey: 'task-fire-key',
   redisUrl: 'redis-url',
   s3AccessKeyId: 's3-access-key-id',
   s3SecretAccessKey: 's3-secret-access-key',
@@ -32,6 +35,7 @@ export const RUNTIME_SECRET_KEYS = {
 export function runtimeSecretEntries(secrets: RuntimeSecretValues, config: OperatorConfig): Record<string, string> {
   const entries: Record<string, string> = { [RUNTIME_SECRET_KEYS.adminKey]: secrets.adminKey, [RUNTIME_SECRET_KEYS.masterKey]: secrets.masterKey };
   if (secrets.databaseUrl !== undefined) entries[RUNTIME_SECRET_KEYS.databaseUrl] = secrets.databaseUrl;
+  if (secrets.fireKey !== undefined) entries[RUNTIME_SECRET_KEYS.fireKey] = secrets.fireKey;
   const { redisUrl, s3, pinecone } = config.stores;
   if (redisUrl !== undefined) entries[RUNTIME_SECRET_KEYS.redisUrl] = redisUrl;
   if (pinecone !== undefined) entries[RUNTIME_SECRET_KEYS.pineconeApiKey] = pinecone.apiKey;

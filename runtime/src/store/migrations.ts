@@ -646,4 +646,11 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    // Tasks whose CronJob exists on Kubernetes (docs/decisions/0066): the database scheduler leaves their slots to
+    // the CronJob's Jobs for a grace period, and fires a slot itself only when no Job did.
+    version: 24,
+    name: 'task cronjobs',
+    statements: ['alter table tasks add column on_cronjob boolean not null default false'],
+  },
 ];

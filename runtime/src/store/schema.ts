@@ -436,6 +436,8 @@ export interface TasksTable {
   last_run_at: Timestamp | null;
   last_run_id: string | null;
   last_session_id: string | null;
+  /** A CronJob on Kubernetes fires its slots; the database scheduler only those no Job fired in time. */
+  on_cronjob: Generated<boolean>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }

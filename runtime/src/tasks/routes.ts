@@ -2,9 +2,11 @@
 // `tasks:read`), read one, cancel one's own; and the tenant's whole list on the admin surface for the control plane.
 import { z } from 'zod';
 import { queryNumber } from '@agentplane/lib/schemas/query';
+import { invalidArgument, notFound } from '@agentplane/lib/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { principalOf } from '../auth/guard.js';
 import type { TenantService } from '../tenants/service.js';
+import type { TaskScheduler } from './scheduler.js';
 import { MAX_RUN_AT_AHEAD_MS, MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS } from './schedule.js';
 import { DEFAULT_TASK_PAGE, MAX_TASK_PAGE, MAX_TASK_PROMPT_CHARS, TASK_STATUSES, type TaskService } from './service.js';
 
@@ -79,6 +81,52 @@ const TaskParams = z.object({ task_id: uuid('task_id') });
 const TenantParams = z.object({ tenant_id: uuid('tenant_id') });
 
 const unauthenticated = { description: 'Missing, invalid or expired token' };
+
+const SlotFireBody = z
+  .strictObject({ slot: z.iso.datetime({ offset: true, error: 'slot must be an RFC 3339 date and time' }).meta({ description: 'The slot the Job was made for' }) })
+  .meta({ id: 'SlotFire' });
+const SlotFired = z
+  .object({
+    fired: z.boolean(),
+    run_id: z.string().optional().meta({ description: "The fire's run, when it fired" }),
+    reason: z.enum(['not_scheduled', 'already_fired', 'still_running']).optional().meta({ description: 'Why nothing fired' }),
+    detail: z.string().optional(),
+  })
+  .meta({ id: 'SlotFired' });
+
+/**
+ * The fire container's call (docs/decisions/0066): a CronJob's Job asks to fire its slot, with the project's fire key.
+ * The slot fires once however many Jobs ask; a Job's retry after a 5xx is safe.
+ */
+export function taskFireRoutes(scheduler: Pick<TaskScheduler, 'fireSlot'>): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/internal/tasks/{task_id}/fires',
+      operationId: 'fireTaskSlot',
+      summary: "Fire one slot of a task, for its CronJob's Job",
+      description: 'Answers 202 when the slot fired now, 200 with `reason` when it fired nothing (already fired, skipped, or the task ended).',
+      tags: ['tasks'],
+      security: ['fireKey'],
+      params: TaskParams,
+      body: SlotFireBody,
+      responses: {
+        200: { description: 'Nothing fired, and why', schema: SlotFired },
+        202: { description: 'The slot fired: its run started', schema: SlotFired },
+        400: { description: 'Not a slot of the task\'s schedule, or one not come yet' },
+        401: { description: 'Missing or wrong X-Fire-Key' },
+        404: { description: 'No such task' },
+      },
+      async handle({ params, body }) {
+        const outcome = await scheduler.fireSlot(params.task_id, new Date(body.slot));
+        if (outcome.fired) return { status: 202, body: { fired: true, run_id: outcome.runId } };
+        if (outcome.reason === 'not_found') throw notFound(`task ${params.task_id} not found`);
+        if (outcome.reason === 'not_a_slot') throw invalidArgument(`slot: ${outcome.detail}`, { code: 'not_a_slot' });
+        return { body: { fired: false, reason: outcome.reason, ...(outcome.detail ? { detail: outcome.detail } : {}) } };
+      },
+    }),
+  ];
+}
 
 export function taskRoutes(tasks: TaskService, tenants: TenantService): RouteDefinition[] {
   const notFound = { description: 'No such task, or not one this token may see (the same answer)' };

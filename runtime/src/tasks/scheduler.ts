@@ -15,7 +15,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import { newRunId } from '../chat/runs.js';
 import { runOutcome, type RunOutcome, type StartUnattended, type UnattendedStarted } from '../chat/unattended.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import { dueFire, specOf } from './schedule.js';
+import { dueFire, nextSlot, specOf } from './schedule.js';
 
 export const DEFAULT_TICK_MS = 500;
 export const DEFAULT_CATCH_UP_MS = 3_600_000;
@@ -41,6 +41,29 @@ export interface FireToStart {
   takenOver?: boolean;
 }
 
+
+/** What a CronJob's call to fire a slot came to. */
+export type SlotFire =
+  | { fired: true; runId: string }
+  | { fired: false; reason: 'not_found' | 'not_scheduled' | 'not_a_slot' | 'already_fired' | 'still_running'; detail?: string };
+
+/** A due task, and the slot it fires now (null: none, its next slot written all the same). */
+interface FirePlan {
+  task: { id: string; tenant_id: string; prompt: string; session_id: string | null; model: string | null; acts_as: unknown };
+  fire: Date | null;
+  next: Date | null;
+  runId: string;
+}
+
+/**
+ * A task a CronJob fires is left to its Jobs until this long past its slot: the CronJob's starting deadline (60 s)
+ * and a margin. A slot no Job fired by then is fired here, late rather than never; a Job arriving later still finds
+ * the slot fired and fires nothing.
+ */
+export const CRONJOB_GRACE_SECONDS = 90;
+const leftToCronJob = sql<boolean>`(not on_cronjob or next_run_at <= now() - ${`${CRONJOB_GRACE_SECONDS} seconds`}::interval)`;
+/** How far ahead of the database's clock a Job's slot may be (the cluster's clock and the database's differ a little). */
+const SLOT_CLOCK_SKEW_MS = 60_000;
 
 /** A fire whose run started, and one whose outcome was just written. */
 export type StartedFire = FireToStart & { sessionId: string };
@@ -107,7 +130,7 @@ export class TaskScheduler {
   async tick(): Promise<void> {
     // One look decides what else the pass does: an idle project costs one statement a tick.
     const { rows } = await sql<{ due: boolean; ended: boolean }>`
-      select exists (select 1 from tasks where status = 'scheduled' and next_run_at <= now()) as due,
+      select exists (select 1 from tasks where status = 'scheduled' and next_run_at <= now() and ${leftToCronJob}) as due,
         exists (select 1 from task_fires f join runs r on r.id = f.run_id where f.state = 'started' and r.status <> 'running') as ended`.execute(this.options.db);
     const { due, ended } = rows[0]!;
     const claimed = due ? await this.claimDue() : [];
@@ -134,23 +157,20 @@ export class TaskScheduler {
 
   /** Due tasks: their fires inserted (once per slot), their next slot and run count written. */
   private async claimDue(): Promise<FireToStart[]> {
-    const { db, owner } = this.options;
-    return db.transaction().execute(async (trx) => {
+    return this.options.db.transaction().execute(async (trx) => {
       const due = await trx
         .selectFrom('tasks')
         .select(['id', 'tenant_id', 'prompt', 'session_id', 'model', 'acts_as', 'cron', 'timezone', 'interval_seconds', 'run_at', 'next_run_at', sql<Date>`now()`.as('now')])
         .where('status', '=', 'scheduled')
         .where('next_run_at', '<=', sql<Date>`now()`)
+        .where(leftToCronJob)
         .orderBy('next_run_at')
         .limit(BATCH)
         .forUpdate()
         .skipLocked()
         .execute();
       if (due.length === 0) return [];
-      const ids = due.map((task) => task.id);
-      const busy = new Set(
-        (await trx.selectFrom('task_fires').select('task_id').where('task_id', 'in', ids).where('state', '<>', 'settled').execute()).map((fire) => fire.task_id),
-      );
+      const busy = await this.busy(trx, due.map((task) => task.id));
       const plans = due.map((task) => {
         const spec = specOf(task);
         const { fire, next } = dueFire(spec, task.next_run_at!, task.now, this.catchUpMs);
@@ -158,51 +178,98 @@ export class TaskScheduler {
         const firing = fire !== null && !(busy.has(task.id) && spec.kind !== 'once') ? fire : null;
         return { task, fire: firing, next, runId: newRunId() };
       });
-      const firing = plans.filter((plan) => plan.fire !== null);
-      const inserted = new Set<string>();
-      if (firing.length > 0) {
-        const rows = await trx
-          .insertInto('task_fires')
-          .values(
-            firing.map((plan) => ({
-              task_id: plan.task.id,
-              slot: plan.fire!,
-              tenant_id: plan.task.tenant_id,
-              run_id: plan.runId,
-              state: 'pending',
-              claimed_by: owner,
-              claim_expires_at: new Date(Date.now() + CLAIM_MS),
-            })),
-          )
-          .onConflict((oc) => oc.columns(['task_id', 'slot']).doNothing())
-          .returning('task_id')
-          .execute();
-        for (const row of rows) inserted.add(row.task_id);
-      }
-      const values = plans.map((plan) => {
-        const fired = inserted.has(plan.task.id);
-        // No slot after this one: the task ends with this fire's run (`running` until it settles), or here.
-        const status = plan.next !== null ? 'scheduled' : fired ? 'running' : 'completed';
-        return sql`(${plan.task.id}::uuid, ${plan.next}::timestamptz, ${status}::text, ${fired}::boolean, ${fired ? plan.runId : null}::text)`;
-      });
-      await sql`
-        update tasks as t set next_run_at = v.next, status = v.status, run_count = t.run_count + v.fired::int,
-          last_run_at = case when v.fired then now() else t.last_run_at end, last_run_id = coalesce(v.run_id, t.last_run_id), updated_at = now()
-        from (values ${sql.join(values, sql`, `)}) as v (id, next, status, fired, run_id)
-        where t.id = v.id`.execute(trx);
-      return plans
-        .filter((plan) => inserted.has(plan.task.id))
-        .map((plan) => ({
-          taskId: plan.task.id,
-          slot: plan.fire!,
-          tenantId: plan.task.tenant_id,
-          runId: plan.runId,
-          prompt: plan.task.prompt,
-          sessionId: plan.task.session_id,
-          model: plan.task.model,
-          actsAs: plan.task.acts_as as AccessTokenGrant,
-        }));
+      return this.claim(trx, plans);
     });
+  }
+
+  /**
+   * A CronJob's Job asks to fire one slot of its task (docs/decisions/0066): claimed as a due pass claims, so a slot
+   * fires once whoever asks, and however often. A slot already fired or skipped (by this scheduler's fallback, or an
+   * earlier Job) fires nothing; nor does a slot while the task's previous fire still runs, as under `Forbid`.
+   */
+  async fireSlot(taskId: string, slot: Date): Promise<SlotFire> {
+    const outcome = await this.options.db.transaction().execute(async (trx): Promise<SlotFire | FireToStart> => {
+      const task = await trx
+        .selectFrom('tasks')
+        .select(['id', 'tenant_id', 'prompt', 'session_id', 'model', 'acts_as', 'cron', 'timezone', 'interval_seconds', 'run_at', 'next_run_at', 'status', sql<Date>`now()`.as('now')])
+        .where('id', '=', taskId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!task) return { fired: false, reason: 'not_found' };
+      if (task.status !== 'scheduled' || task.next_run_at === null) return { fired: false, reason: 'not_scheduled', detail: `the task is ${task.status}` };
+      const spec = specOf(task);
+      if (spec.kind !== 'cron' || nextSlot(spec, new Date(slot.getTime() - 1))?.getTime() !== slot.getTime()) {
+        return { fired: false, reason: 'not_a_slot', detail: `${slot.toISOString()} is not a slot of this task's schedule` };
+      }
+      if (slot.getTime() > task.now.getTime() + SLOT_CLOCK_SKEW_MS) return { fired: false, reason: 'not_a_slot', detail: `${slot.toISOString()} has not come yet` };
+      if (slot.getTime() < task.next_run_at.getTime()) return { fired: false, reason: 'already_fired', detail: 'this slot was fired or skipped already' };
+      const next = nextSlot(spec, new Date(Math.max(slot.getTime(), task.now.getTime())));
+      const running = (await this.busy(trx, [task.id])).has(task.id);
+      const [fire] = await this.claim(trx, [{ task, fire: running ? null : slot, next, runId: newRunId() }]);
+      if (running) return { fired: false, reason: 'still_running', detail: "the task's previous fire is still running: this slot is skipped" };
+      return fire ?? { fired: false, reason: 'already_fired', detail: 'this slot was fired already' };
+    });
+    if ('fired' in outcome) return outcome;
+    await this.startOne(outcome);
+    return { fired: true, runId: outcome.runId };
+  }
+
+  /** Which of these tasks have a fire not settled yet. */
+  private async busy(trx: Kysely<RuntimeSchema>, ids: string[]): Promise<Set<string>> {
+    const fires = await trx.selectFrom('task_fires').select('task_id').where('task_id', 'in', ids).where('state', '<>', 'settled').execute();
+    return new Set(fires.map((fire) => fire.task_id));
+  }
+
+  /**
+   * Claims the planned fires, in the caller's transaction: each fire row inserted once per (task, slot), and every
+   * planned task's next slot, status and run count written. Answers the fires this claim inserted.
+   */
+  private async claim(trx: Kysely<RuntimeSchema>, plans: FirePlan[]): Promise<FireToStart[]> {
+    const { owner } = this.options;
+    const firing = plans.filter((plan) => plan.fire !== null);
+    const inserted = new Set<string>();
+    if (firing.length > 0) {
+      const rows = await trx
+        .insertInto('task_fires')
+        .values(
+          firing.map((plan) => ({
+            task_id: plan.task.id,
+            slot: plan.fire!,
+            tenant_id: plan.task.tenant_id,
+            run_id: plan.runId,
+            state: 'pending',
+            claimed_by: owner,
+            claim_expires_at: new Date(Date.now() + CLAIM_MS),
+          })),
+        )
+        .onConflict((oc) => oc.columns(['task_id', 'slot']).doNothing())
+        .returning('task_id')
+        .execute();
+      for (const row of rows) inserted.add(row.task_id);
+    }
+    const values = plans.map((plan) => {
+      const fired = inserted.has(plan.task.id);
+      // No slot after this one: the task ends with this fire's run (`running` until it settles), or here.
+      const status = plan.next !== null ? 'scheduled' : fired ? 'running' : 'completed';
+      return sql`(${plan.task.id}::uuid, ${plan.next}::timestamptz, ${status}::text, ${fired}::boolean, ${fired ? plan.runId : null}::text)`;
+    });
+    await sql`
+      update tasks as t set next_run_at = v.next, status = v.status, run_count = t.run_count + v.fired::int,
+        last_run_at = case when v.fired then now() else t.last_run_at end, last_run_id = coalesce(v.run_id, t.last_run_id), updated_at = now()
+      from (values ${sql.join(values, sql`, `)}) as v (id, next, status, fired, run_id)
+      where t.id = v.id`.execute(trx);
+    return plans
+      .filter((plan) => inserted.has(plan.task.id))
+      .map((plan) => ({
+        taskId: plan.task.id,
+        slot: plan.fire!,
+        tenantId: plan.task.tenant_id,
+        runId: plan.runId,
+        prompt: plan.task.prompt,
+        sessionId: plan.task.session_id,
+        model: plan.task.model,
+        actsAs: plan.task.acts_as as AccessTokenGrant,
+      }));
   }
 
   /** Fires another process claimed and never started (it died in between): taken over once their claim lapsed. */

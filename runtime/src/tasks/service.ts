@@ -75,8 +75,8 @@ export interface TaskServiceDeps {
   urlPolicy: UrlPolicy;
   /** Stops a run of a task being cancelled (its one-shot run, or a recurring one's current fire). */
   cancelRun(principal: Principal, runId: string): Promise<unknown>;
-  /** Told when a task is created or cancelled here, so this process's scheduler looks again at once. */
-  changed?: () => void;
+  /** Told when a task is created or cancelled here: this process's scheduler looks again at once, its CronJob follows. */
+  changed?: (taskId: string) => void;
   now?: () => Date;
 }
 
@@ -142,7 +142,7 @@ export class TaskService {
       })
       .returningAll()
       .executeTakeFirstOrThrow();
-    this.deps.changed?.();
+    this.deps.changed?.(row.id);
     return present(row);
   }
 
@@ -196,7 +196,7 @@ export class TaskService {
       .where('runs.status', '=', 'running')
       .execute();
     for (const fire of running) await this.deps.cancelRun(principal, fire.run_id).catch(() => undefined);
-    this.deps.changed?.();
+    this.deps.changed?.(id);
     return present(cancelled ?? (await this.visible(principal, id)));
   }
 

@@ -211,6 +211,7 @@ export class ProjectReconciler {
     pass.secrets = {
       adminKey: pass.secret['admin-key'] || newAdminKey(),
       masterKey: pass.secret['master-key'] || newMasterKey(),
+      fireKey: pass.secret['task-fire-key'] || newAdminKey(),
       ...(pass.databaseUrl ? { databaseUrl: pass.databaseUrl } : {}),
     };
     return undefined;
