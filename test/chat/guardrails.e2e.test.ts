@@ -90,4 +90,31 @@ describe.each(availableSetups())('guardrails (%s)', (setup) => {
     world.fake.script('Globexes are not a thing.');
     expect(((await (await world.chat(token, { message: 'ok' })).json()) as { finish_reason: string | null }).finish_reason).toBeNull();
   });
+
+  it('never streams a word of what an output check fires on, and stops the model mid-answer', async () => {
+    const before = 'Here is a long comparison of the vendors you asked about, with details on each of them. '.repeat(8);
+    world.fake.script({ text: `${before}You could also try Globex, they are cheaper. ${'More text follows here. '.repeat(40)}`, chunkBy: 'char', dripMs: 1 });
+    const { response, events } = await world.streamAll(token, { message: 'compare vendors' });
+    expect(response.status).toBe(200);
+    const relayed = events.filter((event) => event.event === 'token').map((event) => (event.data as { text: string }).text).join('');
+    // What was relayed is the start of the answer, before the match, and nothing of it.
+    expect(before.startsWith(relayed)).toBe(true);
+    expect(relayed.length).toBeGreaterThan(0);
+    const done = events.find((event) => event.event === 'done')!.data as { finish_reason: string; content: string };
+    expect(done).toMatchObject({ finish_reason: 'guardrail', content: "The answer was withheld by the project's guardrail 'competitors'." });
+    // The model's stream was left early: its last chunks were never asked for.
+    const request = world.fake.requestsTo('/chat/completions').at(-1)!;
+    expect(await world.fake.ended(request)).toBe('client_closed');
+    expect(request.chunksSent).toBeLessThan(before.length + 400);
+  });
+
+  it('streams a passing answer whole and in order, most of it before the answer ends', async () => {
+    const text = 'A careful answer about our own product, and nothing else at all. '.repeat(30);
+    world.fake.script({ text, chunkBy: 'char' });
+    const { events } = await world.streamAll(token, { message: 'tell me more' });
+    const tokens = events.filter((event) => event.event === 'token').map((event) => (event.data as { text: string }).text);
+    expect(tokens.join('')).toBe(text);
+    expect(tokens.length).toBeGreaterThan(10);
+    expect(events.find((event) => event.event === 'done')!.data).toMatchObject({ finish_reason: null, content: text });
+  });
 });

@@ -18,7 +18,7 @@ import type { UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { DraftKeeper } from './drafts.js';
 import type { DeliveryRecord, TurnRecords, UsageRow } from './turn-records.js';
-import { firstFiring, withheld, type Moderate, type TurnGuardrails } from './guardrails.js';
+import { firstFiring, OutputGate, withheld, type Moderate, type TurnGuardrails } from './guardrails.js';
 import type { AuditEntry } from '../governance/audit.js';
 import type { UsageRecorder } from './usage.js';
 import {
@@ -521,13 +521,17 @@ export class TurnEngine {
       const message: NewMessage = {
         role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, toolCalls: step.calls.length > 0 ? step.calls : null, model: turn.model,
       };
+      // An output guardrail fired while the answer streamed: the step was stopped, and its text is withheld.
+      if (step.fired !== null) return guardrailStop('output', step.fired, { draftId: step.draftId, message, usage: step.usage });
       const finishedOwnWay = step.calls.length === 0;
       const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
       if (finishedOwnWay || outOfRounds) {
         // The last step: its message and usage are written by the statement that ends the run, the answer withheld
-        // when an output guardrail fires on it.
+        // when an output guardrail fires on it (its moderation models included), and what was held back relayed
+        // when none does.
         const check = turn.guardrails ? await firstFiring(turn.guardrails.output, step.text, deps.moderate, turn.target, signal) : null;
         if (check !== null) return guardrailStop('output', check, { draftId: step.draftId, message, usage: step.usage });
+        await step.release();
         return {
           status: 'completed',
           finishReason: outOfRounds ? 'max_tool_iterations' : (reportedFinish[step.finishReason] ?? null),
@@ -537,6 +541,11 @@ export class TurnEngine {
           last: { draftId: step.draftId, message, usage: step.usage },
         };
       }
+      // Text said beside the calls passes the text checks before what was held of it is relayed (moderation models
+      // judge final answers only).
+      const besideCalls = turn.guardrails?.output.firstFiring(step.text) ?? null;
+      if (besideCalls !== null) return guardrailStop('output', besideCalls, { draftId: step.draftId, message, usage: step.usage });
+      await step.release();
       // The step's message and usage are written while its calls are made, and its answers while the next model call
       // is (a handler's and a provider's round trips hide the statements); whatever writes after them waits for them.
       const messageId = step.draftId ?? randomUUID();
@@ -608,6 +617,9 @@ export class TurnEngine {
     let failure: unknown;
     const draft = this.deps.drafts.start({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, subject: turn.subject, model: turn.model });
     const tokens = new TokenRelay((frame) => this.frame(turn.tenantId, turn.runId, frame));
+    // Output guardrails judge the text before it is relayed (or drafted), and stop the step when one fires.
+    const gate = turn.guardrails && !turn.guardrails.output.empty ? new OutputGate(turn.guardrails.output) : undefined;
+    let fired: string | null = null;
     try {
       for await (const part of early ?? this.call(turn, model, messages, signal)) {
         if (part.type === 'text-delta') {
@@ -615,8 +627,21 @@ export class TurnEngine {
           // A provider's text may hold what no store takes (NUL, a lone surrogate): kept, as U+FFFD.
           const piece = storableText(part.text);
           text += piece;
-          await tokens.send({ type: 'token', text: piece });
-          draft.grow(text);
+          if (!gate) {
+            await tokens.send({ type: 'token', text: piece });
+            draft.grow(text);
+            continue;
+          }
+          const verdict = gate.grow(text);
+          // Leaving the loop ends the model's stream: nothing more of this answer is asked for.
+          if (verdict.fired !== null) {
+            fired = verdict.fired;
+            break;
+          }
+          if (verdict.release !== '') {
+            await tokens.send({ type: 'token', text: verdict.release });
+            draft.grow(gate.shown(text));
+          }
         } else if (part.type === 'tool-call') {
           const { id, name, arguments: args } = part.call;
           calls.push({ id: storableText(id), name: storableText(name), arguments: storableText(args) });
@@ -636,7 +661,12 @@ export class TurnEngine {
     const draftId = await draft.settled();
     // Counted now (the caps and the answer's totals); the row is written with the step's message.
     const row = usage ? await this.countUsage(turn, usage, totals) : undefined;
-    return { text, calls, finishReason, failure, draftId, usage: row };
+    /** Relays what the gate held back, once the whole text has passed. */
+    const release = async () => {
+      const rest = gate?.rest(text) ?? '';
+      if (rest !== '') await this.frame(turn.tenantId, turn.runId, { type: 'token', text: rest });
+    };
+    return { text, calls, finishReason, failure, draftId, usage: row, fired, release };
   }
 
   /**

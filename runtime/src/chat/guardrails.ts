@@ -58,3 +58,60 @@ export async function firstFiring(side: CompiledSide, text: string, moderate: Mo
   }
   return null;
 }
+
+/** Characters of a streamed answer held back behind what was judged: no match this long is ever half shown. */
+export const HELD_CHARS = 256;
+/** Judged again once this much more arrived, or an eighth of the text so far: a long answer costs O(n log n). */
+const JUDGE_EVERY_CHARS = 64;
+
+/**
+ * The output checks on a streamed answer (docs/decisions/0064, streams): tokens are relayed only once the text up to
+ * them has passed the text checks, with the last HELD_CHARS held back, so a check that fires mid-answer stops the
+ * step before any of what it matched was shown. The text is judged up to its last whitespace (a word cut mid-way
+ * could look like a listed one). A side with a moderation model holds the whole step back: the model judges the final
+ * answer before a word of it goes out. The step's end releases the rest (the final answer after its full judgement).
+ */
+export class OutputGate {
+  private released = 0;
+  private judged = 0;
+
+  constructor(private readonly side: CompiledSide) {}
+
+  /** Given the step's whole text so far: what may be relayed now, or the check that fired. */
+  grow(text: string): { release: string; fired: string | null } {
+    if (this.side.moderation.length > 0) return { release: '', fired: null };
+    if (text.length - this.judged < Math.max(JUDGE_EVERY_CHARS, text.length / 8)) return { release: '', fired: null };
+    const cut = lastBreak(text);
+    if (cut <= this.judged) return { release: '', fired: null };
+    this.judged = cut;
+    const fired = this.side.firstFiring(text.slice(0, cut));
+    if (fired !== null) return { release: '', fired };
+    return { release: this.releaseTo(text, cut - HELD_CHARS), fired: null };
+  }
+
+  /** Everything not relayed yet, once the whole text has passed. */
+  rest(text: string): string {
+    return this.releaseTo(text, text.length);
+  }
+
+  /** What was relayed so far: all a draft of the answer may hold. */
+  shown(text: string): string {
+    return text.slice(0, this.released);
+  }
+
+  private releaseTo(text: string, end: number): string {
+    let upTo = Math.min(end, text.length);
+    // Never between the halves of a surrogate pair.
+    if (upTo > 0 && upTo < text.length && /[\uD800-\uDBFF]/.test(text[upTo - 1]!)) upTo--;
+    if (upTo <= this.released) return '';
+    const piece = text.slice(this.released, upTo);
+    this.released = upTo;
+    return piece;
+  }
+}
+
+/** The index just after the text's last whitespace (0 when it has none). */
+function lastBreak(text: string): number {
+  for (let i = text.length - 1; i >= 0; i--) if (/\s/.test(text[i]!)) return i + 1;
+  return 0;
+}
