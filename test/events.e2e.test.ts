@@ -2,6 +2,7 @@
 // checks it; it is pushed to the runtime), reads the secret that signs deliveries (readable, not shown once) and
 // rotates it (at once, no overlap); a task scheduled by an end-user fires, and the receiver verifies what arrives with
 // that secret; the control plane lists the project's tasks and the deliveries with their attempts.
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyEventSignature } from '@agentplane/lib/crypto/signatures';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
@@ -71,5 +72,23 @@ describe("a project's events", () => {
     const { deliveries } = await json<{ deliveries: { type: string; status: string; attempt_log: unknown[] }[] }>(await project.send('GET', '/events?limit=10'), 200);
     expect(deliveries.map((delivery) => delivery.type).sort()).toEqual(['scheduled_task.fired', 'turn.stopped']);
     expect(deliveries.every((delivery) => delivery.status === 'delivered' && delivery.attempt_log.length === 1)).toBe(true);
+
+    // The admin sends one again: the receiver gets the same event id, newly signed.
+    const sent = receiver.requests.length;
+    const { id, event_id: eventId } = (deliveries as unknown as { id: string; event_id: string }[])[0]!;
+    expect(await json(await project.send('POST', `/events/${id}/redeliver`), 202)).toMatchObject({ id, status: 'pending' });
+    await eventually(() => receiver.requests.length > sent, { what: 'the redelivery at the receiver' });
+    const again = receiver.requests.at(-1)!;
+    expect(again.headers['x-delivery-id']).toBe(eventId);
+    expect(verifyEventSignature(again.headers['x-signature'] as string, { id: eventId, timestamp: again.headers['x-delivery-timestamp'] as string, body: again.body }, secret)).toBe(true);
+    expect((await project.send('POST', `/events/${randomUUID()}/redeliver`)).status).toBe(404);
+    // Seeing is not sending: a mint key of the project is refused, an account outside its org does not see it.
+    const { api } = project;
+    const mint = (await json<{ key: string }>(await project.send('POST', '/keys', { scope: 'mint', name: 'mint' }), 201)).key;
+    expect((await api.call(`/api/projects/${project.projectId}/events/${id}/redeliver`, { method: 'POST', key: mint })).status).toBe(403);
+    await api.control.accounts.createOwner('outsider@example.com', 'another long password', 'elsewhere');
+    const outsider = (await api.control.accounts.signIn('outsider@example.com', 'another long password', 'test')).token;
+    expect((await api.call(`/api/projects/${project.projectId}/events/${id}/redeliver`, { method: 'POST', token: outsider })).status).toBe(404);
+    expect((await project.send('POST', '/events/not-a-uuid/redeliver')).status).toBe(422);
   });
 });

@@ -3,6 +3,7 @@
 // project's webhook URL and the task's callback URL, signed with the tenant's webhook secret over the delivery's id,
 // time and raw body. A failed attempt is retried with backoff from the outbox, every attempt recorded; one that keeps
 // failing ends dead. A rotated secret signs at once.
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verifyEventSignature } from '@agentplane/lib/crypto/signatures';
@@ -158,6 +159,31 @@ describe.each(availableSetups())('events sent to the project (%s)', (setup) => {
     const doomed = await stoppedOf(again.id);
     await sql`update event_deliveries set attempts = 7, next_attempt_at = now() where id = ${doomed!.id}`.execute(db);
     await eventually(async () => (await deliveries('?status=dead')).some((delivery) => delivery.id === doomed!.id), 'the delivery to die');
+
+    // Sent again once the receiver is back: the same event id, newly signed, its earlier attempts kept in its log.
+    receiver.reply({ status: 200 });
+    const redeliver = (id: string) => world.rt.admin(`/tenants/${world.tenant.tenantId}/events/${id}/redeliver`, { method: 'POST' });
+    const requeued = await redeliver(doomed!.id);
+    expect(requeued.status, await requeued.clone().text()).toBe(202);
+    expect(await requeued.json()).toMatchObject({ id: doomed!.id, status: 'pending', attempts: 0 });
+    const redelivered = await eventually(async () => {
+      const row = await stoppedOf(again.id);
+      return row?.status === 'delivered' ? row : false;
+    }, 'the redelivery');
+    expect(redelivered.attempt_log.map((attempt) => attempt.status)).toEqual([500, 500, 200]);
+    const last = receiver.requests.filter((request) => request.headers['x-delivery-id'] === doomed!.event_id).at(-1)!;
+    expect(bodyOf(last).id).toBe(doomed!.event_id);
+    expect(verifyEventSignature(last.headers['x-signature'] as string, { id: doomed!.event_id, timestamp: last.headers['x-delivery-timestamp'] as string, body: last.body }, await secret())).toBe(true);
+    // One still being attempted is left to its retries; another tenant's, or a made-up one, is not found.
+    receiver.reply({ status: 503 });
+    world.fake.script('Pending.');
+    const pending = await oneShot({});
+    await eventually(async () => ((await stoppedOf(pending.id))?.attempts ?? 0) >= 1, 'a first attempt');
+    const busy = await redeliver((await stoppedOf(pending.id))!.id);
+    expect(busy.status).toBe(409);
+    expect(await busy.json()).toMatchObject({ code: 'delivery_pending' });
+    expect((await redeliver(randomUUID())).status).toBe(404);
+    receiver.reply({ status: 200 });
   });
 
   it("retries to the project's webhook URL in force at each attempt, and ends a delivery whose URL was removed", async () => {

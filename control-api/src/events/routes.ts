@@ -23,6 +23,8 @@ const EventsQuery = z.object({
   status: z.enum(['pending', 'delivered', 'dead']).optional(),
 });
 
+const DeliveryParams = ProjectParams.extend({ deliveryId: z.uuid({ error: 'deliveryId must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+
 const unavailable = { description: "The project's runtime did not answer, or has not registered the project's tenant yet" };
 
 export function projectEventRoutes(events: ProjectEventsService, keys: ProjectKeyService): RouteDefinition[] {
@@ -94,6 +96,27 @@ export function projectEventRoutes(events: ProjectEventsService, keys: ProjectKe
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, query }) {
         return { body: (await events.deliveries(params.id, query)) as { deliveries: Record<string, unknown>[] } };
+      },
+    }),
+    defineRoute({
+      ...common,
+      method: 'post',
+      path: '/api/projects/{id}/events/{deliveryId}/redeliver',
+      operationId: 'redeliverProjectEvent',
+      summary: 'Send a delivered or dead event to its target again',
+      description:
+        'The same event id (X-Delivery-Id), so a receiver that handled it already can tell; a fresh timestamp and signature, and a fresh budget of attempts. Its earlier attempts stay in its log.',
+      params: DeliveryParams,
+      responses: {
+        202: { description: 'Queued, and sent at once', schema: z.record(z.string(), z.unknown()).meta({ id: 'ProjectEventDelivery' }) },
+        403: mintKeyOnAdminRoute,
+        404: { description: 'No such project, or no such delivery of it (the same answer)' },
+        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`)' },
+        503: unavailable,
+      },
+      authorize: ({ params, res }) => admin(res.locals, params.id),
+      async handle({ params }) {
+        return { status: 202, body: (await events.redeliver(params.id, params.deliveryId)) as Record<string, unknown> };
       },
     }),
   ];

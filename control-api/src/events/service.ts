@@ -48,6 +48,10 @@ export class ProjectEventsService {
     );
   }
 
+  redeliver(projectId: string, deliveryId: string): Promise<unknown> {
+    return this.onRuntime(projectId, (runtime, tenantId) => runtime.tenantCall(tenantId, 'POST', `/events/${deliveryId}/redeliver`));
+  }
+
   private onRuntime<T>(projectId: string, call: (runtime: TenantCalls, tenantId: string) => Promise<T>): Promise<T> {
     return onProjectRuntime(this.projects, this.provisioner, projectId, "the project's webhook secret and deliveries are kept there", call);
   }

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import { eventSignature } from '@agentplane/lib/crypto/signatures';
-import { errorMessage } from '@agentplane/lib/errors';
+import { conflict, errorMessage } from '@agentplane/lib/errors';
 import type { Logger } from '@agentplane/lib/logging';
 import { readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
@@ -160,9 +160,10 @@ export class EventOutbox {
   }
 
   /** The tenant's deliveries, newest first; `status` narrows. */
-  async list(tenantId: string, query: { limit: number; status?: string | undefined }): Promise<EventDeliveryOut[]> {
+  async list(tenantId: string, query: { limit: number; status?: string | undefined; id?: string }): Promise<EventDeliveryOut[]> {
     let select = this.options.db.selectFrom('event_deliveries').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit);
     if (query.status) select = select.where('status', '=', query.status);
+    if (query.id) select = select.where('id', '=', query.id);
     return (await select.execute()).map((row) => ({
       id: row.id,
       event_id: row.event_id,
@@ -179,6 +180,29 @@ export class EventOutbox {
       delivered_at: row.delivered_at?.toISOString() ?? null,
       payload: row.payload,
     }));
+  }
+
+  /**
+   * Sends a delivered or dead event to its target again (docs/decisions/0059, redelivery): the same event id, a fresh
+   * timestamp and signature, and a fresh budget of attempts; its earlier attempts stay in its log. A delivery still
+   * pending is left to its retries: 409. Answers the row as it now is, or null when the tenant has no such delivery.
+   */
+  async redeliver(tenantId: string, deliveryId: string): Promise<EventDeliveryOut | null> {
+    const { db } = this.options;
+    const row = await db.selectFrom('event_deliveries').select('status').where('id', '=', deliveryId).where('tenant_id', '=', tenantId).executeTakeFirst();
+    if (!row) return null;
+    const requeued = await db
+      .updateTable('event_deliveries')
+      .set({ status: 'pending', attempts: 0, next_attempt_at: sql<Date>`now()`, delivered_at: null, claimed_by: null, claim_expires_at: null })
+      .where('id', '=', deliveryId)
+      .where('tenant_id', '=', tenantId)
+      .where('status', 'in', ['delivered', 'dead'])
+      .executeTakeFirst();
+    if (Number(requeued.numUpdatedRows) === 0) {
+      throw conflict(`event delivery ${deliveryId} is still being attempted: it is retried on its own until it is delivered or dead`, { code: 'delivery_pending' });
+    }
+    this.wake();
+    return (await this.list(tenantId, { limit: 1, id: deliveryId }))[0] ?? null;
   }
 
   /** Removes delivered and dead rows past the retention; answers how many. */

@@ -1,7 +1,8 @@
-// The events sent to a tenant's project (docs/decisions/0059), newest first with every attempt, on the admin surface
-// for the control plane (GET /api/projects/:id/events).
+// The events sent to a tenant's project (docs/decisions/0059), newest first with every attempt, and sending one again,
+// on the admin surface for the control plane (GET /api/projects/:id/events, POST .../events/:deliveryId/redeliver).
 import { z } from 'zod';
 import { queryNumber } from '@agentplane/lib/schemas/query';
+import { notFound } from '@agentplane/lib/errors';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import type { TenantService } from '../tenants/service.js';
 import { EVENT_TYPES, type EventOutbox } from './outbox.js';
@@ -32,7 +33,9 @@ const DeliveriesQuery = z.object({
   status: z.enum(['pending', 'delivered', 'dead']).optional(),
 });
 
-const TenantParams = z.object({ tenant_id: z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
+const tenantId = z.uuid({ error: 'tenant_id must be a UUID' }).overwrite((id) => id.toLowerCase());
+const TenantParams = z.object({ tenant_id: tenantId });
+const DeliveryParams = z.object({ tenant_id: tenantId, delivery_id: z.uuid({ error: 'delivery_id must be a UUID' }).overwrite((id) => id.toLowerCase()) });
 
 export function deliveryRoutes(outbox: EventOutbox, tenants: TenantService): RouteDefinition[] {
   return [
@@ -52,6 +55,26 @@ export function deliveryRoutes(outbox: EventOutbox, tenants: TenantService): Rou
       },
       async handle({ params, query }) {
         return { body: { deliveries: await outbox.list(await tenants.existing(params.tenant_id), query) } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/tenants/{tenant_id}/events/{delivery_id}/redeliver',
+      operationId: 'redeliverTenantEvent',
+      summary: 'Send a delivered or dead event to its target again: same event id, fresh timestamp and signature, a fresh budget of attempts',
+      tags: ['tenants'],
+      security: ['adminKey'],
+      params: DeliveryParams,
+      responses: {
+        202: { description: 'Queued: it is sent at once, and retried as a new event would be', schema: EventDeliveryOut },
+        401: { description: 'Missing or wrong X-Admin-Key' },
+        404: { description: 'No such tenant (`code` `tenant_not_found`), or no such delivery of it' },
+        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`)' },
+      },
+      async handle({ params }) {
+        const row = await outbox.redeliver(await tenants.existing(params.tenant_id), params.delivery_id);
+        if (!row) throw notFound(`event delivery ${params.delivery_id} not found`);
+        return { status: 202, body: row };
       },
     }),
   ];
