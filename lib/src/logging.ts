@@ -14,6 +14,7 @@ export interface LoggingOptions {
 const redactPaths = [
   'req.headers.authorization',
   'req.headers["x-admin-key"]',
+  'req.headers["x-fire-key"]',
   'req.headers["x-api-key"]',
   'req.headers.cookie',
   '*.password',

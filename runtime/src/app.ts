@@ -275,6 +275,9 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const cronJobs = config.taskCronJobs
       ? new TaskCronJobs({ db: database.db, store: await kubernetesCronJobStore(config.taskCronJobs.namespace, config.taskCronJobs.kubeconfig), settings: config.taskCronJobs, logger })
       : undefined;
+    // CronJobs turned off: every task is the database scheduler's again, fired on time (CronJobs left in the namespace
+    // fire nothing without the fire key; decision 0066 says how to remove them).
+    if (!cronJobs) await database.db.updateTable('tasks').set({ on_cronjob: false }).where('on_cronjob', '=', true).execute();
     registerTasks(features, database.db, scheduler, lifecycle.drainSignal, cronJobs);
     // Webhook triggers: their events are stopped before the runs are cancelled in an erase, so they register here too.
     const triggers = new TriggerService({

@@ -137,7 +137,9 @@ describe('runtime service routes', () => {
         'GET /tasks/{task_id}',
         'POST /tasks/{task_id}/cancel',
         'GET /tenants/{tenant_id}/tasks',
+        'POST /internal/tasks/{task_id}/fires',
         'GET /tenants/{tenant_id}/events',
+        'POST /tenants/{tenant_id}/events/{delivery_id}/redeliver',
         'POST /triggers',
         'GET /triggers',
         'POST /triggers/{trigger_id}/rotate',
@@ -159,6 +161,8 @@ describe('runtime service routes', () => {
     // A route that takes a small file inline documents both its JSON body and its form.
     expect(Object.keys((doc.paths['/documents']!.post!.requestBody as { content: Record<string, unknown> }).content).sort()).toEqual(['application/json', 'multipart/form-data']);
     expect(doc.components.securitySchemes.adminKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Admin-Key' });
+    expect(doc.components.securitySchemes.fireKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Fire-Key' });
+    expect(doc.paths['/internal/tasks/{task_id}/fires']!.post!.security).toEqual([{ fireKey: [] }]);
     const schemas = ['TenantCreate', 'TenantCreated', 'TenantOut', 'TenantDeleted', 'TenantSettingsUpdate', 'WebhookSecret', 'Error', 'ValidationError', 'JsonValue'];
     for (const name of [...schemas, 'TenantConfiguration', 'TenantConfigurationOut', 'CapabilityCeiling', 'Capabilities', 'TokenRequest', 'TokenResponse']) {
       expect(doc.components.schemas).toHaveProperty(name);

@@ -103,6 +103,8 @@ describe.skipIf(!binaries)('scheduled tasks as CronJobs on a real API server', (
       TASK_FIRE_URL: settings.fireUrl,
       TASK_FIRE_KEY: fireKey,
       TASK_CRONJOB_RECONCILE_SECONDS: '2',
+      // Shorter than the CronJobs' grace: a slot no Job fired is still fired, late, not skipped.
+      SCHEDULER_CATCH_UP_SECONDS: '30',
     });
     const ceiling = world.tenant.configuration.ceiling;
     expect((await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'tasks:read', 'tasks:write'] } } as never)).status).toBe(200);
@@ -134,6 +136,8 @@ describe.skipIf(!binaries)('scheduled tasks as CronJobs on a real API server', (
     expect(JSON.stringify(job)).not.toContain(fireKey);
     await eventually(() => onCronJob(task.id), 'the task to be left to its CronJob');
 
+    const lower = await create({ cron: '0 7 * * *', timezone: 'america/new_york' });
+    expect((await cronJobOf(lower.id)).spec!.timeZone).toBe('America/New_York');
     const utc = await create({ cron: '0 6 1 * *' });
     expect((await cronJobOf(utc.id)).spec!.timeZone).toBe('Etc/UTC');
     // Croner's own syntax (`L`, seconds), intervals and one-shot tasks have no CronJob: the database fires them.
@@ -149,7 +153,7 @@ describe.skipIf(!binaries)('scheduled tasks as CronJobs on a real API server', (
       expect(names).not.toContain(cronJobName(other.id));
       expect(await onCronJob(other.id)).toBe(false);
     }
-    for (const done of [task, utc, ...others]) await send(alice, 'POST', `/tasks/${done.id}/cancel`);
+    for (const done of [task, lower, utc, ...others]) await send(alice, 'POST', `/tasks/${done.id}/cancel`);
   });
 
   it("fires a slot once when the CronJob controller's Job asks, however often it asks", async () => {

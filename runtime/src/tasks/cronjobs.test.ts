@@ -22,7 +22,9 @@ describe('cronJobSchedule', () => {
   });
 
   it("leaves to the database what the CronJob controller reads differently or not at all", () => {
-    for (const expression of ['0 0 9 * * *', '0 9 * * * 2027', '0 9 * * 7', '0 0 L * *', '0 9 ? * *', '0 9 1W * *', '0 9 * * 5#3', '0 9 * * mon-7', '60 * * * *', '0 9 32 * *', '0 9 * 13 *']) {
+    // croner reads `*/1` or `*,5` in a day field as restricting it (so OR with the other day field), the controller as
+    // any day: every day here, Mondays only there.
+    for (const expression of ['0 9 */1 * 1', '0 9 *,5 * 1', '0 9 15 * */1', '0 0 9 * * *', '0 9 * * * 2027', '0 9 * * 7', '0 0 L * *', '0 9 ? * *', '0 9 1W * *', '0 9 * * 5#3', '0 9 * * mon-7', '60 * * * *', '0 9 32 * *', '0 9 * 13 *']) {
       expect(cron(expression), expression).toBeNull();
     }
     expect(cronJobSchedule({ kind: 'interval', intervalSeconds: 3600 })).toBeNull();

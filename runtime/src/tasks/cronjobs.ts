@@ -39,6 +39,7 @@ export const CRONJOB_LABELS = {
 } as const;
 const MANAGED_BY = 'agentplane-runtime';
 const SPEC_HASH_ANNOTATION = 'agentplane.io/spec-hash';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const OURS = `${CRONJOB_LABELS.component}=${TASK_FIRE_COMPONENT},${CRONJOB_LABELS.managedBy}=${MANAGED_BY}`;
 /** A Job not started this long after its slot is not started at all; the database scheduler fires the slot. */
 export const STARTING_DEADLINE_SECONDS = 60;
@@ -55,7 +56,8 @@ export function cronJobSchedule(spec: ScheduleSpec): { schedule: string; timeZon
 
 /**
  * Whether one field means the same to croner and to the CronJob controller: numbers, `*`, ranges, steps and lists,
- * and month and weekday names. croner's `L`, `W`, `#` and `?`, and its Sunday as 7, are left to the database.
+ * and month and weekday names. croner's `L`, `W`, `#` and `?`, its Sunday as 7, and a day field that starts with `*`
+ * without being `*` are left to the database.
  */
 const FIELD_RANGES: readonly (readonly [number, number])[] = [
   [0, 59],
@@ -66,6 +68,9 @@ const FIELD_RANGES: readonly (readonly [number, number])[] = [
 ];
 function fieldIsPortable(field: string, index: number): boolean {
   const [min, max] = FIELD_RANGES[index]!;
+  // Day of month and weekday: croner takes a field for "any day" only when it is `*` itself, the controller also when
+  // it starts with `*` (`*/1`, `*,5`), and both combine two restricted ones with OR: so `*` stands alone there.
+  if ((index === 2 || index === 4) && field !== '*' && field.includes('*')) return false;
   const names = index === 3 || index === 4 ? '|[a-z]{3}' : '';
   const item = new RegExp(`^(\\*|(\\d{1,2}${names})(-(\\d{1,2}${names}))?)(/\\d{1,2})?$`, 'i');
   return field.split(',').every((part) => {
@@ -171,6 +176,8 @@ export class TaskCronJobs {
   private reconciling: Promise<void> | undefined;
   /** Each task's changes, in order: a cancel's delete never overtakes its create's apply. */
   private readonly chains = new Map<string, Promise<void>>();
+  /** Tasks whose CronJob the API server refused as invalid, with the spec it refused. */
+  private readonly refused = new Map<string, string>();
   private warned = false;
 
   constructor(private readonly options: TaskCronJobsOptions) {}
@@ -258,8 +265,10 @@ export class TaskCronJobs {
     for (const [taskId, wanted] of desired) {
       if (present.has(taskId)) continue;
       try {
-        if (await store.apply(wanted)) applied++;
-        present.add(taskId);
+        if (await this.applyOnce(taskId, wanted)) {
+          applied++;
+          present.add(taskId);
+        }
       } catch (err) {
         this.failed(err, 'could not apply a task\'s CronJob; the database scheduler fires it meanwhile', { task_id: taskId });
       }
@@ -274,15 +283,40 @@ export class TaskCronJobs {
 
   private async sync(taskId: string): Promise<void> {
     const { db, store, settings } = this.options;
-    const task = await db.selectFrom('tasks').select(['id', 'tenant_id', 'status', 'cron', 'timezone', 'interval_seconds', 'run_at']).where('id', '=', taskId).executeTakeFirst();
+    const task = await db.selectFrom('tasks').select(['id', 'tenant_id', 'status', 'cron', 'timezone', 'interval_seconds', 'run_at', 'on_cronjob']).where('id', '=', taskId).executeTakeFirst();
     const schedule = task && task.status === 'scheduled' ? cronJobSchedule(specOf(task)) : null;
     if (!task || !schedule) {
-      await store.delete(cronJobName(taskId));
+      // Only a task that had one has one to delete (an orphan of a lost race is the reconcile's).
+      if (!task || task.on_cronjob) await store.delete(cronJobName(taskId));
       return;
     }
-    await store.apply(buildTaskCronJob({ id: task.id, tenantId: task.tenant_id, ...schedule }, settings));
-    // Left to the CronJob from now on, unless it was cancelled meanwhile (its delete is next in the chain).
-    await db.updateTable('tasks').set({ on_cronjob: true }).where('id', '=', taskId).where('status', '=', 'scheduled').execute();
+    const job = buildTaskCronJob({ id: task.id, tenantId: task.tenant_id, ...schedule }, settings);
+    if (!(await this.applyOnce(task.id, job))) return;
+    // Left to the CronJob from now on. Marked even if cancelled meanwhile (its delete is next in the chain): a mark
+    // is what tells a tenant's erase there is a CronJob to delete.
+    await db.updateTable('tasks').set({ on_cronjob: true }).where('id', '=', taskId).execute();
+  }
+
+  /**
+   * Applies a task's CronJob; answers whether it exists now. One the API server refused as invalid (a zone its tzdata
+   * lacks) is not asked for again until its spec changes: the database scheduler fires that task.
+   */
+  private async applyOnce(taskId: string, job: k8s.V1CronJob): Promise<boolean> {
+    const hash = job.metadata!.annotations![SPEC_HASH_ANNOTATION]!;
+    if (this.refused.get(taskId) === hash) return false;
+    try {
+      await this.options.store.apply(job);
+      this.refused.delete(taskId);
+      return true;
+    } catch (err) {
+      const status = (err as { code?: unknown }).code;
+      if (status === 400 || status === 422) {
+        this.refused.set(taskId, hash);
+        this.options.logger.warn({ err, task_id: taskId }, "the API server refused a task's CronJob; the database scheduler fires the task");
+        return false;
+      }
+      throw err;
+    }
   }
 
   private schedule(delayMs: number): void {
@@ -329,7 +363,8 @@ export async function kubernetesCronJobStore(namespace: string, kubeconfigPath?:
         const page = await batch.listNamespacedCronJob({ namespace, labelSelector: OURS, limit: 500, ...(next ? { _continue: next } : {}) });
         for (const job of page.items) {
           const taskId = job.metadata?.labels?.[CRONJOB_LABELS.task];
-          if (job.metadata?.name && taskId) jobs.push({ name: job.metadata.name, taskId, hash: job.metadata.annotations?.[SPEC_HASH_ANNOTATION] });
+          // Ours carry a task id; anything else with our labels is not ours to read or prune.
+          if (job.metadata?.name && taskId && UUID.test(taskId)) jobs.push({ name: job.metadata.name, taskId, hash: job.metadata.annotations?.[SPEC_HASH_ANNOTATION] });
         }
         next = page.metadata?._continue || undefined;
       } while (next);

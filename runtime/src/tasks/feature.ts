@@ -34,7 +34,7 @@ export function registerTasks(host: FeatureHost, db: Kysely<RuntimeSchema>, sche
     run: async (tenantId, subject) => {
       const items = await stopSchedules(db, tenantId, { subject });
       if (cronJobs) {
-        const theirs = await db.selectFrom('tasks').select('id').where('tenant_id', '=', tenantId).where('owner', '=', subject).where('cron', 'is not', null).execute();
+        const theirs = await db.selectFrom('tasks').select('id').where('tenant_id', '=', tenantId).where('owner', '=', subject).where('on_cronjob', '=', true).execute();
         await cronJobs.remove(theirs.map((task) => task.id));
       }
       return { items };

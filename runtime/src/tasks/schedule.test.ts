@@ -20,6 +20,11 @@ describe('schedule specs', () => {
     expect(nextSlot(parseSchedule({ cron: '0 0 9 1 1 * 2028' }, now), now)).toEqual(new Date('2028-01-01T09:00:00Z'));
   });
 
+  it('keeps a time zone as the IANA database spells it, whatever case it was given in', () => {
+    expect(parseSchedule({ cron: '0 9 * * *', timezone: 'europe/paris' }, now)).toMatchObject({ timezone: 'Europe/Paris' });
+    expect(parseSchedule({ cron: '0 9 * * *', timezone: ' utc ' }, now)).toMatchObject({ timezone: 'UTC' });
+  });
+
   it('refuses what cannot or should not fire, each with a detail beginning "Invalid schedule spec:"', () => {
     expect(refusal({ cron: '61 * * * *' })).toBe('Invalid schedule spec: Invalid value for minute: 61');
     expect(refusal({ cron: '* * * *' })).toBe('Invalid schedule spec: a cron has 5 to 7 fields, this one has 4');

@@ -30,8 +30,9 @@ const invalidSpec = (why: string) => invalidArgument(`Invalid schedule spec: ${w
 export function parseSchedule(input: ScheduleInput, now: Date): ScheduleSpec {
   const given = [input.cron, input.interval_seconds, input.run_at].filter((value) => value !== undefined && value !== null);
   if (given.length !== 1) throw invalidSpec('give exactly one of cron, interval_seconds or run_at');
-  const timezone = (input.timezone ?? '').trim();
-  if (timezone !== '' && !isTimeZone(timezone)) throw invalidSpec(`unknown time zone '${timezone}'; use an IANA name such as Europe/Paris, or leave it blank for UTC`);
+  const zone = (input.timezone ?? '').trim();
+  const timezone = zone === '' ? '' : canonicalZone(zone);
+  if (timezone === null) throw invalidSpec(`unknown time zone '${zone}'; use an IANA name such as Europe/Paris, or leave it blank for UTC`);
   if (input.cron !== undefined && input.cron !== null) {
     const cron = input.cron.trim().replace(/\s+/g, ' ');
     const fields = cron.split(' ').length;
@@ -123,11 +124,14 @@ function cronFault(error: unknown): string {
   return message.replace(/^Cron\w*:\s*/, '').replace(/\.$/, '');
 }
 
-function isTimeZone(name: string): boolean {
+/**
+ * The zone's name as the IANA database spells it (`europe/paris` is `Europe/Paris`), which a CronJob's `timeZone`
+ * needs (the API server reads names case-sensitively); null for a name that is none.
+ */
+function canonicalZone(name: string): string | null {
   try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
+    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
   } catch {
-    return false;
+    return null;
   }
 }

@@ -61,6 +61,8 @@ interface FirePlan {
  * the slot fired and fires nothing.
  */
 export const CRONJOB_GRACE_SECONDS = 90;
+/** The least catch-up window of a task on a CronJob: its grace and a minute. */
+const CRONJOB_CATCH_UP_MS = (CRONJOB_GRACE_SECONDS + 60) * 1000;
 const leftToCronJob = sql<boolean>`(not on_cronjob or next_run_at <= now() - ${`${CRONJOB_GRACE_SECONDS} seconds`}::interval)`;
 /** How far ahead of the database's clock a Job's slot may be (the cluster's clock and the database's differ a little). */
 const SLOT_CLOCK_SKEW_MS = 60_000;
@@ -160,7 +162,7 @@ export class TaskScheduler {
     return this.options.db.transaction().execute(async (trx) => {
       const due = await trx
         .selectFrom('tasks')
-        .select(['id', 'tenant_id', 'prompt', 'session_id', 'model', 'acts_as', 'cron', 'timezone', 'interval_seconds', 'run_at', 'next_run_at', sql<Date>`now()`.as('now')])
+        .select(['id', 'tenant_id', 'prompt', 'session_id', 'model', 'acts_as', 'cron', 'timezone', 'interval_seconds', 'run_at', 'next_run_at', 'on_cronjob', sql<Date>`now()`.as('now')])
         .where('status', '=', 'scheduled')
         .where('next_run_at', '<=', sql<Date>`now()`)
         .where(leftToCronJob)
@@ -173,7 +175,11 @@ export class TaskScheduler {
       const busy = await this.busy(trx, due.map((task) => task.id));
       const plans = due.map((task) => {
         const spec = specOf(task);
-        const { fire, next } = dueFire(spec, task.next_run_at!, task.now, this.catchUpMs);
+        // A CronJob's slot is fired here only after its grace: late, never skipped, whatever the catch-up window.
+        const { fire, next } = dueFire(spec, task.next_run_at!, task.now, task.on_cronjob ? Math.max(this.catchUpMs, CRONJOB_CATCH_UP_MS) : this.catchUpMs);
+        if (task.on_cronjob && fire !== null) {
+          this.options.logger.warn({ task_id: task.id, slot: fire.toISOString() }, "no Job of the task's CronJob fired this slot in time: the database scheduler fires it");
+        }
         // A recurring task still running its last fire skips this slot rather than run twice at once.
         const firing = fire !== null && !(busy.has(task.id) && spec.kind !== 'once') ? fire : null;
         return { task, fire: firing, next, runId: newRunId() };
