@@ -5,6 +5,7 @@
 // lets the text through.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
+import { allEvents } from '../harness/sse.js';
 import { chatWorld, type ChatWorld } from './fixture.js';
 
 const GUARDRAILS = {
@@ -89,6 +90,26 @@ describe.each(availableSetups())('guardrails (%s)', (setup) => {
     // A word inside another is not the word.
     world.fake.script('Globexes are not a thing.');
     expect(((await (await world.chat(token, { message: 'ok' })).json()) as { finish_reason: string | null }).finish_reason).toBeNull();
+  });
+
+  it('judges a steer and an answer to a question as it judges a message', async () => {
+    world.fake.script({ text: 'Working through your tickets one by one. '.repeat(10), chunkBy: 'word', dripMs: 20 }, 'Never asked for.');
+    const response = await world.stream(token, { message: 'summarise my tickets' });
+    const runId = response.headers.get('x-run-id')!;
+    const steered = await world.rt.endUser(`/chat/stream/${runId}/steer`, token, { method: 'POST', body: JSON.stringify({ message: 'my password: hunter2' }) });
+    expect(steered.status).toBe(202);
+    const done = (await allEvents(response)).find((event) => event.event === 'done')!.data;
+    expect(done).toMatchObject({ finish_reason: 'guardrail', content: "This message was stopped by the project's guardrail 'no-secrets', so it was not answered." });
+    expect(world.fake.chatRequests().at(-1)!.messages.some((message) => JSON.stringify(message).includes('hunter2'))).toBe(false);
+    world.fake.clearScripts(); // the second answer was never asked for
+
+    world.fake.script({ toolCalls: [{ id: 'call_card', name: 'ask_user', arguments: { question: 'Which card should I charge?' } }] }, 'Charged.');
+    const paused = (await (await world.chat(token, { message: 'pay the invoice' })).json()) as { session_id: string; requires_action: boolean };
+    expect(paused.requires_action).toBe(true);
+    const calls = chatRequests();
+    const answered = await world.chat(token, { session_id: paused.session_id, question_answers: [{ tool_call_id: 'call_card', answer: '4111 1111 1111 1111' }] });
+    expect(await answered.json()).toMatchObject({ finish_reason: 'guardrail', content: "This message was stopped by the project's guardrail 'pii', so it was not answered." });
+    expect(chatRequests()).toBe(calls);
   });
 
   it('never streams a word of what an output check fires on, and stops the model mid-answer', async () => {

@@ -494,9 +494,14 @@ export class TurnEngine {
     for (;;) {
       if (run.steerNoticed) {
         run.steerNoticed = false;
-        // Steers join the conversation after the last step's answers.
+        // Steers join the conversation after the last step's answers, judged by the input checks as a message is.
         await run.writes;
-        history.push(...(await this.takeSteers(turn)));
+        const steers = await this.takeSteers(turn);
+        history.push(...steers);
+        for (const steer of turn.guardrails && !turn.guardrails.input.empty ? steers : []) {
+          const check = await firstFiring(turn.guardrails!.input, steer.content, deps.moderate, turn.target, signal);
+          if (check !== null) return guardrailStop('input', check, { draftId: null, message: { role: 'assistant', content: '', runId: turn.runId, subject: turn.subject, model: turn.model }, usage: undefined });
+        }
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
       const messages = await this.promptOf(turn, system, toModelMessages(history));

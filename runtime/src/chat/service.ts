@@ -197,7 +197,7 @@ export class ChatService {
             ...(context ? { context } : {}),
             ...(stored.cleared && stored.cleared.length > 0 ? { cleared: stored.cleared } : {}),
             ...(guardrails ? { guardrails } : {}),
-            ...(request.message !== undefined ? { inputText: request.message } : {}),
+            ...(personSaid(request) !== undefined ? { inputText: personSaid(request) } : {}),
           },
           start,
           ended && settle,
@@ -598,4 +598,14 @@ function withGuidance(prompt: string | null, tools: ToolSet): string | null {
 /** The request's effort capped by the token's; with no request, the cap itself (so a capped token never runs above it). */
 function effortOf(requested: Effort | undefined, max: Effort | undefined): Effort | undefined {
   return tighterEffort(requested ?? max, max);
+}
+
+/**
+ * What the person said in a request, for the input guardrails: their message, their answers to the agent's questions
+ * and the notes of their approval decisions (tool results come from the app, not the person).
+ */
+function personSaid(request: ChatRequestInput): string | undefined {
+  const said = [request.message, ...(request.question_answers ?? []).map((answer) => answer.answer), ...(request.approval_decisions ?? []).map((decision) => decision.note)];
+  const texts = said.filter((text): text is string => typeof text === 'string' && text !== '');
+  return texts.length > 0 ? texts.join('\n\n') : undefined;
 }
