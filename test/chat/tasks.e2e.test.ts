@@ -259,6 +259,21 @@ describe.each(availableSetups())('scheduled tasks (%s)', (setup) => {
     expect(offered).not.toContain('schedule_task');
   });
 
+  it('lets a person keep 100 active tasks, however many ask for the last place at once', async () => {
+    const token = await world.token({ capabilities, sub: 'acme:dave', scope: 'acme:dave' });
+    const first = await create(token, { prompt: 'Check the queue.', interval_seconds: 3600 });
+    // 98 more as stored rows (the route would take as long), then eight creates racing for the hundredth place.
+    await sql`insert into tasks (id, tenant_id, owner, name, prompt, timezone, interval_seconds, acts_as, status, next_run_at)
+      select gen_random_uuid(), tenant_id, owner, name, prompt, timezone, interval_seconds, acts_as, status, next_run_at
+      from tasks, generate_series(1, 98) where id = ${first.id}`.execute(world.rt.runtime.database.db);
+    const answers = await Promise.all(Array.from({ length: 8 }, () => send(token, 'POST', '/tasks', { prompt: 'One more.', interval_seconds: 3600 })));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
+    expect(await answers.find((answer) => answer.status === 409)!.json()).toMatchObject({ code: 'too_many_tasks' });
+    const { rows } = await sql<{ n: string }>`select count(*) as n from tasks where owner = 'acme:dave' and status = 'scheduled'`.execute(world.rt.runtime.database.db);
+    expect(Number(rows[0]!.n)).toBe(100);
+    await sql`update tasks set status = 'cancelled', next_run_at = null where owner = 'acme:dave'`.execute(world.rt.runtime.database.db);
+  });
+
   it("stops a tenant's schedules first when the tenant is erased, and purges its tasks", async () => {
     const other = await chatWorld({ ...((await services?.env()) ?? {}), SCHEDULER_TICK_MS: '100' }, { fake: world.fake });
     try {

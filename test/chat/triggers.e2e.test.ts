@@ -170,6 +170,18 @@ describe.each(availableSetups())('webhook triggers (%s)', (setup) => {
     expect((await fire(renewed.url.replace(/^https?:\/\/[^/]+/, world.rt.url), { via: 'new' })).status).toBe(404);
   });
 
+  it('lets a person keep 50 triggers, however many ask for the last place at once', async () => {
+    const token = await world.token({ capabilities, sub: 'acme:erin', scope: 'acme:erin' });
+    const first = await make(token, {});
+    await sql`insert into triggers (id, tenant_id, owner, name, prompt, slug_hash, url_hint, rate_per_minute, acts_as)
+      select gen_random_uuid(), tenant_id, owner, name, prompt, md5(random()::text || n::text), url_hint, rate_per_minute, acts_as
+      from triggers, generate_series(1, 48) as n where id = ${first.id}`.execute(world.rt.runtime.database.db);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => world.rt.endUser('/triggers', token, { method: 'POST', body: JSON.stringify({ name: 'More', prompt: 'More.' }) })));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
+    const { rows } = await sql<{ n: string }>`select count(*) as n from triggers where owner = 'acme:erin'`.execute(world.rt.runtime.database.db);
+    expect(Number(rows[0]!.n)).toBe(50);
+  });
+
   it('needs capability triggers; others see a trigger only as they see conversations, and only its owner changes it', async () => {
     const without = await world.token({ capabilities: CHAT_CAPABILITIES, sub: 'acme:alice', scope: 'acme:alice' });
     expect((await world.rt.endUser('/triggers', without)).status).toBe(403);

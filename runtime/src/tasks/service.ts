@@ -14,6 +14,7 @@ import { chooseModel } from '../chat/model-choice.js';
 import type { ServerTool } from '../chat/tools.js';
 import { canSeeOwner, ownsConversation, visibleOwnerCondition } from '../sessions/access.js';
 import type { SessionService } from '../sessions/service.js';
+import { underCap } from '../store/capped.js';
 import type { RuntimeSchema, TasksTable } from '../store/schema.js';
 import { nextSlot, parseSchedule, type ScheduleInput } from './schedule.js';
 
@@ -109,39 +110,42 @@ export class TaskService {
     if (input.session_id) await this.deps.sessions.ownedSession(principal, input.session_id);
     if (input.model) chooseModel(principal.configuration, principal.permission, principal.routing, input.model);
     const subject = principal.claims.sub;
-    const active = await db
-      .selectFrom('tasks')
-      .select([sql<string>`count(*)`.as('all'), sql<string>`count(*) filter (where owner = ${subject})`.as('mine')])
-      .where('tenant_id', '=', principal.tenantId)
-      .where('status', 'in', ACTIVE)
-      .executeTakeFirstOrThrow();
-    if (Number(active.mine) >= MAX_ACTIVE_TASKS_PER_SUBJECT) {
-      throw conflict(`a person may have at most ${MAX_ACTIVE_TASKS_PER_SUBJECT} scheduled tasks; cancel one first`, { code: 'too_many_tasks' });
-    }
-    if (Number(active.all) >= MAX_ACTIVE_TASKS_PER_TENANT) {
-      throw conflict(`a project may have at most ${MAX_ACTIVE_TASKS_PER_TENANT} scheduled tasks; cancel some first`, { code: 'too_many_tasks' });
-    }
-    const row = await db
-      .insertInto('tasks')
-      .values({
-        id: randomUUID(),
-        tenant_id: principal.tenantId,
-        owner: subject,
-        name: (input.name?.trim() || oneLine(prompt)).slice(0, 200),
-        prompt,
-        cron: spec.kind === 'cron' ? spec.cron : null,
-        timezone: spec.kind === 'cron' ? spec.timezone : '',
-        interval_seconds: spec.kind === 'interval' ? spec.intervalSeconds : null,
-        run_at: spec.kind === 'once' ? spec.runAt : null,
-        callback_url: callbackUrl,
-        session_id: input.session_id ?? null,
-        model: input.model ?? null,
-        acts_as: JSON.stringify(narrowedGrant(grantOf(principal.claims), narrowedBy)),
-        status: 'scheduled',
-        next_run_at: nextSlot(spec, now, now)!,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    // Counted and inserted under the tenant's lock: concurrent creates cannot both take the last place.
+    const row = await underCap(db, `tasks:${principal.tenantId}`, async (trx) => {
+      const active = await trx
+        .selectFrom('tasks')
+        .select([sql<string>`count(*)`.as('all'), sql<string>`count(*) filter (where owner = ${subject})`.as('mine')])
+        .where('tenant_id', '=', principal.tenantId)
+        .where('status', 'in', ACTIVE)
+        .executeTakeFirstOrThrow();
+      if (Number(active.mine) >= MAX_ACTIVE_TASKS_PER_SUBJECT) {
+        throw conflict(`a person may have at most ${MAX_ACTIVE_TASKS_PER_SUBJECT} scheduled tasks; cancel one first`, { code: 'too_many_tasks' });
+      }
+      if (Number(active.all) >= MAX_ACTIVE_TASKS_PER_TENANT) {
+        throw conflict(`a project may have at most ${MAX_ACTIVE_TASKS_PER_TENANT} scheduled tasks; cancel some first`, { code: 'too_many_tasks' });
+      }
+      return trx
+        .insertInto('tasks')
+        .values({
+          id: randomUUID(),
+          tenant_id: principal.tenantId,
+          owner: subject,
+          name: (input.name?.trim() || oneLine(prompt)).slice(0, 200),
+          prompt,
+          cron: spec.kind === 'cron' ? spec.cron : null,
+          timezone: spec.kind === 'cron' ? spec.timezone : '',
+          interval_seconds: spec.kind === 'interval' ? spec.intervalSeconds : null,
+          run_at: spec.kind === 'once' ? spec.runAt : null,
+          callback_url: callbackUrl,
+          session_id: input.session_id ?? null,
+          model: input.model ?? null,
+          acts_as: JSON.stringify(narrowedGrant(grantOf(principal.claims), narrowedBy)),
+          status: 'scheduled',
+          next_run_at: nextSlot(spec, now, now)!,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
     this.deps.changed?.(row.id);
     return present(row);
   }

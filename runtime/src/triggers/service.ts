@@ -27,6 +27,7 @@ import { AuditLog } from '../governance/audit.js';
 import { eventTargets, stoppedRunData } from '../deliveries/turn-stopped.js';
 import { canSeeOwner, ownsConversation, visibleOwnerCondition } from '../sessions/access.js';
 import type { SessionService } from '../sessions/service.js';
+import { underCap } from '../store/capped.js';
 import type { RuntimeSchema, TriggersTable } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 
@@ -129,30 +130,33 @@ export class TriggerService {
     const callbackUrl = input.callback_url ? (await checkUrl(input.callback_url, this.deps.urlPolicy, 'callback_url')).url.href : null;
     if (input.session_id) await this.deps.sessions.ownedSession(principal, input.session_id);
     if (input.model) chooseModel(principal.configuration, principal.permission, principal.routing, input.model);
-    const mine = await db.selectFrom('triggers').select(sql<string>`count(*)`.as('n')).where('tenant_id', '=', principal.tenantId).where('owner', '=', principal.claims.sub).executeTakeFirstOrThrow();
-    if (Number(mine.n) >= MAX_TRIGGERS_PER_SUBJECT) throw conflict(`a person may have at most ${MAX_TRIGGERS_PER_SUBJECT} triggers; remove one first`, { code: 'too_many_triggers' });
     const id = randomUUID();
     const slug = newSlug();
     const signingSecret = input.signed ? newSecret('whsec_') : undefined;
-    const row = await db
-      .insertInto('triggers')
-      .values({
-        id,
-        tenant_id: principal.tenantId,
-        owner: principal.claims.sub,
-        name: name.slice(0, 200),
-        prompt,
-        slug_hash: hashOf(slug),
-        url_hint: slug.slice(-4),
-        signing_secret: signingSecret ? this.deps.secrets.seal(signingSecret, secretAad(principal.tenantId, id)) : null,
-        session_id: input.session_id ?? null,
-        model: input.model ?? null,
-        callback_url: callbackUrl,
-        rate_per_minute: rate,
-        acts_as: JSON.stringify(grantOf(principal.claims)),
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    // Counted and inserted under the person's lock: concurrent creates cannot both take the last place.
+    const row = await underCap(db, `triggers:${principal.tenantId}:${principal.claims.sub}`, async (trx) => {
+      const mine = await trx.selectFrom('triggers').select(sql<string>`count(*)`.as('n')).where('tenant_id', '=', principal.tenantId).where('owner', '=', principal.claims.sub).executeTakeFirstOrThrow();
+      if (Number(mine.n) >= MAX_TRIGGERS_PER_SUBJECT) throw conflict(`a person may have at most ${MAX_TRIGGERS_PER_SUBJECT} triggers; remove one first`, { code: 'too_many_triggers' });
+      return trx
+        .insertInto('triggers')
+        .values({
+          id,
+          tenant_id: principal.tenantId,
+          owner: principal.claims.sub,
+          name: name.slice(0, 200),
+          prompt,
+          slug_hash: hashOf(slug),
+          url_hint: slug.slice(-4),
+          signing_secret: signingSecret ? this.deps.secrets.seal(signingSecret, secretAad(principal.tenantId, id)) : null,
+          session_id: input.session_id ?? null,
+          model: input.model ?? null,
+          callback_url: callbackUrl,
+          rate_per_minute: rate,
+          acts_as: JSON.stringify(grantOf(principal.claims)),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
     return { ...present(row), url: this.urlOf(slug), ...(signingSecret ? { signing_secret: signingSecret } : {}) };
   }
 
