@@ -207,6 +207,10 @@ describe.each(availableSetups())('events sent to the project (%s)', (setup) => {
     await sql`update event_deliveries set next_attempt_at = now() where id = ${(await stoppedOf(orphan.id))!.id}`.execute(db);
     await eventually(async () => (await stoppedOf(orphan.id))?.status === 'dead', 'the delivery to end');
     expect((await stoppedOf(orphan.id))!.last_error).toBe("the project's webhook URL was removed");
+    // Sent again only once there is somewhere to send it.
+    const again = await world.rt.admin(`/tenants/${world.tenant.tenantId}/events/${(await stoppedOf(orphan.id))!.id}/redeliver`, { method: 'POST' });
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: 'no_webhook_url' });
     expect((await world.tenant.reconfigure({ webhook: { url: `${receiver.url}/project-events` } } as never)).status).toBe(200);
   });
 

@@ -5,7 +5,7 @@
 // lets the text through.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
-import { allEvents } from '../harness/sse.js';
+import { allEvents, sseEvents } from '../harness/sse.js';
 import { chatWorld, type ChatWorld } from './fixture.js';
 
 const GUARDRAILS = {
@@ -107,9 +107,14 @@ describe.each(availableSetups())('guardrails (%s)', (setup) => {
     const paused = (await (await world.chat(token, { message: 'pay the invoice' })).json()) as { session_id: string; requires_action: boolean };
     expect(paused.requires_action).toBe(true);
     const calls = chatRequests();
-    const answered = await world.chat(token, { session_id: paused.session_id, question_answers: [{ tool_call_id: 'call_card', answer: '4111 1111 1111 1111' }] });
-    expect(await answered.json()).toMatchObject({ finish_reason: 'guardrail', content: "This message was stopped by the project's guardrail 'pii', so it was not answered." });
+    // An answer a check stops is refused, stored nowhere, and the question still waits for one.
+    const refused = await world.chat(token, { session_id: paused.session_id, question_answers: [{ tool_call_id: 'call_card', answer: '4111 1111 1111 1111' }] });
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({ code: 'guardrail', detail: "This answer was stopped by the project's guardrail 'pii'; the question still waits for an answer." });
     expect(chatRequests()).toBe(calls);
+    const answered = await world.chat(token, { session_id: paused.session_id, question_answers: [{ tool_call_id: 'call_card', answer: 'the company card on file' }] });
+    expect(await answered.json()).toMatchObject({ content: 'Charged.' });
+    expect(JSON.stringify(world.fake.chatRequests().at(-1)!.messages)).not.toContain('4111');
   });
 
   it('never streams a word of what an output check fires on, and stops the model mid-answer', async () => {
@@ -127,6 +132,35 @@ describe.each(availableSetups())('guardrails (%s)', (setup) => {
     const request = world.fake.requestsTo('/chat/completions').at(-1)!;
     expect(await world.fake.ended(request)).toBe('client_closed');
     expect(request.chunksSent).toBeLessThan(before.length + 400);
+  });
+
+  it('keeps of a cancelled answer only what was judged and shown, and never shows a stopped message to the model again', async () => {
+    world.fake.script({ text: 'A careful answer about our own product, and nothing else at all. '.repeat(40), chunkBy: 'word', dripMs: 5 });
+    const response = await world.stream(token, { message: 'describe the product' });
+    const runId = response.headers.get('x-run-id')!;
+    const tokens: string[] = [];
+    let done: { content: string; finish_reason: string; session_id: string } | undefined;
+    for await (const event of sseEvents(response)) {
+      if (event.event === 'token') {
+        tokens.push((event.data as { text: string }).text);
+        if (tokens.length === 3) expect((await world.rt.endUser(`/chat/stream/${runId}/cancel`, token, { method: 'POST' })).status).toBe(202);
+      }
+      if (event.event === 'done') done = event.data as typeof done;
+    }
+    expect(done).toMatchObject({ finish_reason: 'cancelled' });
+    const shown = tokens.join('');
+    expect(done!.content).toBe(shown);
+    const messages = (await (await world.rt.endUser(`/chat/sessions/${done!.session_id}/messages`, token)).json()) as { role: string; content: string }[];
+    expect(messages.at(-1)).toMatchObject({ role: 'assistant', content: shown });
+
+    // A message an input check stopped stays in the conversation for people, and is withheld from the model later.
+    const stopped = (await (await world.chat(token, { session_id: done!.session_id, message: 'my password: hunter2' })).json()) as { finish_reason: string };
+    expect(stopped.finish_reason).toBe('guardrail');
+    world.fake.script('Understood.');
+    expect((await world.chat(token, { session_id: done!.session_id, message: 'go on' })).status).toBe(200);
+    const prompt = JSON.stringify(world.fake.chatRequests().at(-1)!.messages);
+    expect(prompt).not.toContain('hunter2');
+    expect(prompt).toContain("[Withheld: this message was stopped by the project's guardrail.]");
   });
 
   it('streams a passing answer whole and in order, most of it before the answer ends', async () => {

@@ -111,7 +111,7 @@ export function projectEventRoutes(events: ProjectEventsService, keys: ProjectKe
         202: { description: 'Queued, and sent at once', schema: z.record(z.string(), z.unknown()).meta({ id: 'ProjectEventDelivery' }) },
         403: mintKeyOnAdminRoute,
         404: { description: 'No such project, or no such delivery of it (the same answer)' },
-        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`)' },
+        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`); or it goes to the project\'s webhook URL, which is not set (`code` `no_webhook_url`)' },
         503: unavailable,
       },
       authorize: ({ params, res }) => admin(res.locals, params.id),

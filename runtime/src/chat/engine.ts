@@ -511,16 +511,17 @@ export class TurnEngine {
       if (step.failure !== undefined) {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
+        // Under output guardrails, only what was judged and relayed: the text held back was never judged whole.
         await run.writes;
         if (step.usage) await this.recordUsage(turn, step.usage);
-        if (step.text !== '') {
+        if (step.shown !== '') {
           const kept = await this.keep(turn, step.draftId, {
-            role: 'assistant', content: step.text, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true },
+            role: 'assistant', content: step.shown, runId: turn.runId, subject: turn.subject, model: turn.model, metadata: { incomplete: true },
           });
           history.push(kept);
           lastMessageId = kept.id;
         }
-        if (signal.aborted) return this.stopped(signal, lastMessageId, step.text);
+        if (signal.aborted) return this.stopped(signal, lastMessageId, step.shown);
         throw step.failure;
       }
       const message: NewMessage = {
@@ -546,9 +547,8 @@ export class TurnEngine {
           last: { draftId: step.draftId, message, usage: step.usage },
         };
       }
-      // Text said beside the calls passes the text checks before what was held of it is relayed (moderation models
-      // judge final answers only).
-      const besideCalls = turn.guardrails?.output.firstFiring(step.text) ?? null;
+      // Text said beside the calls is judged whole (its moderation models included) before what was held is relayed.
+      const besideCalls = turn.guardrails ? await firstFiring(turn.guardrails.output, step.text, deps.moderate, turn.target, signal) : null;
       if (besideCalls !== null) return guardrailStop('output', besideCalls, { draftId: step.draftId, message, usage: step.usage });
       await step.release();
       // The step's message and usage are written while its calls are made, and its answers while the next model call
@@ -671,7 +671,7 @@ export class TurnEngine {
       const rest = gate?.rest(text) ?? '';
       if (rest !== '') await this.frame(turn.tenantId, turn.runId, { type: 'token', text: rest });
     };
-    return { text, calls, finishReason, failure, draftId, usage: row, fired, release };
+    return { text, shown: gate ? gate.shown(text) : text, calls, finishReason, failure, draftId, usage: row, fired, release };
   }
 
   /**

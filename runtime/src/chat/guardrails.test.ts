@@ -74,6 +74,21 @@ describe('OutputGate', () => {
     for (let end = 1; end <= text.length; end++) expect(gate.grow(text.slice(0, end)).fired).toBeNull();
   });
 
+  it('judges a long answer a few dozen times, with or without whitespace, and relays most of it before the end', () => {
+    for (const text of ['x'.repeat(100_000), words(20_000, seeded(11))]) {
+      let judged = 0;
+      let looked = 0;
+      const counting = { ...textChecks, firstFiring: (part: string) => ((judged += 1), (looked += part.length), textChecks.firstFiring(part)) };
+      const gate = new OutputGate(counting);
+      let relayed = '';
+      for (let end = 1; end <= text.length; end++) relayed += gate.grow(text.slice(0, end)).release;
+      expect(judged).toBeLessThan(120);
+      expect(looked).toBeLessThan(text.length * 12);
+      expect(relayed.length).toBeGreaterThan(text.length * 0.8);
+      expect(relayed + gate.rest(text)).toBe(text);
+    }
+  });
+
   it('holds everything back when a moderation model is among the checks, and never splits a surrogate pair', () => {
     const moderated = new OutputGate(compileSide([{ name: 'm', kind: 'moderation', model: 'omni-moderation-latest' }] as never));
     expect(moderated.grow(words(500, seeded(3))).release).toBe('');

@@ -23,11 +23,14 @@ export function guardrailsOf(configuration: StoredConfiguration): TurnGuardrails
   return made;
 }
 
+/** How the answer to a message an input check stopped begins: the history knows such messages by it. */
+export const INPUT_STOPPED = "This message was stopped by the project's guardrail '";
+/** What the model is shown in place of what the person said that an input check stopped, in later turns. */
+export const INPUT_WITHHELD = '[Withheld: this message was stopped by the project\'s guardrail.]';
+
 /** What the person reads when a check fired: which one, not why. */
 export function withheld(side: 'input' | 'output', check: string): string {
-  return side === 'input'
-    ? `This message was stopped by the project's guardrail '${check}', so it was not answered.`
-    : `The answer was withheld by the project's guardrail '${check}'.`;
+  return side === 'input' ? `${INPUT_STOPPED}${check}', so it was not answered.` : `The answer was withheld by the project's guardrail '${check}'.`;
 }
 
 /** Calls a moderation model on the turn's provider (its `/moderations` endpoint) through the openai SDK. */
@@ -74,14 +77,22 @@ const JUDGE_EVERY_CHARS = 64;
 export class OutputGate {
   private released = 0;
   private judged = 0;
+  /** Where the last judgement was tried, and how far the text was looked through for whitespace. */
+  private tried = 0;
+  private scanned = 0;
+  private lastBreak = 0;
 
   constructor(private readonly side: CompiledSide) {}
 
   /** Given the step's whole text so far: what may be relayed now, or the check that fired. */
   grow(text: string): { release: string; fired: string | null } {
     if (this.side.moderation.length > 0) return { release: '', fired: null };
-    if (text.length - this.judged < Math.max(JUDGE_EVERY_CHARS, text.length / 8)) return { release: '', fired: null };
-    const cut = lastBreak(text);
+    // Each character is looked at once for whitespace, whatever the chunking.
+    for (; this.scanned < text.length; this.scanned++) if (WHITESPACE.test(text[this.scanned]!)) this.lastBreak = this.scanned + 1;
+    if (text.length - this.tried < Math.max(JUDGE_EVERY_CHARS, text.length / 8)) return { release: '', fired: null };
+    this.tried = text.length;
+    // A long run with no whitespace (a key, base64, some scripts) is judged whole: no word to cut in two there.
+    const cut = text.length - this.lastBreak > UNBROKEN_CHARS ? text.length : this.lastBreak;
     if (cut <= this.judged) return { release: '', fired: null };
     this.judged = cut;
     const fired = this.side.firstFiring(text.slice(0, cut));
@@ -94,7 +105,7 @@ export class OutputGate {
     return this.releaseTo(text, text.length);
   }
 
-  /** What was relayed so far: all a draft of the answer may hold. */
+  /** What was relayed so far: all a draft of the answer, or a broken step's kept text, may hold. */
   shown(text: string): string {
     return text.slice(0, this.released);
   }
@@ -110,8 +121,6 @@ export class OutputGate {
   }
 }
 
-/** The index just after the text's last whitespace (0 when it has none). */
-function lastBreak(text: string): number {
-  for (let i = text.length - 1; i >= 0; i--) if (/\s/.test(text[i]!)) return i + 1;
-  return 0;
-}
+const WHITESPACE = /\s/;
+/** Past this many characters without whitespace, the text is judged up to its end. */
+const UNBROKEN_CHARS = 1_024;

@@ -4,6 +4,7 @@
 // tables cost ~70 MiB and a quarter second to load: the first turn that clamps its history loads them, not the start.
 import type { ModelMessage, ModelToolCall } from '../models/port.js';
 import type { MessageRow, NewMessage } from '../sessions/conversations.js';
+import { INPUT_STOPPED, INPUT_WITHHELD } from './guardrails.js';
 
 /** What a call without a stored result is answered with (a fork, a cancel, or a crash cut the turn short). */
 export const UNANSWERED_CALL = 'No result: this call was not completed.';
@@ -27,21 +28,36 @@ export function historyMessage(message: NewMessage): HistoryMessage {
 export function toModelMessages(rows: readonly HistoryMessage[]): ModelMessage[][] {
   const results = new Map<string, HistoryMessage>();
   for (const row of rows) if (row.role === 'tool' && row.tool_call_id) results.set(row.tool_call_id, row);
+  const stopped = stoppedInputs(rows);
+  const said = (row: HistoryMessage) => (stopped.has(row) ? INPUT_WITHHELD : row.content);
   const groups: ModelMessage[][] = [];
   for (const row of rows) {
-    if (row.role === 'user') groups.push([{ role: 'user', content: row.content }]);
+    if (row.role === 'user') groups.push([{ role: 'user', content: said(row) }]);
     else if (row.role === 'assistant') {
       const calls: ModelToolCall[] = row.tool_calls ?? [];
       const group: ModelMessage[] = [{ role: 'assistant', content: row.content, ...(calls.length > 0 ? { toolCalls: calls } : {}) }];
       for (const call of calls) {
         const result = results.get(call.id);
-        group.push({ role: 'tool', toolCallId: call.id, content: result ? result.content : UNANSWERED_CALL });
+        group.push({ role: 'tool', toolCallId: call.id, content: result ? said(result) : UNANSWERED_CALL });
       }
       groups.push(group);
     }
     // Tool messages travel with their call; one whose call is not stored (cannot happen through the engine) is dropped.
   }
   return groups;
+}
+
+/**
+ * What the person said that an input guardrail stopped (docs/decisions/0064): the messages, steers and answers just
+ * before an answer that says so. Kept in the conversation for people to read, never shown to the model again.
+ */
+function stoppedInputs(rows: readonly HistoryMessage[]): Set<HistoryMessage> {
+  const stopped = new Set<HistoryMessage>();
+  rows.forEach((row, i) => {
+    if (row.role !== 'assistant' || !row.content.startsWith(INPUT_STOPPED)) return;
+    for (let j = i - 1; j >= 0 && (rows[j]!.role === 'user' || rows[j]!.role === 'tool'); j--) stopped.add(rows[j]!);
+  });
+  return stopped;
 }
 
 let tokenizer: Promise<(text: string) => number> | undefined;

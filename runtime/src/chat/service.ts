@@ -127,6 +127,14 @@ export class ChatService {
       if (!(error instanceof AppError)) deps.logger.error({ err: error }, 'turn refused by an unexpected error');
       return { kind: 'refused', error, sessionId: existing?.id ?? null };
     };
+    const guardrails = guardrailsOf(principal.configuration);
+    // Answers to a pause an input check stops are refused before anything is stored, and the pause still waits: the
+    // person answers again (a message is judged by the run, which ends the turn; docs/decisions/0064).
+    const answered = answering && guardrails && !guardrails.input.empty ? personSaid({ ...request, message: undefined }) : undefined;
+    const answerCheck = answered === undefined ? null : guardrails!.input.firstFiring(answered);
+    if (answerCheck !== null) {
+      return refused(invalidArgument(`This answer was stopped by the project's guardrail '${answerCheck}'; the question still waits for an answer.`, { code: 'guardrail' }));
+    }
     let choice: ModelChoice;
     let stored: Stored;
     const sessionId = existing?.id ?? randomUUID();
@@ -162,7 +170,6 @@ export class ChatService {
         : undefined;
     const model = choice.kind === 'model' ? choice.model : null;
     const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
-    const guardrails = guardrailsOf(principal.configuration);
     // A new conversation's first prompt is known before its rows are stored: its model call (and its log's start
     // frame) go out meanwhile; not when input guardrails must judge the message first.
     const early =

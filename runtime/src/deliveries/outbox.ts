@@ -189,17 +189,24 @@ export class EventOutbox {
    */
   async redeliver(tenantId: string, deliveryId: string): Promise<EventDeliveryOut | null> {
     const { db } = this.options;
-    const row = await db.selectFrom('event_deliveries').select('status').where('id', '=', deliveryId).where('tenant_id', '=', tenantId).executeTakeFirst();
-    if (!row) return null;
     const requeued = await db
       .updateTable('event_deliveries')
       .set({ status: 'pending', attempts: 0, next_attempt_at: sql<Date>`now()`, delivered_at: null, claimed_by: null, claim_expires_at: null })
       .where('id', '=', deliveryId)
       .where('tenant_id', '=', tenantId)
       .where('status', 'in', ['delivered', 'dead'])
+      .where(({ or, eb, exists, selectFrom }) =>
+        // A project delivery needs the project's webhook URL still set (its attempts go to the URL in force).
+        or([eb('target', '<>', 'project'), exists(selectFrom('tenant_configurations').select('tenant_id').where('tenant_id', '=', tenantId).where(sql<boolean>`document -> 'webhook' ->> 'url' is not null`))]),
+      )
       .executeTakeFirst();
     if (Number(requeued.numUpdatedRows) === 0) {
-      throw conflict(`event delivery ${deliveryId} is still being attempted: it is retried on its own until it is delivered or dead`, { code: 'delivery_pending' });
+      const row = await db.selectFrom('event_deliveries').select(['status', 'target']).where('id', '=', deliveryId).where('tenant_id', '=', tenantId).executeTakeFirst();
+      if (!row) return null;
+      if (row.status === 'pending') {
+        throw conflict(`event delivery ${deliveryId} is still being attempted: it is retried on its own until it is delivered or dead`, { code: 'delivery_pending' });
+      }
+      throw conflict("the project has no webhook URL: set one (PUT /api/projects/:id/webhook) before sending its events again", { code: 'no_webhook_url' });
     }
     this.wake();
     return (await this.list(tenantId, { limit: 1, id: deliveryId }))[0] ?? null;
@@ -237,6 +244,7 @@ export class EventOutbox {
         .updateTable('event_deliveries')
         .set({ status: 'dead', last_error: "the project's webhook URL was removed", claimed_by: null, claim_expires_at: null })
         .where('id', '=', claimed.id)
+        .where('claimed_by', '=', this.options.owner)
         .execute();
       return;
     }
@@ -292,6 +300,8 @@ export class EventOutbox {
         ...(!delivered && !dead ? { next_attempt_at: new Date(Date.now() + retryDelayMs(attempts)) } : {}),
       })
       .where('id', '=', row.id)
+      // Still this process's claim: one that lapsed (a slow receiver) is another's attempt, or a redelivery, now.
+      .where('claimed_by', '=', this.options.owner)
       .execute();
   }
 }

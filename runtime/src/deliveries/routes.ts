@@ -69,7 +69,7 @@ export function deliveryRoutes(outbox: EventOutbox, tenants: TenantService): Rou
         202: { description: 'Queued: it is sent at once, and retried as a new event would be', schema: EventDeliveryOut },
         401: { description: 'Missing or wrong X-Admin-Key' },
         404: { description: 'No such tenant (`code` `tenant_not_found`), or no such delivery of it' },
-        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`)' },
+        409: { description: 'The delivery is still pending: it is retried on its own (`code` `delivery_pending`); or it goes to the project\'s webhook URL, which is not set (`code` `no_webhook_url`)' },
       },
       async handle({ params }) {
         const row = await outbox.redeliver(await tenants.existing(params.tenant_id), params.delivery_id);

@@ -4,11 +4,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
-import { isUniqueViolation } from '@agentplane/lib/db/database';
 import { conflict, invalidArgument, notFound } from '@agentplane/lib/errors';
 import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import { requireCapability } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
+import { underCap } from '../store/capped.js';
 import type { RuntimeSchema, UserMcpServersTable } from '../store/schema.js';
 import type { McpServer, McpTransport } from './mcp.js';
 
@@ -59,30 +59,28 @@ export class UserMcpServers {
     if ((principal.configuration.document.mcp_servers ?? []).some((server) => server.name === input.name)) {
       throw conflict(`'${input.name}' is the name of one of the project's MCP servers; choose another`, { code: 'name_taken' });
     }
-    const mine = await this.rows(principal);
-    if (mine.some((row) => row.name === input.name)) throw conflict(`you already have an MCP server named '${input.name}'`, { code: 'name_taken' });
-    if (mine.length >= MAX_USER_MCP_SERVERS) throw conflict(`a person may attach at most ${MAX_USER_MCP_SERVERS} MCP servers; remove one first`, { code: 'too_many_servers' });
     const headers = input.headers ?? {};
     const id = randomUUID();
-    const row = await this.db
-      .insertInto('user_mcp_servers')
-      .values({
-        id,
-        tenant_id: principal.tenantId,
-        owner: principal.claims.sub,
-        name: input.name,
-        url: checked.url.href,
-        transport: input.transport ?? 'auto',
-        header_names: JSON.stringify(Object.keys(headers).sort()),
-        sealed_headers: Object.keys(headers).length === 0 ? null : this.secrets.seal(JSON.stringify(headers), headersAad(principal.tenantId, id)),
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow()
-      .catch((error: unknown) => {
-        // Two attaches of one name at once: the second finds it taken.
-        if (isUniqueViolation(error)) throw conflict(`you already have an MCP server named '${input.name}'`, { code: 'name_taken' });
-        throw error;
-      });
+    // Counted and inserted under the person's lock: concurrent attaches cannot both take the last place.
+    const row = await underCap(this.db, `user-mcp:${principal.tenantId}:${principal.claims.sub}`, async (trx) => {
+      const mine = await this.rows(principal, trx);
+      if (mine.some((row) => row.name === input.name)) throw conflict(`you already have an MCP server named '${input.name}'`, { code: 'name_taken' });
+      if (mine.length >= MAX_USER_MCP_SERVERS) throw conflict(`a person may attach at most ${MAX_USER_MCP_SERVERS} MCP servers; remove one first`, { code: 'too_many_servers' });
+      return trx
+        .insertInto('user_mcp_servers')
+        .values({
+          id,
+          tenant_id: principal.tenantId,
+          owner: principal.claims.sub,
+          name: input.name,
+          url: checked.url.href,
+          transport: input.transport ?? 'auto',
+          header_names: JSON.stringify(Object.keys(headers).sort()),
+          sealed_headers: Object.keys(headers).length === 0 ? null : this.secrets.seal(JSON.stringify(headers), headersAad(principal.tenantId, id)),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
     return present(row);
   }
 
@@ -115,8 +113,8 @@ export class UserMcpServers {
     return Number((await trx.deleteFrom('user_mcp_servers').where('tenant_id', '=', tenantId).executeTakeFirst()).numDeletedRows);
   }
 
-  private rows(principal: Principal): Promise<Row[]> {
-    return this.db
+  private rows(principal: Principal, db: Kysely<RuntimeSchema> = this.db): Promise<Row[]> {
+    return db
       .selectFrom('user_mcp_servers')
       .selectAll()
       .where('tenant_id', '=', principal.tenantId)
