@@ -133,6 +133,32 @@ describe.each(availableSetups())('webhook triggers (%s)', (setup) => {
     expect(verifyEventSignature(delivered.headers['x-signature'] as string, { id: String(delivered.headers['x-delivery-id']), timestamp: delivered.headers['x-delivery-timestamp'] as string, body: delivered.body }, secret)).toBe(true);
   });
 
+  it('takes no replay of a signed event: a body-signed one is keyed by its body, a v1 one signs its id and time', async () => {
+    const trigger = await make(alice, { signed: true });
+    const local = trigger.url.replace(/^https?:\/\/[^/]+/, world.rt.url);
+    const body = JSON.stringify({ invoice: 'paid', amount: 120 });
+    const send = (headers: Record<string, string>) => fetch(local, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    const bodySigned = `sha256=${createHmac('sha256', trigger.signing_secret!).update(body).digest('hex')}`;
+    world.fake.script('Paid invoice noted.');
+    expect(await (await send({ 'X-Signature': bodySigned, 'X-Event-Id': 'evt-1' })).json()).toEqual({ accepted: true });
+    // The same capture with a new, unsigned event id is the same event.
+    expect(await (await send({ 'X-Signature': bodySigned, 'X-Event-Id': 'evt-2-forged' })).json()).toEqual({ accepted: true, duplicate: true });
+
+    const v1 = (id: string, timestamp: number) => `v1=${createHmac('sha256', trigger.signing_secret!).update(`${id}.${timestamp}.`).update(body).digest('hex')}`;
+    const now = Math.floor(Date.now() / 1000);
+    world.fake.script('Second payment noted.');
+    const fresh = await send({ 'X-Signature': v1('evt-3', now), 'X-Event-Id': 'evt-3', 'X-Event-Timestamp': String(now) });
+    expect(await fresh.json()).toEqual({ accepted: true });
+    // Replayed at once: the same id. With another id, or later: the signature no longer holds.
+    expect(await (await send({ 'X-Signature': v1('evt-3', now), 'X-Event-Id': 'evt-3', 'X-Event-Timestamp': String(now) })).json()).toEqual({ accepted: true, duplicate: true });
+    expect((await send({ 'X-Signature': v1('evt-3', now), 'X-Event-Id': 'evt-4', 'X-Event-Timestamp': String(now) })).status).toBe(401);
+    const old = now - 600;
+    const stale = await send({ 'X-Signature': v1('evt-5', old), 'X-Event-Id': 'evt-5', 'X-Event-Timestamp': String(old) });
+    expect(stale.status).toBe(401);
+    expect(await stale.json()).toMatchObject({ code: 'invalid_signature' });
+    await eventually(async () => stoppedOf(trigger.id).length === 2, 'turn.stopped of both events');
+  });
+
   it('limits the events a trigger takes a minute, answering 429 with Retry-After', async () => {
     const trigger = await make(alice, { rate_per_minute: 2 });
     world.fake.script('One.', 'Two.');

@@ -143,7 +143,10 @@ export function triggerRoutes(triggers: TriggerService): RouteDefinition[] {
         200: { description: 'Taken (or already taken)', schema: FireOut },
         400: { description: 'A body that is not JSON, or an event key that is too long' },
         415: { description: 'A body that is not sent as application/json' },
-        401: { description: 'A signed trigger, and no valid `X-Signature` (`code` `invalid_signature`)' },
+        401: {
+          description:
+            'A signed trigger, and no valid `X-Signature`: `sha256=` and the hex HMAC-SHA256 of the raw body (the event is then keyed by its body), or `v1=` and that of `<X-Event-Id>.<X-Event-Timestamp>.<raw body>` with a timestamp within 300 s (`code` `invalid_signature`)',
+        },
         404: { description: 'No trigger answers at this URL' },
         429: { description: "Over the trigger's rate (`code` `trigger_rate_limited`); Retry-After says when to send again" },
       },
@@ -164,6 +167,7 @@ export function triggerRoutes(triggers: TriggerService): RouteDefinition[] {
             json: body.length === 0 ? null : req.body,
             signature: header('x-signature'),
             eventId: header('x-event-id') ?? header('idempotency-key'),
+            timestamp: header('x-event-timestamp'),
           }),
         };
       },

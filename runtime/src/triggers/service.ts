@@ -7,7 +7,7 @@
 // and starts nothing. A trigger may also be signed (`X-Signature: sha256=<hex HMAC of the raw body>`), and fires are
 // rate-limited per trigger. Rotation gives a new URL; the old one answers for 24 hours more.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { verifySignature } from '@agentplane/lib/crypto/signatures';
+import { EVENT_SIGNATURE_VERSION, EVENT_TIMESTAMP_TOLERANCE_SECONDS, verifyEventSignature, verifySignature } from '@agentplane/lib/crypto/signatures';
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { SecretBox } from '@agentplane/lib/crypto/secret-box';
 import { newSecret } from '@agentplane/lib/crypto/secret-box';
@@ -218,14 +218,32 @@ export class TriggerService {
    * Takes an event: its signature checked (a signed trigger), the trigger's rate, its key; stored once per key
    * within 24 hours, and its run started without waiting for it.
    */
-  async fire(trigger: TriggerRow, event: { body: Buffer; json: unknown; signature: string | undefined; eventId: string | undefined }): Promise<{ accepted: true; duplicate?: true }> {
+  async fire(
+    trigger: TriggerRow,
+    event: { body: Buffer; json: unknown; signature: string | undefined; eventId: string | undefined; timestamp?: string | undefined },
+  ): Promise<{ accepted: true; duplicate?: true }> {
+    const bodyKey = () => `sha256:${createHash('sha256').update(event.body).digest('hex')}`;
+    let key = event.eventId ?? bodyKey();
     if (trigger.signing_secret !== null) {
       const secret = this.deps.secrets.open(trigger.signing_secret, secretAad(trigger.tenant_id, trigger.id));
-      if (!verifySignature(event.signature, event.body, secret)) {
-        throw unauthenticated('X-Signature must be sha256= and the hex HMAC-SHA256 of the raw body under the trigger\'s signing secret', { code: 'invalid_signature' });
+      // Two forms. `v1=` signs the event's id and time with the body (Standard Webhooks' construction): a capture
+      // replayed later is too old, and sooner is the same id. `sha256=` signs the body alone (GitHub's form): the
+      // unsigned id headers could be changed at will, so such an event is keyed by its body.
+      if (event.signature?.trim().startsWith(`${EVENT_SIGNATURE_VERSION}=`)) {
+        if (event.eventId === undefined || !verifyEventSignature(event.signature, { id: event.eventId, timestamp: event.timestamp, body: event.body }, secret)) {
+          throw unauthenticated(
+            `X-Signature v1= must be the hex HMAC-SHA256 of "<X-Event-Id>.<X-Event-Timestamp>.<raw body>" under the trigger's signing secret, with X-Event-Timestamp (Unix seconds) within ${EVENT_TIMESTAMP_TOLERANCE_SECONDS} seconds of now`,
+            { code: 'invalid_signature' },
+          );
+        }
+      } else if (verifySignature(event.signature, event.body, secret)) key = bodyKey();
+      else {
+        throw unauthenticated(
+          'X-Signature must be sha256= and the hex HMAC-SHA256 of the raw body, or v1= and that of "<X-Event-Id>.<X-Event-Timestamp>.<raw body>", under the trigger\'s signing secret',
+          { code: 'invalid_signature' },
+        );
       }
     }
-    const key = event.eventId ?? `sha256:${createHash('sha256').update(event.body).digest('hex')}`;
     if (key.length > MAX_EVENT_KEY_CHARS || /[\u0000-\u001f\u007f]/.test(key)) throw invalidArgument(`X-Event-Id and Idempotency-Key must be at most ${MAX_EVENT_KEY_CHARS} printable characters`);
     const rate = await this.deps.counters.increment(`${tenantEventPrefix(trigger.tenant_id)}trigger:${trigger.id}:fires`, 1, 60);
     if (rate.value > trigger.rate_per_minute) {
