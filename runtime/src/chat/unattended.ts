@@ -52,3 +52,18 @@ export function runOutcome(run: { status: string; finish_reason: string | null; 
   if (run.finish_reason !== null) return { status: 'incomplete', finishReason: run.finish_reason, error: null };
   return { status: 'completed', finishReason: null, error: null };
 }
+
+/**
+ * Waits until no unattended start of some kind is under way (`starting` looks for one and answers its run id): what
+ * an erase or a forget does after stopping the starts not begun, so each one under way has its run by the time the
+ * runs are cancelled. Throws after `waitMs`, naming `what` and the run (the caller stops before any row goes).
+ */
+export async function untilNoneStarting(starting: () => Promise<string | undefined>, what: string, waitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const runId = await starting();
+    if (runId === undefined) return;
+    if (Date.now() > deadline) throw new Error(`${what} (run ${runId}) was still starting after ${waitMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -13,7 +13,7 @@ import { sql, type Kysely } from 'kysely';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import type { Logger } from '@agentplane/lib/logging';
 import { newRunId } from '../chat/runs.js';
-import { runOutcome, type RunOutcome, type StartUnattended, type UnattendedStarted } from '../chat/unattended.js';
+import { runOutcome, untilNoneStarting, type RunOutcome, type StartUnattended, type UnattendedStarted } from '../chat/unattended.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { dueFire, nextSlot, specOf } from './schedule.js';
 
@@ -427,7 +427,6 @@ export class TaskScheduler {
  * any row goes, and a retry looks again).
  */
 export async function stopSchedules(db: Kysely<RuntimeSchema>, tenantId: string, options: { subject?: string; waitMs?: number } = {}): Promise<number> {
-  const waitMs = options.waitMs ?? 10_000;
   const ofSubject = options.subject === undefined ? [] : await db.selectFrom('tasks').select('id').where('tenant_id', '=', tenantId).where('owner', '=', options.subject).execute();
   const taskIds = ofSubject.map((task) => task.id);
   if (options.subject !== undefined && taskIds.length === 0) return 0;
@@ -441,15 +440,16 @@ export async function stopSchedules(db: Kysely<RuntimeSchema>, tenantId: string,
     .where('state', '=', 'pending');
   if (options.subject !== undefined) pending = pending.where('task_id', 'in', taskIds);
   await pending.execute();
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    let query = db.selectFrom('task_fires').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
-    if (options.subject !== undefined) query = query.where('task_id', 'in', taskIds);
-    const starting = await query.executeTakeFirst();
-    if (!starting) return Number(stopped.numUpdatedRows);
-    if (Date.now() > deadline) throw new Error(`a fire of a scheduled task (run ${starting.run_id}) was still starting after ${waitMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await untilNoneStarting(
+    async () => {
+      let query = db.selectFrom('task_fires').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
+      if (options.subject !== undefined) query = query.where('task_id', 'in', taskIds);
+      return (await query.executeTakeFirst())?.run_id;
+    },
+    'a fire of a scheduled task',
+    options.waitMs,
+  );
+  return Number(stopped.numUpdatedRows);
 }
 
 /** A claim owner's name for a process that has no run store at hand (tests). */

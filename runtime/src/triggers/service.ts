@@ -21,7 +21,7 @@ import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { grantOf, type Principal } from '../auth/authenticate.js';
 import { chooseModel } from '../chat/model-choice.js';
 import { newRunId } from '../chat/runs.js';
-import { runOutcome, type RunOutcome, type StartUnattended } from '../chat/unattended.js';
+import { runOutcome, untilNoneStarting, type RunOutcome, type StartUnattended } from '../chat/unattended.js';
 import type { EventOutbox, NewEvent } from '../deliveries/outbox.js';
 import { AuditLog } from '../governance/audit.js';
 import { eventTargets, stoppedRunData } from '../deliveries/turn-stopped.js';
@@ -452,7 +452,6 @@ function present(row: TriggerRow): TriggerOut {
  * are settled, and those being started waited for, so each has its run by the time the runs are cancelled.
  */
 export async function stopTriggerEvents(db: Kysely<RuntimeSchema>, tenantId: string, options: { subject?: string; waitMs?: number } = {}): Promise<number> {
-  const waitMs = options.waitMs ?? 10_000;
   const owned = options.subject === undefined ? undefined : (await db.selectFrom('triggers').select('id').where('tenant_id', '=', tenantId).where('owner', '=', options.subject).execute()).map((row) => row.id);
   if (owned !== undefined && owned.length === 0) return 0;
   let pending = db
@@ -462,13 +461,14 @@ export async function stopTriggerEvents(db: Kysely<RuntimeSchema>, tenantId: str
     .where('state', '=', 'pending');
   if (owned) pending = pending.where('trigger_id', 'in', owned);
   const stopped = await pending.executeTakeFirst();
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    let query = db.selectFrom('trigger_events').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
-    if (owned) query = query.where('trigger_id', 'in', owned);
-    const starting = await query.executeTakeFirst();
-    if (!starting) return Number(stopped.numUpdatedRows);
-    if (Date.now() > deadline) throw new Error(`a trigger's event (run ${starting.run_id}) was still starting after ${waitMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await untilNoneStarting(
+    async () => {
+      let query = db.selectFrom('trigger_events').select('run_id').where('tenant_id', '=', tenantId).where('state', '=', 'starting');
+      if (owned) query = query.where('trigger_id', 'in', owned);
+      return (await query.executeTakeFirst())?.run_id;
+    },
+    "a trigger's event",
+    options.waitMs,
+  );
+  return Number(stopped.numUpdatedRows);
 }
