@@ -386,7 +386,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       purge: async (trx, tenantId, subject) => Number((await trx.deleteFrom('plugins').where('tenant_id', '=', tenantId).where('owner', '=', subject).executeTakeFirst()).numDeletedRows),
     });
     // The audit log and the forget tombstones go with the tenant, last.
-    const audit = new AuditLog(database.db, logger, config.auditFlushMs);
+    // Answered writes' entries are spooled in the data dir until their batch is written: what a killed process held
+    // is written now, before anything new is recorded.
+    const auditSpool = join(config.dataDir, 'runtime', 'audit-spool');
+    await AuditLog.replaySpool(database.db, auditSpool, logger);
+    const audit = new AuditLog(database.db, logger, config.auditFlushMs, auditSpool);
     features.onShutdown(() => audit.flush());
     // Entries this process holds for the tenant are written before its rows go, so the purge takes them too.
     features.eraseStep({ name: 'audit_entries', phase: 'stop_work', run: async () => (await audit.flush(), {}) });

@@ -149,7 +149,7 @@ describe('a runtime process stopped mid-turn', () => {
     const pushed = await tenant.reconfigure({ providers: providerSection(fake), default_model: MODEL });
     expect(pushed.status).toBe(200);
     const token = await tenant.mint({ capabilities: CHAT_CAPABILITIES });
-    return { rt, dataDir, port, token, calls, restart: () => startRuntime(dataDir, port, env) };
+    return { rt, dataDir, port, token, calls, tenant, restart: () => startRuntime(dataDir, port, env) };
   }
 
   it('on SIGTERM answers /health (draining) on new connections, refuses new work, and streams a turn to its done frame', async () => {
@@ -238,6 +238,31 @@ describe('a runtime process stopped mid-turn', () => {
     expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
     expect(messages[1]!.content.length).toBeGreaterThanOrEqual(saved.content.length);
     expect(words(600).startsWith(messages[1]!.content)).toBe(true);
+  });
+
+  it('after kill -9, writes at its next start the audit entries of writes it had answered and not yet written', async () => {
+    // A batch that would not be written for a minute: the process is killed long before.
+    const { rt, calls, tenant, restart } = await world({ AUDIT_FLUSH_MS: '60000' });
+    const tenantId = tenant.tenantId;
+    for (const name of ['renamed before the kill', 'renamed again']) {
+      expect((await calls.admin(`/tenants/${tenantId}`, { method: 'PATCH', body: JSON.stringify({ name }) })).status).toBe(200);
+    }
+    rt.child.kill('SIGKILL');
+    await rt.exited;
+
+    const again = await restart();
+    const after = client(again.url);
+    const reader = await tenant.mint({ capabilities: CHAT_CAPABILITIES, sub: 'ops:auditor', scope: 'ops:auditor', roles: ['admin'] });
+    const { entries } = (await (await after.endUser('/audit?actor=admin', reader)).json()) as { entries: { action: string; status: number; at: string }[] };
+    const renames = entries.filter((entry) => entry.action === 'PATCH /tenants/{tenant_id}');
+    expect(renames).toHaveLength(2);
+    expect(renames.every((entry) => entry.status === 200 && Date.parse(entry.at) < Date.now())).toBe(true);
+    // Written once: a second start finds nothing more to write.
+    again.child.kill('SIGKILL');
+    await again.exited;
+    const third = await restart();
+    const later = (await (await client(third.url).endUser('/audit?actor=admin', reader)).json()) as { entries: { action: string }[] };
+    expect(later.entries.filter((entry) => entry.action === 'PATCH /tenants/{tenant_id}')).toHaveLength(2);
   });
 
   /**

@@ -2,6 +2,9 @@
 // it names, how it went, from where), every tool call a turn makes, every unattended start and every forget. Append-
 // only in the database itself (a trigger refuses changes but a tenant's erase and the replacing of a forgotten
 // subject). Read by privileged tokens, newest first.
+import { randomUUID } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { sql, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Logger } from '@agentplane/lib/logging';
 import type { AuditLogTable, RuntimeSchema } from '../store/schema.js';
@@ -21,6 +24,10 @@ export interface AuditEntry {
   status?: number | null;
   ip?: string | null;
   requestId?: string | null;
+  /** When it happened, when not now (an entry written later from the spool). */
+  at?: Date;
+  /** The key of a spooled entry: written twice (a replay after a crash), it is inserted once. */
+  spoolKey?: string;
 }
 
 export interface AuditEntryOut {
@@ -53,17 +60,66 @@ export const outcomeOf = (status: number): AuditEntry['outcome'] => (status < 40
 /** Entries held for the next batched write at most: more are written at once. */
 const MAX_HELD = 500;
 
+/** The spool's file of entries held now; each batch being written is renamed away from it first. */
+const SPOOL_FILE = 'held.jsonl';
+
 export class AuditLog {
   private held: AuditEntry[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  private batches = 0;
 
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
     private readonly logger: Logger,
     /** How long an answered request's entry may wait to be written with others (one statement for many requests). */
     private readonly flushMs = 200,
-  ) {}
+    /**
+     * Where held entries are appended as they are recorded, so a process killed before their batch is written
+     * (kill -9) leaves them for its next start (`replaySpool`). A write(2) survives the process; only the machine's
+     * crash could lose it.
+     */
+    private readonly spoolDir?: string,
+  ) {
+    if (spoolDir) mkdirSync(spoolDir, { recursive: true });
+  }
+
+  /**
+   * Writes what a previous process spooled and did not write (it was killed), once each, then removes the files.
+   * Entries of a tenant erased since are dropped. Run at start, before anything is recorded.
+   */
+  static async replaySpool(db: Kysely<RuntimeSchema>, spoolDir: string, logger: Logger): Promise<number> {
+    if (!existsSync(spoolDir)) return 0;
+    let written = 0;
+    for (const name of readdirSync(spoolDir).filter((file) => file.endsWith('.jsonl')).sort()) {
+      const path = join(spoolDir, name);
+      const entries: AuditEntry[] = [];
+      for (const line of readFileSync(path, 'utf8').split('\n')) {
+        if (line.trim() === '') continue;
+        try {
+          const entry = JSON.parse(line) as AuditEntry & { at: string };
+          entries.push({ ...entry, at: new Date(entry.at) });
+        } catch {
+          // The last line of a process killed mid-append: what it held of it is not an entry.
+        }
+      }
+      for (let i = 0; i < entries.length; i += 500) {
+        const batch = entries.slice(i, i + 500);
+        const tenants = new Set((await db.selectFrom('tenants').select('tenant_id').where('tenant_id', 'in', [...new Set(batch.map((entry) => entry.tenantId))]).execute()).map((row) => row.tenant_id));
+        const kept = batch.filter((entry) => tenants.has(entry.tenantId));
+        if (kept.length === 0) continue;
+        const result = await db
+          .insertInto('audit_log')
+          .values(kept.map(rowOf))
+          .onConflict((oc) => oc.column('spool_key').where('spool_key', 'is not', null).doNothing())
+          .executeTakeFirst();
+        written += Number(result.numInsertedOrUpdatedRows ?? 0);
+      }
+      unlinkSync(path);
+    }
+    if (written > 0) logger.info({ entries: written }, 'audit entries a previous process held were written');
+    return written;
+  }
 
   /** Appends entries (on `db`, a transaction's when given). */
   async record(entries: AuditEntry[], db: Kysely<RuntimeSchema> = this.db): Promise<void> {
@@ -78,10 +134,21 @@ export class AuditLog {
 
   /**
    * Appends entries of what is already answered (a request's write) with others, within `flushMs`: one statement for
-   * many requests rather than one more per request. A failure is logged; entries held when the process dies are lost.
+   * many requests rather than one more per request. Spooled first (when a spool is set): entries held when the
+   * process is killed are written by its next start. A failure to write is logged, and the batch's spool kept.
    */
   recordLater(entries: AuditEntry[]): void {
-    this.held.push(...entries);
+    const at = new Date();
+    const keyed = entries.map((entry) => ({ ...entry, at: entry.at ?? at, spoolKey: randomUUID() }));
+    // On disk before anything else: a process killed now leaves them for its next start.
+    if (this.spoolDir) {
+      try {
+        appendFileSync(join(this.spoolDir, SPOOL_FILE), `${keyed.map((entry) => JSON.stringify(entry)).join('\n')}\n`);
+      } catch (err) {
+        this.logger.error({ err }, 'could not spool audit entries; they are held in memory until their batch is written');
+      }
+    }
+    this.held.push(...keyed);
     if (this.held.length >= MAX_HELD) void this.flush();
     else if (!this.timer) {
       this.timer = setTimeout(() => void this.flush(), this.flushMs);
@@ -95,14 +162,23 @@ export class AuditLog {
     this.timer = undefined;
     const entries = this.held;
     this.held = [];
-    this.flushing = this.flushing.then(() =>
-      this.record(entries).catch(async () => {
+    // The batch's spool moves aside (entries recorded meanwhile start a new one) and goes once the batch is written.
+    const batchSpool = this.spoolDir && entries.length > 0 ? join(this.spoolDir, `batch-${Date.now()}-${process.pid}-${this.batches++}.jsonl`) : undefined;
+    if (batchSpool && existsSync(join(this.spoolDir!, SPOOL_FILE))) renameSync(join(this.spoolDir!, SPOOL_FILE), batchSpool);
+    this.flushing = this.flushing.then(async () => {
+      let lost = 0;
+      await this.record(entries).catch(async () => {
         // One entry the store refuses must not lose the others: each is tried on its own.
         for (const entry of entries) {
-          await this.record([entry]).catch((err: unknown) => this.logger.error({ err, action: entry.action }, 'could not append to the audit log'));
+          await this.record([entry]).catch((err: unknown) => {
+            lost += 1;
+            this.logger.error({ err, action: entry.action }, 'could not append to the audit log');
+          });
         }
-      }),
-    );
+      });
+      // Kept when some could not be written (the store was down): the next start tries them again.
+      if (batchSpool && lost === 0 && existsSync(batchSpool)) unlinkSync(batchSpool);
+    });
     await this.flushing;
   }
 
@@ -149,6 +225,8 @@ export function rowOf(entry: AuditEntry) {
     status: entry.status ?? null,
     ip: entry.ip ?? null,
     request_id: entry.requestId ?? null,
+    ...(entry.at ? { at: entry.at } : {}),
+    ...(entry.spoolKey ? { spool_key: entry.spoolKey } : {}),
   };
 }
 

@@ -653,4 +653,11 @@ export const runtimeMigrations: Migration[] = [
     name: 'task cronjobs',
     statements: ['alter table tasks add column on_cronjob boolean not null default false'],
   },
+  {
+    // An answered write's audit entry is spooled to a local file before its batch is written (docs/decisions/0065):
+    // replayed after a kill -9, its key makes a second write of it insert nothing.
+    version: 25,
+    name: 'audit spool',
+    statements: ['alter table audit_log add column spool_key uuid', 'create unique index audit_log_spool_key on audit_log (spool_key) where spool_key is not null'],
+  },
 ];

@@ -547,6 +547,8 @@ export interface AuditLogTable {
   status: number | null;
   ip: string | null;
   request_id: string | null;
+  /** The key of an entry written from the local spool (null for entries written with what they tell of). */
+  spool_key: string | null;
 }
 
 /** What forgetting a subject left: when, who asked, what went; never the subject. */
