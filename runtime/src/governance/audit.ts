@@ -3,7 +3,7 @@
 // only in the database itself (a trigger refuses changes but a tenant's erase and the replacing of a forgotten
 // subject). Read by privileged tokens, newest first.
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Logger } from '@agentplane/lib/logging';
@@ -68,6 +68,7 @@ export class AuditLog {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private batches = 0;
+  private spoolFd: number | undefined;
 
   constructor(
     private readonly db: Kysely<RuntimeSchema>,
@@ -143,7 +144,9 @@ export class AuditLog {
     // On disk before anything else: a process killed now leaves them for its next start.
     if (this.spoolDir) {
       try {
-        appendFileSync(join(this.spoolDir, SPOOL_FILE), `${keyed.map((entry) => JSON.stringify(entry)).join('\n')}\n`);
+        // One write(2) per request on a descriptor kept open (a batch's rename closes it).
+        this.spoolFd ??= openSync(join(this.spoolDir, SPOOL_FILE), 'a');
+        writeSync(this.spoolFd, `${keyed.map((entry) => JSON.stringify(entry)).join('\n')}\n`);
       } catch (err) {
         this.logger.error({ err }, 'could not spool audit entries; they are held in memory until their batch is written');
       }
@@ -164,6 +167,7 @@ export class AuditLog {
     this.held = [];
     // The batch's spool moves aside (entries recorded meanwhile start a new one) and goes once the batch is written.
     const batchSpool = this.spoolDir && entries.length > 0 ? join(this.spoolDir, `batch-${Date.now()}-${process.pid}-${this.batches++}.jsonl`) : undefined;
+    if (batchSpool) this.closeSpool();
     if (batchSpool && existsSync(join(this.spoolDir!, SPOOL_FILE))) renameSync(join(this.spoolDir!, SPOOL_FILE), batchSpool);
     this.flushing = this.flushing.then(async () => {
       let lost = 0;
@@ -180,6 +184,12 @@ export class AuditLog {
       if (batchSpool && lost === 0 && existsSync(batchSpool)) unlinkSync(batchSpool);
     });
     await this.flushing;
+  }
+
+  private closeSpool(): void {
+    if (this.spoolFd === undefined) return;
+    closeSync(this.spoolFd);
+    this.spoolFd = undefined;
   }
 
   /** `visible`: a condition on the actor, for a reader whose `data_scope` narrows what it sees. */
