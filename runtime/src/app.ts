@@ -413,7 +413,9 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       const project = [...(principal.configuration.document.mcp_servers ?? []), ...packaged.project];
       const personal = [...(await userMcp.serversOf(principal)), ...packaged.personal];
       if (project.length === 0 && personal.length === 0) return own;
-      return [...own, ...(await mcp.toolsOf(project)), ...(await mcp.toolsOf(personal, ['mcp:manage']))];
+      // Each person calls through a session of their own (a server's per-session state is never shared).
+      const caller = `${principal.tenantId}:${principal.claims.sub}`;
+      return [...own, ...(await mcp.toolsOf(project, [], caller)), ...(await mcp.toolsOf(personal, ['mcp:manage'], caller))];
     };
     const chat = new ChatService({
       db: database.db,

@@ -77,6 +77,24 @@ describe('MCP tools in turns', () => {
     expect(legacy.requests.some((request) => request.method === 'GET' && request.path === '/sse')).toBe(true);
   });
 
+  it("gives each person calls through an MCP session of their own, kept between their calls", async () => {
+    await publish([{ id: 'mcp-4', name: 'old', url: legacy.url, transport: 'auto' }]);
+    const sessions = () => legacy.requests.filter((request) => request.method === 'GET' && request.path === '/sse').length;
+    const as = async (sub: string) => {
+      world.fake.script({ toolCalls: [{ name: 'old__add', arguments: { a: 1, b: 2 } }] }, 'Done.');
+      const res = await world.chat(await world.token({ sub, scope: sub }), { message: 'add' });
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(toolMessages().at(-1)!.content).toBe('3');
+    };
+    await as('acme:session-alice');
+    const afterAlice = sessions();
+    await as('acme:session-alice');
+    expect(sessions()).toBe(afterAlice);
+    // The SSE transport holds a session per stream: another person's call opens their own.
+    await as('acme:session-bob');
+    expect(sessions()).toBe(afterAlice + 1);
+  });
+
   it('is narrowed by allowed_tools', async () => {
     await publish([{ id: 'mcp-1', name: 'calc', url: server.url, transport: 'auto', headers: { Authorization: AUTH } }]);
     world.fake.script({ toolCalls: [{ name: 'calc__add', arguments: { a: 1, b: 1 } }] }, 'Done.');

@@ -114,13 +114,15 @@ export class McpTools {
 
   /**
    * The servers' tools as server tools of a turn, each needing `needs`; a server that cannot be listed offers none
-   * (and says why in the log).
+   * (and says why in the log). `caller` (a tenant and subject) gets calls a session of their own: a server that keeps
+   * state per MCP session (a login, a browser, a scratch space) never shares one person's with another. The tool list
+   * is shared: it is the server's, not a session's.
    */
-  async toolsOf(servers: readonly McpServer[], needs: readonly Capability[] = []): Promise<ServerTool[]> {
+  async toolsOf(servers: readonly McpServer[], needs: readonly Capability[] = [], caller?: string): Promise<ServerTool[]> {
     const loads = await Promise.all(servers.map(async (server) => ({ server, load: await this.load(server) })));
     return loads.flatMap(({ server, load }) => {
       if (load.verdict !== null) this.options.logger.warn({ mcp_server: server.name, verdict: load.verdict }, 'MCP server offers no tools');
-      return load.tools.map((tool) => this.serverTool(server, tool, needs));
+      return load.tools.map((tool) => this.serverTool(server, tool, needs, caller));
     });
   }
 
@@ -147,20 +149,20 @@ export class McpTools {
     }
   }
 
-  private serverTool(server: McpServer, tool: McpToolInfo, needs: readonly Capability[]): ServerTool {
+  private serverTool(server: McpServer, tool: McpToolInfo, needs: readonly Capability[], caller: string | undefined): ServerTool {
     return {
       needs,
       origin: 'mcp',
       definition: { name: tool.name, description: tool.description, parameters: tool.parameters },
       run: async (args, signal) => {
         try {
-          const connection = await this.connection(server);
+          const connection = await this.connection(server, caller);
           const result = await connection.client.callTool({ name: tool.remote, arguments: args }, undefined, { signal, timeout: this.options.callTimeoutMs });
           const text = resultText(result.content);
           return result.isError ? { ok: false, message: text === '' ? `${tool.name} failed` : text } : { ok: true, text: text === '' ? '(no content)' : text };
         } catch (error) {
           if (signal.aborted) throw signal.reason;
-          this.drop(keyOf(server));
+          this.drop(keyOf(server, caller));
           return { ok: false, message: `The MCP server could not answer: ${verdictOf(error)}` };
         }
       },
@@ -168,8 +170,8 @@ export class McpTools {
   }
 
   /** The server's kept connection, opened (Streamable HTTP, else SSE when `auto`) when there is none. */
-  private connection(server: McpServer): Promise<Connection> {
-    const key = keyOf(server);
+  private connection(server: McpServer, caller?: string): Promise<Connection> {
+    const key = keyOf(server, caller);
     let pending = this.connections.get(key);
     if (!pending) {
       pending = this.open(server);
@@ -234,8 +236,9 @@ export class McpTools {
 }
 
 /** A server's identity for the caches: where it is and what it is sent, never the headers in clear. */
-function keyOf(server: McpServer): string {
-  return createHash('sha256').update(JSON.stringify([server.id, server.url, server.transport, server.headers ?? {}])).digest('hex');
+/** A connection's key: the server as configured (a changed header is another connection), and whose session it is. */
+function keyOf(server: McpServer, caller?: string): string {
+  return createHash('sha256').update(JSON.stringify([server.id, server.url, server.transport, server.headers ?? {}, caller ?? null])).digest('hex');
 }
 
 /** What went wrong, in words a person can act on; never a header's value. */
