@@ -42,7 +42,7 @@ export interface HttpAppOptions {
   keepsRawBody?: (path: string) => boolean;
   /** The program's own metrics, served by `/metrics` beside the HTTP ones. */
   registries?: Registry[];
-  /** Told of every answered request once its answer is sent (the runtime's audit log takes its writes from here). */
+  /** Told of every answered request as its answer's head is sent (the runtime's audit log takes its writes from here). */
   onAnswered?: (req: Request, res: Response) => void;
 }
 
@@ -79,14 +79,26 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
       }
     }
     const done = options.lifecycle.beginRequest();
-    res.once('finish', () => {
-      if (options.onAnswered) {
-        try {
-          options.onAnswered(req, res);
-        } catch (error) {
-          options.logger.error({ err: error }, 'the answered-request hook failed');
+    if (options.onAnswered) {
+      // Told as the answer's head goes out, before any of it reaches the client: what the hook keeps (the audit
+      // log's spool) is kept for every answer a client could have seen, even if the process dies right after.
+      const onAnswered = options.onAnswered;
+      const writeHead = res.writeHead;
+      let told = false;
+      res.writeHead = function (this: typeof res, ...args: unknown[]) {
+        if (!told) {
+          told = true;
+          if (typeof args[0] === 'number') this.statusCode = args[0];
+          try {
+            onAnswered(req, this);
+          } catch (error) {
+            options.logger.error({ err: error }, 'the answered-request hook failed');
+          }
         }
-      }
+        return (writeHead as (...params: unknown[]) => typeof res).apply(this, args);
+      } as typeof res.writeHead;
+    }
+    res.once('finish', () => {
       if (options.lifecycle.draining) req.socket.end();
       done();
     });
