@@ -1,5 +1,5 @@
-// Two runtime processes on one PostgreSQL and one Redis, both running the scheduler against the same tasks, as
-// replicas do: every slot fires exactly once. Forty one-shot tasks come due at the same moment and each starts one
+// Two runtime processes on one PostgreSQL and one Redis, as replicas are: both run the scheduler against the same
+// tasks and every slot fires exactly once; a skill package removed on one is gone from the other's kept list at once. Forty one-shot tasks come due at the same moment and each starts one
 // run, whichever replica claims it; then an interval task is made due again and again, and each slot fires once.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,7 @@ import { FakeOpenAIServer } from '../fakes/openai-server.js';
 import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../harness/runtime.js';
 import { chatRuntime, CHAT_CAPABILITIES, eventually, MODEL, OTHER_MODEL } from './fixture.js';
 
-describe.skipIf(!availableSetups().includes('scale'))('the scheduler on two replicas of one store', () => {
+describe.skipIf(!availableSetups().includes('scale'))('two replicas of one store', () => {
   let services: ScaleServices;
   let fake: FakeOpenAIServer;
   let first: Awaited<ReturnType<typeof chatRuntime>>;
@@ -72,5 +72,22 @@ describe.skipIf(!availableSetups().includes('scale'))('the scheduler on two repl
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect((await db.selectFrom('task_fires').select('run_id').where('task_id', '=', id).execute())).toHaveLength(5);
     expect((await db.selectFrom('tasks').select('run_count').where('id', '=', id).executeTakeFirstOrThrow()).run_count).toBe(5);
+  });
+
+  it("drops a skill package removed on one replica from the other's kept list at once", async () => {
+    const ceiling = first.tenant.configuration.ceiling;
+    expect((await first.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'plugins:write'] } } as never)).status).toBe(200);
+    const token = await first.tenant.mint({ capabilities: [...CHAT_CAPABILITIES, 'plugins:write'], sub: 'acme:carol', scope: 'acme:carol' });
+    const body = new FormData();
+    body.append('file', new Blob(['---\nname: refunds\ndescription: How refunds are handled\n---\nRefund within 30 days.\n']), 'SKILL.md');
+    const uploaded = await first.rt.endUser('/plugins', token, { method: 'POST', body });
+    expect(uploaded.status, await uploaded.clone().text()).toBe(201);
+    const { id } = (await uploaded.json()) as { id: string };
+    const listed = async (rt: Pick<TestRuntime, 'endUser'>) => ((await (await rt.endUser('/plugins', token)).json()) as { plugins: { id: string }[] }).plugins.map((plugin) => plugin.id);
+    // The second replica reads the list and keeps it.
+    expect(await listed(second)).toContain(id);
+    expect((await first.rt.endUser(`/plugins/${id}`, token, { method: 'DELETE' })).status).toBe(200);
+    // Told on the event bus, it reads the list again well within its 10 s.
+    await eventually(async () => !(await listed(second)).includes(id), 'the second replica to drop the removed package', 3_000);
   });
 });

@@ -12,13 +12,19 @@ import { checkUrl, type UrlPolicy } from '@agentplane/lib/net/url-guard';
 import { requireCapability, type EffectivePermission } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import type { ServerTool } from '../chat/tools.js';
+import type { PubSub } from '@agentplane/lib/events/port';
 import type { PluginsTable, RuntimeSchema } from '../store/schema.js';
 import type { McpServer } from '../tools/mcp.js';
 import { unpack, type PackageUpload } from './archive.js';
 import { frontmatterOf, SKILL_FILE, skillPackage, type PackagedMcpServer } from './package.js';
 
-/** How long a tenant's skill list is kept before it is read again (another replica's upload shows within it). */
+/**
+ * How long a tenant's skill list is kept before it is read again. Another replica's upload or removal is heard at
+ * once on the event bus (`PLUGIN_CHANGES_CHANNEL`); the time limit covers a notice lost on the way (pub/sub is at most
+ * once).
+ */
 const SKILLS_TTL_MS = 10_000;
+export const PLUGIN_CHANGES_CHANNEL = 'runtime:plugin-changes';
 /** What load_skill hands the model of one file. */
 const MAX_LOADED_CHARS = 20_000;
 
@@ -54,7 +60,24 @@ export class SkillService {
     private readonly secrets: SecretBox,
     private readonly urlPolicy: UrlPolicy,
     private readonly now: () => number = Date.now,
+    /** The event bus the replicas tell each other of a tenant's changed packages on. */
+    private readonly pubsub?: PubSub,
   ) {}
+
+  /** Drops a tenant's kept list when another replica says it changed; resolves to the way to stop listening. */
+  listen(): Promise<() => Promise<void>> {
+    if (!this.pubsub) return Promise.resolve(async () => {});
+    return this.pubsub.subscribe(PLUGIN_CHANGES_CHANNEL, (message) => {
+      const tenantId = (message as { tenant_id?: unknown } | null)?.tenant_id;
+      if (typeof tenantId === 'string') this.kept.delete(tenantId);
+    });
+  }
+
+  /** This replica changed a tenant's packages: its list goes stale now, the others' when they hear. */
+  private async changed(tenantId: string): Promise<void> {
+    this.kept.delete(tenantId);
+    await this.pubsub?.publish(PLUGIN_CHANGES_CHANNEL, { tenant_id: tenantId }).catch(() => undefined);
+  }
 
   /** Uploading needs capability `plugins:write`. */
   authorizeUpload(principal: Principal): void {
@@ -220,13 +243,13 @@ export class SkillService {
       for (let at = 0; at < entries.length; at += 100) await trx.insertInto('plugin_files').values(entries.slice(at, at + 100)).execute();
       return inserted;
     });
-    this.kept.delete(tenantId);
+    await this.changed(tenantId);
     return present(row);
   }
 
   private async delete(tenantId: string, row: PluginRow): Promise<PluginOut> {
     await this.db.deleteFrom('plugins').where('tenant_id', '=', tenantId).where('id', '=', row.id).execute();
-    this.kept.delete(tenantId);
+    await this.changed(tenantId);
     return present(row);
   }
 
