@@ -216,6 +216,14 @@ describe.skipIf(!binaries)('scheduled tasks as CronJobs on a real API server', (
     // A slot before the task's next one was fired or skipped already.
     expect(await (await fire(task.id, slot)).json()).toMatchObject({ fired: false, reason: 'already_fired' });
     expect((await fire(randomUUID(), slot)).status).toBe(404);
+    // Through the project's Ingress (a proxy's headers), the route is not there, whatever the key.
+    const proxied = await fetch(`${world.rt.url}/internal/tasks/${task.id}/fires`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-fire-key': fireKey, 'x-forwarded-for': '203.0.113.9' },
+      body: JSON.stringify({ slot }),
+    });
+    expect(proxied.status).toBe(404);
+    expect(await proxied.json()).toMatchObject({ code: 'no_route' });
     expect((await fire(task.id, 'yesterday')).status).toBe(422);
     expect(await fires(task.id)).toHaveLength(0);
     await send(alice, 'POST', `/tasks/${task.id}/cancel`);
