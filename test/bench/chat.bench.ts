@@ -2,6 +2,7 @@
 // both measured in this run. Cases: blocking-turn latency at 1, 16 and 64 clients, time to first token, frames per
 // second on one long stream, memory per open stream (in child processes), and replaying a 2,000-frame run against
 // reading its log from the event port. Fake provider, runtime and clients share one process, as in the chat tests.
+import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -11,7 +12,7 @@ import OpenAI from 'openai';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
 import { CHAT_CAPABILITIES, chatRuntime, chatWorld, MODEL, OTHER_MODEL, providerSection, type ChatWorld } from '../chat/fixture.js';
 import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js';
-import { makeTempDir } from '../harness/process.js';
+import { makeTempDir, typeScriptNodeArgs } from '../harness/process.js';
 import { availableSetups, configuredTenant, ScaleServices } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
 import { processCpuMs, runJsonChild, startProviderProcess, startRuntimeProcess } from './children.js';
@@ -297,7 +298,7 @@ interface Provider {
 }
 
 type ProbeSpec =
-  | { probe: 'open-streams'; subject: 'sdk' | 'runtime'; streams: number; provider: Provider }
+  | { probe: 'open-streams'; subject: 'sdk' | 'runtime' | 'runtime-alone'; streams: number; provider: Provider }
   | { probe: 'retention'; provider: Provider; checkpoints: number[]; clients: number; env: Record<string, string> };
 
 interface StreamsResult {
@@ -316,6 +317,7 @@ interface RetentionResult {
 }
 
 const SELF = fileURLToPath(import.meta.url);
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const KiB = 1024;
 const MiB = 1024 * 1024;
 const PROVIDER_KEY = 'sk-test-provider-key-0001';
@@ -359,6 +361,24 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
         }
         return () => stream.controller.abort();
       };
+    } else if (spec.subject === 'runtime-alone') {
+      // The runtime alone in this process, as it is deployed: the streams' clients are another process, so what is
+      // read here is what the runtime holds per stream (its provider calls included), not its clients' share too.
+      const opened = await chatRuntime(spec.provider, { PROVIDER_TIMEOUT_MS: '600000' });
+      world = opened;
+      const token = await opened.token();
+      // Warm-up through the same client program, one stream.
+      await streamClients(opened.rt.url, token, 1).then((clients) => clients.stop());
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const before = settled();
+      const started = performance.now();
+      const clients = await streamClients(opened.rt.url, token, spec.streams);
+      const openMs = performance.now() - started;
+      const after = settled();
+      snapshot('after');
+      const heldRuns = opened.rt.runtime.engine.heldRuns;
+      await clients.stop();
+      return { open: clients.open, openMs, heldRuns, before, after };
     } else {
       const opened = await chatRuntime(spec.provider, { PROVIDER_TIMEOUT_MS: '600000' });
       world = opened;
@@ -392,6 +412,60 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
   } finally {
     await world?.stop();
   }
+}
+
+/**
+ * Another process that opens `streams` streams to the runtime at `url` (POST /chat/stream, each read past its first
+ * token), says so, and holds them until told to stop.
+ */
+async function streamClients(url: string, token: string, streams: number): Promise<{ open: number; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, SELF, 'stream-clients', JSON.stringify({ url, token, streams })], { cwd: REPO, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const open = await new Promise<number>((resolve, reject) => {
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const line = /open (\d+)\n/.exec(stdout);
+      if (line) resolve(Number(line[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the stream clients exited ${code} before opening:\n${stderr}`)));
+  });
+  return {
+    open,
+    async stop() {
+      child.stdin.end();
+      await exited;
+    },
+  };
+}
+
+/** In the stream-clients process: the streams opened, `open <n>` written, then held until stdin closes. */
+async function holdStreams(spec: { url: string; token: string; streams: number }): Promise<void> {
+  const controllers = await Promise.all(
+    Array.from({ length: spec.streams }, async () => {
+      const controller = new AbortController();
+      const response = await fetch(`${spec.url}/chat/stream`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
+        body: JSON.stringify({ message: 'go' }),
+        signal: controller.signal,
+      });
+      if (response.status !== 200) throw new Error(`POST /chat/stream answered ${response.status}: ${await response.text()}`);
+      const frames = sseEvents(response);
+      for (;;) {
+        const next = await frames.next();
+        if (next.done) throw new Error('the stream ended before its first token');
+        if (next.value.event === 'token') break;
+      }
+      return controller;
+    }),
+  );
+  process.stdout.write(`open ${controllers.length}\n`);
+  process.stdin.resume();
+  await new Promise((resolve) => process.stdin.once('end', resolve));
+  for (const controller of controllers) controller.abort();
 }
 
 /**
@@ -443,12 +517,12 @@ export async function openStreamsTable(): Promise<Table> {
       defaultReply: { text: words(Math.max(90, Math.ceil(streams / 20))), dripMs: OPEN_STREAM_DRIP_MS },
     });
     try {
-      for (const subject of ['sdk', 'runtime'] as const) {
+      for (const subject of ['sdk', 'runtime', 'runtime-alone'] as const) {
         const result = await runProbe<StreamsResult>({ probe: 'open-streams', subject, streams, provider });
         const perStream = (bytes: number) => bytes / streams / KiB;
         rows.push({
           case: `${streams.toLocaleString('en-US')} open streams`,
-          impl: subject === 'sdk' ? 'openai SDK → fake' : 'POST /chat/stream',
+          impl: subject === 'sdk' ? 'openai SDK → fake' : subject === 'runtime' ? 'POST /chat/stream, clients in-process' : 'POST /chat/stream, runtime alone',
           baseline: subject === 'sdk',
           figures: {
             open: result.open,
@@ -471,7 +545,7 @@ export async function openStreamsTable(): Promise<Table> {
     if (base && row !== base) row.figures.addedRssPerStreamKiB = row.figures.rssPerStreamKiB! - base.figures.rssPerStreamKiB!;
   }
   return finishTable({
-    title: 'chat: open streams held by one process, and memory per stream (fresh process each, embedded)',
+    title: 'chat: open streams held by one process, and memory per stream (fresh process each, embedded; `runtime alone`: its clients in another process)',
     columns: [
       { key: 'open', label: 'open' },
       { key: 'heldRuns', label: 'runs held' },
@@ -607,6 +681,10 @@ export async function run(): Promise<BenchReport> {
 }
 
 // Run as `node --expose-gc --import tsx chat.bench.ts probe <spec>` by the memory tables: a probe, not the bench.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'stream-clients') {
+  await holdStreams(JSON.parse(process.argv[3] ?? '{}') as { url: string; token: string; streams: number });
+  process.exit(0);
+}
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'probe') {
   const spec = JSON.parse(process.argv[3] ?? '{}') as ProbeSpec;
   const result = spec.probe === 'open-streams' ? await openStreamsProbe(spec) : await retentionProbe(spec);
