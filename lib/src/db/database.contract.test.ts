@@ -337,6 +337,36 @@ describe.skipIf(!havePostgres)('relational store: real PostgreSQL with pgvector'
     }
   });
 
+  it('survives a connection ended while checked out (a dropped database): the statement fails, the process goes on', async () => {
+    const fresh = await server.createDatabase();
+    const database = await openDatabase<Schema>({ driver: 'postgres', url: fresh });
+    const admin = await openDatabase<Schema>({ driver: 'postgres', url });
+    try {
+      const unheard: unknown[] = [];
+      const listener = (error: unknown) => unheard.push(error);
+      process.on('uncaughtException', listener);
+      try {
+        // A transaction holds its client while the server ends that session, as a project's erase does.
+        const held = database.db.transaction().execute(async (trx) => {
+          const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+          await sql`select pg_terminate_backend(${rows[0]!.pid})`.execute(admin.db);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          await sql`select 1`.execute(trx);
+        });
+        await expect(held).rejects.toThrow();
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      } finally {
+        process.off('uncaughtException', listener);
+      }
+      expect(unheard).toEqual([]);
+      // The pool goes on with a new connection.
+      expect((await sql<{ one: number }>`select 1 as one`.execute(database.db)).rows[0]!.one).toBe(1);
+    } finally {
+      await database.close();
+      await admin.close();
+    }
+  });
+
   it('fails ping when the server is unreachable', async () => {
     const dead = await openDatabase({ driver: 'postgres', url: 'postgres://postgres@127.0.0.1:1/none' });
     await expect(dead.ping()).rejects.toThrow();

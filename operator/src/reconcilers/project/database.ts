@@ -42,7 +42,14 @@ export class ProjectDatabases {
 
   /** The admin pool as the composition root makes it: bounded waits, so a silent server cannot hold a key forever. */
   static adminPool(adminUrl: string): pg.Pool {
-    return new pg.Pool({ connectionString: adminUrl, max: 3, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: DATABASE_TIMEOUT_MS });
+    const pool = new pg.Pool({ connectionString: adminUrl, max: 3, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: DATABASE_TIMEOUT_MS });
+    // A connection lost while checked out (the server restarted) emits 'error' on its client, which the pool does not
+    // listen to (the composition root logs the idle ones'); its statement fails all the same, and the reconcile
+    // retries. Unheard, the event would end the process.
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+    });
+    return pool;
   }
 
   /**
