@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { silentLogger } from '@agentplane/lib/logging';
 import { createControlApi, type ControlApi, type ControlApiDeps } from '@agentplane/control-api/app';
 import { loadControlApiConfig } from '@agentplane/control-api/config';
-import { freePort, makeTempDir } from './process.js';
+import { listenOnAnyPort, makeTempDir } from './process.js';
 
 export interface TestControl {
   url: string;
@@ -22,14 +22,18 @@ export async function startTestControl(
 ): Promise<TestControl> {
   const ownDir = env.AGENTPLANE_DATA_DIR === undefined ? makeTempDir('control') : undefined;
   const dataDir = env.AGENTPLANE_DATA_DIR ?? ownDir!;
-  const port = await freePort();
+  // Bound first: the configuration names the port, and no other process can take it since.
+  const server = createServer();
+  const port = await listenOnAnyPort(server);
   const control = await createControlApi({
     config: loadControlApiConfig({ CONTROL_PORT: String(port), AGENTPLANE_DATA_DIR: dataDir, ...env }),
     ...deps,
     logger: deps.logger ?? silentLogger(),
+  }).catch((error: unknown) => {
+    server.close();
+    throw error;
   });
-  const server = createServer(control.app);
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  server.on('request', control.app);
   const url = `http://127.0.0.1:${port}`;
   return {
     url,

@@ -2,7 +2,7 @@
 // each in its own temp dir, and stops them after. Binaries come from the cache that hack/test-deps.sh fills.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -55,6 +55,24 @@ export async function freePort(): Promise<number> {
       server.close(() => resolve(address.port));
     });
   });
+}
+
+/**
+ * Binds `server` to a port the system picks on 127.0.0.1 and answers it: the port is this server's from the start,
+ * where one from `freePort` could be taken by another process between its release and the listen. A server a
+ * program's configuration must name its port for is bound first, and given its request handler once that exists.
+ */
+export async function listenOnAnyPort(server: Server): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the server has no TCP port');
+  return address.port;
 }
 
 export function makeTempDir(prefix: string): string {

@@ -13,7 +13,7 @@ import { createRuntime, type Runtime } from '@agentplane/runtime/app';
 import { loadRuntimeConfig, type RuntimeConfig } from '@agentplane/runtime/config';
 import { startMinio, type MinioServer } from './minio.js';
 import { postgresBinaries, startPostgres, type PostgresServer } from './postgres.js';
-import { freePort, makeTempDir, requireBinary } from './process.js';
+import { listenOnAnyPort, makeTempDir, requireBinary } from './process.js';
 import { redisServerBinary, startRedis, type RedisServer } from './redis.js';
 
 export type Setup = 'embedded' | 'scale';
@@ -80,19 +80,27 @@ export interface TestRuntime {
 
 export async function startTestRuntime(options: { env?: Record<string, string>; adminKey?: string; logger?: Logger } = {}): Promise<TestRuntime> {
   const dataDir = makeTempDir('runtime');
-  const port = await freePort();
+  // Bound first: the configuration names the port (signed URLs point at it), and no other process can take it since.
+  const server = createServer();
+  const port = await listenOnAnyPort(server);
   const adminKey = options.adminKey ?? `test-admin-key-${Math.random().toString(36).slice(2)}-padding`;
-  const config = loadRuntimeConfig({
-    AGENTPLANE_DATA_DIR: dataDir,
-    DATA_PORT: String(port),
-    AGENTPLANE_ADMIN_KEY: adminKey,
-    REQUEST_BODY_LIMIT_BYTES: String(64 * 1024),
-    ...options.env,
-  });
-  // TEST_RUNTIME_LOGS=1 shows the runtime's warnings and errors (a 500's cause) on stdout.
-  const runtime = await createRuntime({ config, logger: options.logger ?? (process.env.TEST_RUNTIME_LOGS ? pino({ level: 'warn' }) : silentLogger()) });
-  const server = createServer(runtime.app);
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  let config: RuntimeConfig;
+  let runtime: Runtime;
+  try {
+    config = loadRuntimeConfig({
+      AGENTPLANE_DATA_DIR: dataDir,
+      DATA_PORT: String(port),
+      AGENTPLANE_ADMIN_KEY: adminKey,
+      REQUEST_BODY_LIMIT_BYTES: String(64 * 1024),
+      ...options.env,
+    });
+    // TEST_RUNTIME_LOGS=1 shows the runtime's warnings and errors (a 500's cause) on stdout.
+    runtime = await createRuntime({ config, logger: options.logger ?? (process.env.TEST_RUNTIME_LOGS ? pino({ level: 'warn' }) : silentLogger()) });
+  } catch (error) {
+    server.close();
+    throw error;
+  }
+  server.on('request', runtime.app);
   const url = `http://127.0.0.1:${port}`;
   return {
     url,
