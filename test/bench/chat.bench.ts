@@ -384,15 +384,7 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
       world = opened;
       const token = await opened.token();
       openOne = async () => {
-        const controller = new AbortController();
-        const response = await opened.rt.endUser('/chat/stream', token, { method: 'POST', body: JSON.stringify({ message: 'go' }), signal: controller.signal });
-        if (response.status !== 200) throw new Error(`POST /chat/stream answered ${response.status}: ${await response.text()}`);
-        const frames = sseEvents(response);
-        for (;;) {
-          const next = await frames.next();
-          if (next.done) throw new Error('the stream ended before its first token');
-          if (next.value.event === 'token') break;
-        }
+        const controller = await openRuntimeStream(opened.rt.url, token);
         return () => controller.abort();
       };
     }
@@ -441,27 +433,28 @@ async function streamClients(url: string, token: string, streams: number): Promi
   };
 }
 
+/** One stream opened on the runtime at `url` and read past its first token; aborting its controller closes it. */
+async function openRuntimeStream(url: string, token: string): Promise<AbortController> {
+  const controller = new AbortController();
+  const response = await fetch(`${url}/chat/stream`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ message: 'go' }),
+    signal: controller.signal,
+  });
+  if (response.status !== 200) throw new Error(`POST /chat/stream answered ${response.status}: ${await response.text()}`);
+  const frames = sseEvents(response);
+  for (;;) {
+    const next = await frames.next();
+    if (next.done) throw new Error('the stream ended before its first token');
+    if (next.value.event === 'token') break;
+  }
+  return controller;
+}
+
 /** In the stream-clients process: the streams opened, `open <n>` written, then held until stdin closes. */
 async function holdStreams(spec: { url: string; token: string; streams: number }): Promise<void> {
-  const controllers = await Promise.all(
-    Array.from({ length: spec.streams }, async () => {
-      const controller = new AbortController();
-      const response = await fetch(`${spec.url}/chat/stream`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
-        body: JSON.stringify({ message: 'go' }),
-        signal: controller.signal,
-      });
-      if (response.status !== 200) throw new Error(`POST /chat/stream answered ${response.status}: ${await response.text()}`);
-      const frames = sseEvents(response);
-      for (;;) {
-        const next = await frames.next();
-        if (next.done) throw new Error('the stream ended before its first token');
-        if (next.value.event === 'token') break;
-      }
-      return controller;
-    }),
-  );
+  const controllers = await Promise.all(Array.from({ length: spec.streams }, () => openRuntimeStream(spec.url, spec.token)));
   process.stdout.write(`open ${controllers.length}\n`);
   process.stdin.resume();
   await new Promise((resolve) => process.stdin.once('end', resolve));

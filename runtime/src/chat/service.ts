@@ -189,6 +189,8 @@ export class ChatService {
       settle(frame);
     };
 
+    // What the input guardrails judge; a project without them has nothing to gather.
+    const said = guardrails && !guardrails.input.empty ? personSaid(request) : undefined;
     try {
       if (stored.kind === 'run' && choice.kind === 'model' && calling) {
         await deps.engine.launch(
@@ -204,7 +206,7 @@ export class ChatService {
             ...(context ? { context } : {}),
             ...(stored.cleared && stored.cleared.length > 0 ? { cleared: stored.cleared } : {}),
             ...(guardrails ? { guardrails } : {}),
-            ...(personSaid(request) !== undefined ? { inputText: personSaid(request) } : {}),
+            ...(said !== undefined ? { inputText: said } : {}),
           },
           start,
           ended && settle,

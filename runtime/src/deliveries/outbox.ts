@@ -12,7 +12,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import { readUpTo } from '@agentplane/lib/net/capped';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
 import type { DeliveryAttempt, RuntimeSchema } from '../store/schema.js';
-import { projectWebhookUrl } from './turn-stopped.js';
+import { projectWebhookUrl, projectWebhookUrlOf } from './turn-stopped.js';
 
 export const EVENT_TYPES = ['turn.stopped', 'scheduled_task.fired'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -195,10 +195,8 @@ export class EventOutbox {
       .where('id', '=', deliveryId)
       .where('tenant_id', '=', tenantId)
       .where('status', 'in', ['delivered', 'dead'])
-      .where(({ or, eb, exists, selectFrom }) =>
-        // A project delivery needs the project's webhook URL still set (its attempts go to the URL in force).
-        or([eb('target', '<>', 'project'), exists(selectFrom('tenant_configurations').select('tenant_id').where('tenant_id', '=', tenantId).where(sql<boolean>`document -> 'webhook' ->> 'url' is not null`))]),
-      )
+      // A project delivery needs the project's webhook URL still set (its attempts go to the URL in force).
+      .where(sql<boolean>`(target <> 'project' or ${projectWebhookUrlOf(tenantId)} is not null)`)
       .executeTakeFirst();
     if (Number(requeued.numUpdatedRows) === 0) {
       const row = await db.selectFrom('event_deliveries').select(['status', 'target']).where('id', '=', deliveryId).where('tenant_id', '=', tenantId).executeTakeFirst();

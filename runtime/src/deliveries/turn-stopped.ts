@@ -32,9 +32,13 @@ export async function stoppedRunData(db: Kysely<RuntimeSchema>, runId: string, o
 
 /** The project's webhook URL from its pushed configuration, read on `db` so a transaction sees its own. */
 export async function projectWebhookUrl(db: Kysely<RuntimeSchema>, tenantId: string): Promise<string | null> {
-  const { rows } = await sql<{ url: string | null }>`select document -> 'webhook' ->> 'url' as url from tenant_configurations where tenant_id = ${tenantId}`.execute(db);
+  const { rows } = await sql<{ url: string | null }>`select ${projectWebhookUrlOf(tenantId)} as url`.execute(db);
   return rows[0]?.url ?? null;
 }
+
+/** The project's webhook URL as an expression (null when none is set), for a statement that decides by it. */
+export const projectWebhookUrlOf = (tenantId: string) =>
+  sql<string | null>`(select document -> 'webhook' ->> 'url' from tenant_configurations where tenant_id = ${tenantId})`;
 
 /** The project's webhook URL and a callback, the places an event goes. */
 export async function eventTargets(db: Kysely<RuntimeSchema>, tenantId: string, callbackUrl: string | null): Promise<{ target: 'project' | 'callback'; url: string }[]> {
