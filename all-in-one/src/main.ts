@@ -1,6 +1,7 @@
 // `npm start`: the control-api and the runtime in one process on embedded defaults (PGlite, local files,
 // in-process events), state kept in AGENTPLANE_DATA_DIR. Both share one lifecycle, so SIGTERM drains both.
 import { createServer } from 'node:http';
+import { startHeapRelease } from '@agentplane/lib/heap-release';
 import { exitOnSignals, Lifecycle } from '@agentplane/lib/http/lifecycle';
 import { announceGeneratedSecret, listen, loadConfigsOrExit, loggerFor, startOrExit } from '@agentplane/lib/program';
 import { announceGeneratedOwner } from '@agentplane/control-api/owner';
@@ -47,6 +48,9 @@ const control = await startOrExit(logger, 'the control-api', () =>
 if (runtime.generatedAdminKey) announceGeneratedSecret(logger, 'a runtime admin key', runtime.adminKeyFile, runtime.adminKey);
 if (control.generatedOwner) announceGeneratedOwner(logger, control.generatedOwner);
 
+// V8's emptied pages go back to the system: what starting up left, now, and later what each busy spell leaves
+// once it has passed (decision 0067; the pause is kept off a busy process).
+startHeapRelease({ logger });
 const dataServer = createServer(runtime.app);
 const controlServer = createServer(control.app);
 try {

@@ -4,11 +4,14 @@
 // reading its log from the event port. Fake provider, runtime and clients share one process, as in the chat tests.
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
+import { startHeapRelease, type HeapRelease } from '@agentplane/lib/heap-release';
+import { silentLogger } from '@agentplane/lib/logging';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
 import { CHAT_CAPABILITIES, chatRuntime, chatWorld, MODEL, OTHER_MODEL, providerSection, type ChatWorld } from '../chat/fixture.js';
 import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js';
@@ -299,7 +302,15 @@ interface Provider {
 
 type ProbeSpec =
   | { probe: 'open-streams'; subject: 'sdk' | 'runtime' | 'runtime-alone'; streams: number; provider: Provider }
-  | { probe: 'retention'; provider: Provider; checkpoints: number[]; clients: number; env: Record<string, string> };
+  | {
+      probe: 'retention';
+      provider: Provider;
+      checkpoints: number[];
+      clients: number;
+      env: Record<string, string>;
+      /** The turns' clients in another process, so what is read is the runtime's alone, as it is deployed. */
+      clientsElsewhere: boolean;
+    };
 
 interface StreamsResult {
   open: number;
@@ -312,7 +323,7 @@ interface StreamsResult {
 
 interface RetentionResult {
   /** Memory after a settled GC once `turns` turns had been answered, for each checkpoint. */
-  readings: Array<{ turns: number; memory: NodeJS.MemoryUsage; v8: { mallocedMiB: number; peakMallocedMiB: number; codeMiB: number } }>;
+  readings: Array<{ turns: number; memory: NodeJS.MemoryUsage; released: boolean; v8: { mallocedMiB: number; peakMallocedMiB: number; codeMiB: number } }>;
   statementsPerTurn: number;
 }
 
@@ -322,8 +333,8 @@ const KiB = 1024;
 const MiB = 1024 * 1024;
 const PROVIDER_KEY = 'sk-test-provider-key-0001';
 
-const runProbe = <T>(spec: ProbeSpec) =>
-  runJsonChild<T>(SELF, ['probe', JSON.stringify(spec)], { nodeArgs: ['--expose-gc'], what: `${spec.probe} probe` });
+const runProbe = <T>(spec: ProbeSpec, nodeArgs: string[] = []) =>
+  runJsonChild<T>(SELF, ['probe', JSON.stringify(spec)], { nodeArgs: ['--expose-gc', ...nodeArgs], what: `${spec.probe} probe` });
 
 /** With `BENCH_HEAP_SNAPSHOTS=dir`, a probe writes a heap snapshot at each reading there, to compare by constructor. */
 function snapshot(name: string): void {
@@ -406,31 +417,53 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
   }
 }
 
-/**
- * Another process that opens `streams` streams to the runtime at `url` (POST /chat/stream, each read past its first
- * token), says so, and holds them until told to stop.
- */
-async function streamClients(url: string, token: string, streams: number): Promise<{ open: number; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [...typeScriptNodeArgs, SELF, 'stream-clients', JSON.stringify({ url, token, streams })], { cwd: REPO, stdio: ['pipe', 'pipe', 'pipe'] });
+/** A child of this script (`stream-clients` or `turn-clients`) serving the runtime's clients, spoken to by lines. */
+interface ClientsProcess {
+  /** Writes `command` and resolves with the first line after it that matches `answer`. */
+  ask(command: string | undefined, answer: RegExp): Promise<RegExpExecArray>;
+  stop(): Promise<void>;
+}
+
+function clientsProcess(mode: 'stream-clients' | 'turn-clients', spec: Record<string, unknown>): ClientsProcess {
+  const child = spawn(process.execPath, [...typeScriptNodeArgs, SELF, mode, JSON.stringify(spec)], { cwd: REPO, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
+  let stdout = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const open = await new Promise<number>((resolve, reject) => {
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const line = /open (\d+)\n/.exec(stdout);
-      if (line) resolve(Number(line[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the stream clients exited ${code} before opening:\n${stderr}`)));
-  });
   return {
-    open,
+    ask(command, answer) {
+      stdout = '';
+      if (command) child.stdin.write(`${command}\n`);
+      return new Promise((resolve, reject) => {
+        const onData = () => {
+          const line = answer.exec(stdout);
+          if (!line) return;
+          child.stdout.off('data', onData);
+          child.off('exit', onExit);
+          resolve(line);
+        };
+        const onExit = (code: number | null) => reject(new Error(`the ${mode} exited ${code}:\n${stderr}`));
+        child.stdout.on('data', onData);
+        child.once('exit', onExit);
+        onData();
+      });
+    },
     async stop() {
       child.stdin.end();
       await exited;
     },
   };
+}
+
+/**
+ * Another process that opens `streams` streams to the runtime at `url` (POST /chat/stream, each read past its first
+ * token), says so, and holds them until told to stop.
+ */
+async function streamClients(url: string, token: string, streams: number): Promise<{ open: number; stop: () => Promise<void> }> {
+  const clients = clientsProcess('stream-clients', { url, token, streams });
+  const open = Number((await clients.ask(undefined, /open (\d+)\n/))[1]);
+  return { open, stop: () => clients.stop() };
 }
 
 /** One stream opened on the runtime at `url` and read past its first token; aborting its controller closes it. */
@@ -462,15 +495,50 @@ async function holdStreams(spec: { url: string; token: string; streams: number }
 }
 
 /**
+ * In the turn-clients process: for each `until <n>` line, blocking turns (each in a new session) from `clients`
+ * clients until `n` have been answered since it started, then `answered <n>`; ends when stdin closes.
+ */
+async function sendTurns(spec: { url: string; token: string; clients: number }): Promise<void> {
+  let answered = 0;
+  const turn = async () => {
+    const response = await fetch(`${spec.url}/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
+      body: JSON.stringify({ message: PROMPT }),
+    });
+    if (response.status !== 200) throw new Error(`POST /chat answered ${response.status}: ${await response.text()}`);
+    await response.json();
+  };
+  const lines = createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    const target = Number(/^until (\d+)$/.exec(line)?.[1] ?? Number.NaN);
+    if (!Number.isSafeInteger(target)) throw new Error(`turn-clients: unknown command ${line}`);
+    let started = answered;
+    await Promise.all(
+      Array.from({ length: spec.clients }, async () => {
+        while (started < target) {
+          started++;
+          await turn();
+          answered++;
+        }
+      }),
+    );
+    process.stdout.write(`answered ${answered}\n`);
+  }
+}
+
+/**
  * In the child: blocking turns from `clients` clients, each in a new session, and memory after a settled GC at each
  * checkpoint (turns answered so far). What grows between checkpoints is what each turn leaves behind.
  */
 async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>): Promise<RetentionResult> {
   const world = await chatRuntime(spec.provider, { ...spec.env, PROVIDER_TIMEOUT_MS: '60000' });
+  let elsewhere: ClientsProcess | undefined;
+  let heapRelease: HeapRelease | undefined;
   try {
     const token = await world.token();
     let answered = 0;
-    const turnsUntil = async (target: number) => {
+    let turnsUntil = async (target: number) => {
       await Promise.all(
         Array.from({ length: spec.clients }, async () => {
           while (answered < target) {
@@ -482,20 +550,39 @@ async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>):
         }),
       );
     };
+    if (spec.clientsElsewhere) {
+      const clients = clientsProcess('turn-clients', { url: world.rt.url, token, clients: spec.clients });
+      elsewhere = clients;
+      turnsUntil = async (target) => {
+        answered = Number((await clients.ask(`until ${target}`, /answered (\d+)\n/))[1]);
+      };
+      // As runtime/src/main.ts does; its timer's look is taken by hand below, once the turns have stopped.
+      heapRelease = startHeapRelease({ logger: silentLogger(), intervalMs: 3_600_000 });
+    }
     const statementsBefore = world.rt.runtime.database.statements();
     const readings: RetentionResult['readings'] = [];
     for (const checkpoint of spec.checkpoints) {
       await turnsUntil(checkpoint);
       // Let detached work (run ends, log closes) finish before reading.
       await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The releaser's looks, a second apart instead of its ten: the first saw the turns (busy: nothing asked); the
+      // next ones ask once a second has been quiet.
+      let released = false;
+      heapRelease?.check();
+      for (let look = 0; heapRelease && !released && look < 5; look++) {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        released = heapRelease.check();
+      }
       const memory = settled();
       const heap = getHeapStatistics();
       const code = getHeapSpaceStatistics().find((space) => space.space_name === 'code_space')?.space_used_size ?? 0;
-      readings.push({ turns: answered, memory, v8: { mallocedMiB: heap.malloced_memory / MiB, peakMallocedMiB: heap.peak_malloced_memory / MiB, codeMiB: code / MiB } });
+      readings.push({ turns: answered, memory, released, v8: { mallocedMiB: heap.malloced_memory / MiB, peakMallocedMiB: heap.peak_malloced_memory / MiB, codeMiB: code / MiB } });
       snapshot(`turns-${answered}`);
     }
     return { readings, statementsPerTurn: (world.rt.runtime.database.statements() - statementsBefore) / answered };
   } finally {
+    heapRelease?.stop();
+    await elsewhere?.stop();
     await world.stop();
   }
 }
@@ -557,25 +644,35 @@ export async function openStreamsTable(): Promise<Table> {
   });
 }
 
+/** The runtime's V8 flags in the image (hack/entrypoint.sh), for the probe that stands for the deployed runtime. */
+const RUNTIME_V8_FLAGS = ['--max-semi-space-size=8'];
+
 export async function retentionTable(setup: string, env: Record<string, string>): Promise<Table> {
   const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
   try {
-    const result = await runProbe<RetentionResult>({ probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16, env });
-    const first = result.readings[0]!;
-    const rows: Row[] = result.readings.map((reading) => ({
-      case: 'blocking turns, 16 clients, new session each',
-      impl: `after ${reading.turns.toLocaleString('en-US')} turns`,
-      baseline: reading === first,
-      figures: {
-        turns: reading.turns,
-        rssMiB: reading.memory.rss / MiB,
-        heapMiB: reading.memory.heapUsed / MiB,
-        heapTotalMiB: reading.memory.heapTotal / MiB,
-        externalMiB: (reading.memory.external + reading.memory.arrayBuffers) / MiB,
-        heapPerTurnBytes: reading === first ? 0 : (reading.memory.heapUsed - first.memory.heapUsed) / (reading.turns - first.turns),
-        statementsPerTurn: result.statementsPerTurn,
-      },
-    }));
+    const rows: Row[] = [];
+    for (const clientsElsewhere of [false, true]) {
+      const spec = { probe: 'retention', provider, checkpoints: RETENTION_CHECKPOINTS, clients: 16, env, clientsElsewhere } as const;
+      const result = await runProbe<RetentionResult>(spec, clientsElsewhere ? RUNTIME_V8_FLAGS : []);
+      const first = result.readings[0]!;
+      for (const reading of result.readings) {
+        rows.push({
+          case: clientsElsewhere ? 'runtime alone (its flags), 16 clients in another process' : 'blocking turns, 16 clients in-process, new session each',
+          impl: `after ${reading.turns.toLocaleString('en-US')} turns`,
+          baseline: reading === first,
+          figures: {
+            turns: reading.turns,
+            rssMiB: reading.memory.rss / MiB,
+            heapMiB: reading.memory.heapUsed / MiB,
+            heapTotalMiB: reading.memory.heapTotal / MiB,
+            externalMiB: (reading.memory.external + reading.memory.arrayBuffers) / MiB,
+            heapPerTurnBytes: reading === first ? 0 : (reading.memory.heapUsed - first.memory.heapUsed) / (reading.turns - first.turns),
+            statementsPerTurn: result.statementsPerTurn,
+            released: reading.released ? 1 : 0,
+          },
+        });
+      }
+    }
     return finishTable({
       title: `chat: memory after many turns (fresh process, ${setup}, after a forced GC)`,
       columns: [
@@ -586,10 +683,12 @@ export async function retentionTable(setup: string, env: Record<string, string>)
         { key: 'externalMiB', label: 'buffers MiB' },
         { key: 'heapPerTurnBytes', label: 'heap B/turn since first' },
         { key: 'statementsPerTurn', label: 'SQL/turn' },
+        { key: 'released', label: 'pages given back' },
       ],
       rows,
       note:
-        'client and runtime in the probe process, the fake provider in its own; ×base = against the first checkpoint (target: RSS within 1.15×). ' +
+        'the fake provider in its own process; in-process: the clients and the runtime in the probe process; runtime alone: the runtime in the probe process with the V8 flags the image gives it and its heap releaser (decision 0067), ' +
+        'the clients in another, as deployed; pages given back: 1 when the releaser, looking every second for 5 s after the turns stopped (every 10 s when deployed), asked V8 to give back its idle pages. ×base = against the first checkpoint (target: RSS within 1.15×). ' +
         'heap = V8 heap used after the GC, heap committed = what V8 keeps reserved (its pages become resident as collections reuse them).',
     });
   } finally {
@@ -676,6 +775,10 @@ export async function run(): Promise<BenchReport> {
 // Run as `node --expose-gc --import tsx chat.bench.ts probe <spec>` by the memory tables: a probe, not the bench.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'stream-clients') {
   await holdStreams(JSON.parse(process.argv[3] ?? '{}') as { url: string; token: string; streams: number });
+  process.exit(0);
+}
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'turn-clients') {
+  await sendTurns(JSON.parse(process.argv[3] ?? '{}') as { url: string; token: string; clients: number });
   process.exit(0);
 }
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'probe') {
