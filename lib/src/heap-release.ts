@@ -56,6 +56,16 @@ function lastResortCollector(): Collect | undefined {
   }
 }
 
+/** Asks V8 for a low-memory collection, logs what it gave back and how long it paused; answers the memory after. */
+function release(collect: Collect, logger: Logger, what: string, before = process.memoryUsage()): NodeJS.MemoryUsage {
+  const started = performance.now();
+  collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  const pauseMs = performance.now() - started;
+  const after = process.memoryUsage();
+  logger.info({ rssMiB: Math.round(before.rss / MiB), rssAfterMiB: Math.round(after.rss / MiB), heapUsedMiB: Math.round(after.heapUsed / MiB), pauseMs: Math.round(pauseMs) }, what);
+  return after;
+}
+
 export function startHeapRelease({ logger, intervalMs = 10_000, slackBytes = 48 * MiB, maxBusy = 0.1 }: HeapReleaseOptions): HeapRelease {
   const collect = lastResortCollector();
   let releases = 0;
@@ -63,8 +73,7 @@ export function startHeapRelease({ logger, intervalMs = 10_000, slackBytes = 48 
   // Starting up is a burst too (modules compiled, a database opened): what it left goes back now, before the program
   // serves, and the least resident memory outside the heap seen so far (what the process needs besides V8's heap)
   // is read from there.
-  collect?.({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-  const initial = process.memoryUsage();
+  const initial = collect ? release(collect, logger, 'gave what starting up left back to the system') : process.memoryUsage();
   let floor = initial.rss - initial.heapTotal;
   // What V8 still held right after it was last asked (committed heap it could not compact away): not asked for again.
   let kept = 0;
@@ -78,19 +87,12 @@ export function startHeapRelease({ logger, intervalMs = 10_000, slackBytes = 48 
     const held = heldNow(usage);
     kept = Math.min(kept, held);
     if (!collect || held - kept < slackBytes || busy > maxBusy) return false;
-    const started = performance.now();
-    collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-    const pauseMs = performance.now() - started;
-    const after = process.memoryUsage();
+    const after = release(collect, logger, 'gave idle heap pages back to the system', usage);
     releases += 1;
     // What is left outside the heap is the new floor: memory that stayed is in use (a database's buffers, say), and
     // asking again for it would only pause the process.
     floor = after.rss - after.heapTotal;
     kept = heldNow(after);
-    logger.info(
-      { rssMiB: Math.round(usage.rss / MiB), rssAfterMiB: Math.round(after.rss / MiB), heapUsedMiB: Math.round(after.heapUsed / MiB), pauseMs: Math.round(pauseMs) },
-      'gave idle heap pages back to the system',
-    );
     return true;
   };
   const timer = setInterval(check, intervalMs);

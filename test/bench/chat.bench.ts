@@ -382,6 +382,7 @@ async function openStreamsProbe(spec: Extract<ProbeSpec, { probe: 'open-streams'
       await streamClients(opened.rt.url, token, 1).then((clients) => clients.stop());
       await new Promise((resolve) => setTimeout(resolve, 500));
       const before = settled();
+      snapshot('before');
       const started = performance.now();
       const clients = await streamClients(opened.rt.url, token, spec.streams);
       const openMs = performance.now() - started;
