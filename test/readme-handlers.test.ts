@@ -78,7 +78,9 @@ describe.each([
     let url = '';
     const event = (id: string) => JSON.stringify({ id, type: 'turn.stopped', created_at: new Date().toISOString(), data: { run_id: 'run_1', finish_reason: null } });
     const send = (id: string, options: { body?: string; timestamp?: number; secret?: string } = {}) => {
-      const body = options.body ?? event(id);
+      // Built once: the event carries the time to the millisecond, so a second build could differ from what is signed.
+      const signed = event(id);
+      const body = options.body ?? signed;
       const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
       return fetch(url, {
         method: 'POST',
@@ -86,7 +88,7 @@ describe.each([
           'content-type': 'application/json',
           'x-delivery-id': id,
           'x-delivery-timestamp': String(timestamp),
-          'x-signature': eventSignature(options.secret ?? SECRET, id, timestamp, event(id)),
+          'x-signature': eventSignature(options.secret ?? SECRET, id, timestamp, signed),
         },
         body,
       });
