@@ -15,6 +15,7 @@ import {
   type TestRuntime,
   type TestTenant,
 } from '@agentplane/test/harness/runtime';
+import { TRUST_STAMP_MS } from '../tenants/change-notices.js';
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const decodePart = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()) as Record<string, unknown>;
@@ -185,9 +186,20 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
       try {
         const tenant = await configuredTenant(rt, { ceiling });
         const token = await tenant.mint({ capabilities: ['chat', 'memory'] });
+        // The replica caches the tenant's stamp here; without a notice it would trust it for TRUST_STAMP_MS more.
+        const cachedAt = Date.now();
         expect(await (await replica.endUser('/capabilities', token)).json()).toMatchObject({ capabilities: ['chat', 'memory'] });
         await tenant.reconfigure({ ceiling: { capabilities: ['chat'] } });
-        expect(await (await replica.endUser('/capabilities', token)).json()).toMatchObject({ capabilities: ['chat'] });
+        // The pushing replica answers once its notice is published; the other hears it a moment later (pub/sub), so
+        // its requests are asked until then, but only for well under the time a stale stamp would be trusted: a
+        // notice not sent fails here.
+        let capabilities: unknown;
+        do {
+          capabilities = ((await (await replica.endUser('/capabilities', token)).json()) as { capabilities: unknown }).capabilities;
+          if (JSON.stringify(capabilities) === '["chat"]') break;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        } while (Date.now() < cachedAt + TRUST_STAMP_MS * 0.8);
+        expect(capabilities).toEqual(['chat']);
       } finally {
         await replica.stop();
       }
