@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClien
 import { mkdirSync } from 'node:fs';
 import { unavailable } from '../errors.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { hearCheckedOutClientErrors } from './pg-client-errors.js';
 import { pgliteSerialPool } from './pglite-pool.js';
 import { startPgliteThread, type PgliteThread } from './pglite-thread.js';
 import { seedFromTemplate } from './pglite-template.js';
@@ -53,12 +54,7 @@ export async function openDatabase<Schema>(config: DatabaseConfig): Promise<Data
     });
     // An idle client whose server went away emits 'error' on the pool; without a listener that kills the process.
     pool.on('error', () => {});
-    // So does a client checked out when its connection ends (a dropped database, a restarted server): the pool
-    // listens only to idle ones. Its query is failed all the same, which the caller sees; the event must not be
-    // left unheard.
-    pool.on('connect', (client) => {
-      client.on('error', () => {});
-    });
+    hearCheckedOutClientErrors(pool);
     const counted = countingPool(pool);
     const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: counted.pool }) });
     return {

@@ -4,6 +4,7 @@
 // the `vector` extension the runtime's migrations need, which only an admin may create). DDL runs one statement
 // at a time in this process; CREATE DATABASE also retries while another session holds its template.
 import pg from 'pg';
+import { hearCheckedOutClientErrors } from '@agentplane/lib/db/pg-client-errors';
 import type { Logger } from '@agentplane/lib/logging';
 
 /** Stored as the database's comment once its setup is complete. */
@@ -43,12 +44,9 @@ export class ProjectDatabases {
   /** The admin pool as the composition root makes it: bounded waits, so a silent server cannot hold a key forever. */
   static adminPool(adminUrl: string): pg.Pool {
     const pool = new pg.Pool({ connectionString: adminUrl, max: 3, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: DATABASE_TIMEOUT_MS });
-    // A connection lost while checked out (the server restarted) emits 'error' on its client, which the pool does not
-    // listen to (the composition root logs the idle ones'); its statement fails all the same, and the reconcile
-    // retries. Unheard, the event would end the process.
-    pool.on('connect', (client) => {
-      client.on('error', () => {});
-    });
+    // The composition root logs the idle clients' errors; a checked-out client's statement fails and the reconcile
+    // retries.
+    hearCheckedOutClientErrors(pool);
     return pool;
   }
 
