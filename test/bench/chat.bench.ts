@@ -495,35 +495,44 @@ async function holdStreams(spec: { url: string; token: string; streams: number }
   for (const controller of controllers) controller.abort();
 }
 
+/** One blocking turn in a new session on the runtime at `url`, read to its end. */
+async function blockingTurn(url: string, token: string): Promise<void> {
+  const response = await fetch(`${url}/chat`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ message: PROMPT }),
+  });
+  if (response.status !== 200) throw new Error(`POST /chat answered ${response.status}: ${await response.text()}`);
+  await response.json();
+}
+
+/**
+ * Blocking turns from `clients` clients at once, `from` turns having been answered, until `target` have been;
+ * resolves to `target`.
+ */
+async function turnsUntil(url: string, token: string, clients: number, from: number, target: number): Promise<number> {
+  let started = from;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (started < target) {
+        started++;
+        await blockingTurn(url, token);
+      }
+    }),
+  );
+  return target;
+}
+
 /**
  * In the turn-clients process: for each `until <n>` line, blocking turns (each in a new session) from `clients`
  * clients until `n` have been answered since it started, then `answered <n>`; ends when stdin closes.
  */
 async function sendTurns(spec: { url: string; token: string; clients: number }): Promise<void> {
   let answered = 0;
-  const turn = async () => {
-    const response = await fetch(`${spec.url}/chat`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
-      body: JSON.stringify({ message: PROMPT }),
-    });
-    if (response.status !== 200) throw new Error(`POST /chat answered ${response.status}: ${await response.text()}`);
-    await response.json();
-  };
-  const lines = createInterface({ input: process.stdin });
-  for await (const line of lines) {
+  for await (const line of createInterface({ input: process.stdin })) {
     const target = Number(/^until (\d+)$/.exec(line)?.[1] ?? Number.NaN);
     if (!Number.isSafeInteger(target)) throw new Error(`turn-clients: unknown command ${line}`);
-    let started = answered;
-    await Promise.all(
-      Array.from({ length: spec.clients }, async () => {
-        while (started < target) {
-          started++;
-          await turn();
-          answered++;
-        }
-      }),
-    );
+    answered = await turnsUntil(spec.url, spec.token, spec.clients, answered, target);
     process.stdout.write(`answered ${answered}\n`);
   }
 }
@@ -539,31 +548,19 @@ async function retentionProbe(spec: Extract<ProbeSpec, { probe: 'retention' }>):
   try {
     const token = await world.token();
     let answered = 0;
-    let turnsUntil = async (target: number) => {
-      await Promise.all(
-        Array.from({ length: spec.clients }, async () => {
-          while (answered < target) {
-            answered++;
-            const response = await world.chat(token, { message: PROMPT });
-            if (response.status !== 200) throw new Error(`POST /chat answered ${response.status}: ${await response.text()}`);
-            await response.json();
-          }
-        }),
-      );
-    };
+    // The turns' clients, in this process or in the turn-clients one: both answer how many turns are answered.
+    let answerUntil = (target: number) => turnsUntil(world.rt.url, token, spec.clients, answered, target);
     if (spec.clientsElsewhere) {
       const clients = clientsProcess('turn-clients', { url: world.rt.url, token, clients: spec.clients });
       elsewhere = clients;
-      turnsUntil = async (target) => {
-        answered = Number((await clients.ask(`until ${target}`, /answered (\d+)\n/))[1]);
-      };
+      answerUntil = async (target) => Number((await clients.ask(`until ${target}`, /answered (\d+)\n/))[1]);
       // As runtime/src/main.ts does; its timer's look is taken by hand below, once the turns have stopped.
       heapRelease = startHeapRelease({ logger: silentLogger(), intervalMs: 3_600_000 });
     }
     const statementsBefore = world.rt.runtime.database.statements();
     const readings: RetentionResult['readings'] = [];
     for (const checkpoint of spec.checkpoints) {
-      await turnsUntil(checkpoint);
+      answered = await answerUntil(checkpoint);
       // Let detached work (run ends, log closes) finish before reading.
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       // The releaser's looks, a second apart instead of its ten: the first saw the turns (busy: nothing asked); the
@@ -773,16 +770,18 @@ export async function run(): Promise<BenchReport> {
   return report;
 }
 
-// Run as `node --expose-gc --import tsx chat.bench.ts probe <spec>` by the memory tables: a probe, not the bench.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'stream-clients') {
+// Run as `node --expose-gc --import tsx chat.bench.ts probe <spec>` by the memory tables (a probe), or with
+// `stream-clients` / `turn-clients` as the clients of the runtime-alone probes: not the bench.
+const runAs = process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href ? process.argv[2] : undefined;
+if (runAs === 'stream-clients') {
   await holdStreams(JSON.parse(process.argv[3] ?? '{}') as { url: string; token: string; streams: number });
   process.exit(0);
 }
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'turn-clients') {
+if (runAs === 'turn-clients') {
   await sendTurns(JSON.parse(process.argv[3] ?? '{}') as { url: string; token: string; clients: number });
   process.exit(0);
 }
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'probe') {
+if (runAs === 'probe') {
   const spec = JSON.parse(process.argv[3] ?? '{}') as ProbeSpec;
   const result = spec.probe === 'open-streams' ? await openStreamsProbe(spec) : await retentionProbe(spec);
   process.stdout.write(`${JSON.stringify(result)}\n`);
