@@ -414,6 +414,48 @@ describe('TurnEngine', () => {
     expect((await messagesOf(turn.sessionId)).at(-1)).toMatchObject({ role: 'assistant', content: 'a\uFFFDb c\uFFFDd' });
   });
 
+  it('tells a caller waiting on the run its stored answer while the done frame is still being appended', async () => {
+    // An event port whose closing append waits until the test lets it go, as a slow Redis would.
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    const slowEnd = new Proxy(events.logs, {
+      get: (target, key, receiver) =>
+        key === 'appendLast' ? async (logKey: string, frame: Frame) => (await held, target.appendLast(logKey, frame)) : Reflect.get(target, key, receiver),
+    });
+    const slow = engineWith({ events: { ...events, logs: slowEnd, pubsub: events.pubsub, counters: events.counters } });
+    models.push(script.text('Stored first.'));
+    const turn = await storeTurn('Answer me');
+    const answered = new Promise<Frame | undefined>((resolve) => void slow.launch(turn, startFrame(turn), resolve));
+
+    // The answer reaches the waiter while the log has no terminal frame yet, and the database already says it.
+    expect(await answered).toMatchObject({ type: 'done', content: 'Stored first.', finish_reason: null });
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'completed' });
+    const before = await events.logs.read<Frame>(runLogKey(tenantId, turn.runId), 0, 100);
+    expect(before.state === 'live' ? before.events.map((event) => event.data.type) : before.state).toEqual(['start', 'token']);
+    letGo();
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Stored first.' });
+  });
+
+  it('completes a run whose last token frame the log refused after the answer arrived: stored, and its done frame carries the whole answer', async () => {
+    // The log refuses the answer's last token only, as a Redis blip at the very end of a stream would.
+    const blip = new Proxy(events.logs, {
+      get: (target, key, receiver) =>
+        key === 'append'
+          ? (logKey: string, frame: Frame) =>
+              frame.type === 'token' && frame.text === 'lo' ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.append(logKey, frame)
+          : Reflect.get(target, key, receiver),
+    });
+    const blinking = engineWith({ events: { ...events, logs: blip, pubsub: events.pubsub, counters: events.counters } });
+    models.push([{ type: 'text-delta', text: 'Hel' }, { type: 'text-delta', text: 'lo' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: 2, outputTokens: 2 } }]);
+    const turn = await startTurn('Say hello', {}, blinking);
+
+    const frames = await framesOf(turn);
+    expect(frames.map((frame) => frame.type)).toEqual(['start', 'token', 'done']);
+    expect(terminal(frames)).toMatchObject({ type: 'done', content: 'Hello' });
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'completed' });
+    expect((await messagesOf(turn.sessionId)).at(-1)).toMatchObject({ role: 'assistant', content: 'Hello' });
+  });
+
   it('the scripted model ends an aborted stream as a real adapter does', async () => {
     const controller = new AbortController();
     const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });

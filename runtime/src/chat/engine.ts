@@ -125,6 +125,8 @@ interface Outcome {
   pending: SessionPending | null;
   /** The last step's message and usage, not yet written: the statement that ends the run writes them. */
   last?: { draftId: string | null; message: NewMessage; usage: UsageRow | undefined };
+  /** The last step's token frames on their way to the log, while the statement that ends the run is written. */
+  tokensLogged?: Promise<void>;
 }
 
 /** A run this process holds: how to stop it, and whether a steer was announced since its last boundary. */
@@ -198,14 +200,20 @@ export class TurnEngine {
     }
   }
 
-  /** Writes the terminal frame and closes the log. */
-  async end(tenantId: string, runId: string, frame: TerminalFrame): Promise<void> {
+  /**
+   * Writes the terminal frame and closes the log. With `stored`, the run's end is already stored as the frame says,
+   * so a caller waiting on this process has its answer while the frame is appended rather than after: the frame
+   * adds nothing to what the database holds (docs/decisions/0068).
+   */
+  async end(tenantId: string, runId: string, frame: TerminalFrame, options: { stored?: boolean } = {}): Promise<void> {
+    const waiter = this.held.get(runId);
+    if (options.stored) waiter?.ended?.(frame);
     try {
       await this.deps.events.logs.appendLast(runLogKey(tenantId, runId), frame);
     } catch (error) {
       if (!(error instanceof LogClosedError)) throw error;
     }
-    this.held.get(runId)?.ended?.(frame);
+    waiter?.ended?.(frame);
   }
 
   /** The `error` frame of a failure: the status and body a blocking call would answer with. */
@@ -508,6 +516,12 @@ export class TurnEngine {
       const early = await this.takeEarly(run, messages);
       if (!early) await deps.limiter.acquire(turn.tenantId, turn.limits);
       const step = await this.step(turn, model, messages, signal, totals, early);
+      const finishedOwnWay = step.calls.length === 0;
+      const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
+      const lastStep = step.failure === undefined && step.fired === null && (finishedOwnWay || outOfRounds);
+      // A token frame the log refused fails the step, as it would have mid-stream; only the run's last step, with
+      // no output guardrails to judge it first, leaves its frames to land while the run's end is written.
+      if (!lastStep || turn.guardrails) await step.logged;
       if (step.failure !== undefined) {
         // What arrived before the failure stays readable in the session (SPEC.md Errors rule 10), marked incomplete;
         // calls of a broken step are dropped, since their arguments may be cut short.
@@ -529,9 +543,7 @@ export class TurnEngine {
       };
       // An output guardrail fired while the answer streamed: the step was stopped, and its text is withheld.
       if (step.fired !== null) return guardrailStop('output', step.fired, { draftId: step.draftId, message, usage: step.usage });
-      const finishedOwnWay = step.calls.length === 0;
-      const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
-      if (finishedOwnWay || outOfRounds) {
+      if (lastStep) {
         // The last step: its message and usage are written by the statement that ends the run, the answer withheld
         // when an output guardrail fires on it (its moderation models included), and what was held back relayed
         // when none does.
@@ -545,6 +557,7 @@ export class TurnEngine {
           messageId: null,
           pending: null,
           last: { draftId: step.draftId, message, usage: step.usage },
+          tokensLogged: step.logged,
         };
       }
       // Text said beside the calls is judged whole (its moderation models included) before what was held is relayed.
@@ -656,13 +669,16 @@ export class TurnEngine {
           usage = part.usage;
         } else failure = part.error;
       }
-      await tokens.flushed();
     } catch (error) {
       // A save in flight lands before whoever handles this settles the run's drafts.
       await tokens.flushed().catch(() => undefined);
       await draft.settled();
       throw error;
     }
+    // The step's last token frames may still be on their way to the log: the caller waits for them before it writes
+    // anything that depends on them, and a run's last step lets them overlap the statement that ends it.
+    const logged = tokens.flushed();
+    logged.catch(() => undefined);
     const draftId = await draft.settled();
     // Counted now (the caps and the answer's totals); the row is written with the step's message.
     const row = usage ? await this.countUsage(turn, usage, totals) : undefined;
@@ -671,7 +687,7 @@ export class TurnEngine {
       const rest = gate?.rest(text) ?? '';
       if (rest !== '') await this.frame(turn.tenantId, turn.runId, { type: 'token', text: rest });
     };
-    return { text, shown: gate ? gate.shown(text) : text, calls, finishReason, failure, draftId, usage: row, fired, release };
+    return { text, shown: gate ? gate.shown(text) : text, calls, finishReason, failure, draftId, usage: row, fired, release, logged };
   }
 
   /**
@@ -875,15 +891,23 @@ export class TurnEngine {
       // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
       unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
     });
-    const ended = await ending.catch(async (error: unknown) => {
-      // The statement that ends the run failed: its last answer and usage are kept on their own if they can be
-      // (best effort; the database may be what failed), and the run then fails as any other.
-      if (last) {
-        if (last.usage) await this.recordUsage(turn, last.usage).catch(() => undefined);
-        await this.keep(turn, last.draftId, { ...last.message, metadata: { ...last.message.metadata, incomplete: true } }).catch(() => undefined);
-      }
-      throw error;
-    });
+    const [ended] = await Promise.all([
+      ending.catch(async (error: unknown) => {
+        // The statement that ends the run failed: its last answer and usage are kept on their own if they can be
+        // (best effort; the database may be what failed), and the run then fails as any other.
+        if (last) {
+          if (last.usage) await this.recordUsage(turn, last.usage).catch(() => undefined);
+          await this.keep(turn, last.draftId, { ...last.message, metadata: { ...last.message.metadata, incomplete: true } }).catch(() => undefined);
+        }
+        throw error;
+      }),
+      // The last token frames land while the statement runs, and before the `done` frame (one connection keeps the
+      // log's appends in order). One the log refused leaves a gap a follower reads past: the run's end is stored,
+      // and its `done` frame carries the whole answer (docs/decisions/0068).
+      outcome.tokensLogged?.catch((error: unknown) =>
+        deps.logger.warn({ err: error, run_id: turn.runId }, 'the last token frames of a run did not reach its log; its done frame carries the answer'),
+      ),
+    ]);
     if (ended.message) history.push(ended.message);
     // The conversation's followers hear of the message while the log takes its `done` frame: both are stored by now.
     const notified = ended.message ? deps.conversations.notify(turn.tenantId, turn.sessionId, [ended.message]) : undefined;
@@ -893,7 +917,7 @@ export class TurnEngine {
     }
     const messageId = ended.message?.id ?? outcome.messageId;
     deps.observe?.turnEnded(outcome.status);
-    await Promise.all([notified, this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals))]);
+    await Promise.all([notified, this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals), { stored: true })]);
     if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
     return 'ended';
   }
