@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -41,11 +41,12 @@ const PROMPT = 'Tell me in one sentence what a benchmark is for.';
 const LONG_PROMPT = Array.from({ length: 48 }, (_, i) => `word${i}`).join(' ');
 const CLIENTS = [1, 16, 64] as const;
 const BLOCKING: Record<(typeof CLIENTS)[number], LoopOptions> = {
-  1: { warmup: 20, ops: 160 },
+  // A thousand samples: the p99 of 160 was their second largest, and one collection's pause moved it by 10 ms.
+  1: { warmup: 20, ops: 1_000 },
   16: { warmup: 32, ops: 384 },
   64: { warmup: 64, ops: 640 },
 };
-const FIRST_TOKEN = { warmup: 10, ops: 100 };
+const FIRST_TOKEN = { warmup: 10, ops: 400 };
 const LONG_REPLY_WORDS = 5_000;
 const LONG_STREAM = { warmup: 1, ops: 4 };
 /** start + 1,998 tokens + done. */
@@ -179,8 +180,22 @@ async function servedBy(target: ChatTarget, time: () => Promise<Timing>): Promis
   return { ...timing, cpuMsPerOp: (target.serverCpuMs!() - before) / timing.ops };
 }
 
+/**
+ * Turns made and discarded before a latency table, on every target. A process fresh from start runs its turn path
+ * in V8's interpreter and compiles it on other threads meanwhile, for the first thousand turns or so; a deployed
+ * runtime is long past that, and a table that begins with it measures the compiler (2026-11-27: the first case,
+ * one client, measured 8-10 ms of server CPU per turn where the warm 16-client case measured 4-5).
+ */
+const WARM_UP = { blocking: 1_200, streamed: 300, callers: 4 };
+
+async function warmUp(target: ChatTarget): Promise<void> {
+  await timeConcurrent(() => target.blocking(), { warmup: 0, ops: WARM_UP.blocking, callers: WARM_UP.callers });
+  await timeConcurrent(() => target.streamed(), { warmup: 0, ops: WARM_UP.streamed, callers: WARM_UP.callers });
+}
+
 async function latencyTable(setup: string, fake: Pick<FakeOpenAIServer, 'clearScripts'> | undefined, targets: ChatTarget[]): Promise<Table> {
   fake?.clearScripts();
+  for (const target of targets) await warmUp(target);
   const outside = targets.some((target) => target.serverCpuMs);
   const cases: Case<ChatTarget>[] = CLIENTS.map((clients) => ({
     name: `blocking turn, ${clients} client${clients === 1 ? '' : 's'}`,
@@ -722,6 +737,12 @@ async function measureSetup(report: BenchReport, setup: string, env: Record<stri
 }
 
 /**
+ * Another build to measure beside this one, round by round in the same table (`BENCH_CHAT_COMPARE`, a directory
+ * from hack/bench-build-at.sh): two runs of this machine differ by more than a small change does.
+ */
+const compareBuild = process.env.BENCH_CHAT_COMPARE;
+
+/**
  * The latency table again with every party in a process of its own, as a client of a deployed runtime sees it: the
  * compiled runtime (on `env`'s stores), the fake provider, and the clients in this process.
  */
@@ -730,20 +751,24 @@ export async function outsideTable(setup: string, env: Record<string, string>): 
   try {
     const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
     teardown.add(() => provider.stop());
-    const dataDir = makeTempDir('bench-outside');
-    teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
-    const runtime = await startRuntimeProcess({ dataDir, env });
-    teardown.add(() => runtime.stop());
-    const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
-    const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
-    if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
-    const post = (path: string) => (token: string, body: Record<string, unknown>) =>
-      fetch(`${runtime.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
-    const world = { token: () => tenant.mint({ capabilities: CHAT_CAPABILITIES }), chat: post('/chat'), stream: post('/chat/stream') };
     const providerCpu = () => processCpuMs(provider.pid);
-    const baseline: ChatTarget = { ...direct(provider), serverCpuMs: providerCpu };
-    const target: ChatTarget = { ...(await ours(world, `ours (${setup}, own process)`)), serverCpuMs: () => runtime.cpuMs() + providerCpu() };
-    return await latencyTable(`${setup}, outside`, undefined, [baseline, target]);
+    /** A runtime process of a build (this checkout's by default), its tenant pointed at the fake provider. */
+    const runtimeTarget = async (impl: string, build?: string): Promise<ChatTarget> => {
+      const dataDir = makeTempDir('bench-outside');
+      teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
+      const runtime = await startRuntimeProcess({ dataDir, env, ...(build ? { build } : {}) });
+      teardown.add(() => runtime.stop());
+      const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
+      const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
+      if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
+      const post = (path: string) => (token: string, body: Record<string, unknown>) =>
+        fetch(`${runtime.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+      const world = { token: () => tenant.mint({ capabilities: CHAT_CAPABILITIES }), chat: post('/chat'), stream: post('/chat/stream') };
+      return { ...(await ours(world, impl)), serverCpuMs: () => runtime.cpuMs() + providerCpu() };
+    };
+    const targets: ChatTarget[] = [{ ...direct(provider), serverCpuMs: providerCpu }, await runtimeTarget(`ours (${setup}, own process)`)];
+    if (compareBuild) targets.push(await runtimeTarget(`ours (${setup}, ${basename(compareBuild)})`, compareBuild));
+    return await latencyTable(`${setup}, outside`, undefined, targets);
   } finally {
     await teardown.run();
   }

@@ -86,8 +86,14 @@ export interface RuntimeProcess {
  * embedded defaults unless `env` says otherwise, answering /health. `shellPrefix` is a shell command run run before node (the
  * soak joins a cgroup there).
  */
-export async function startRuntimeProcess(options: { env?: Record<string, string>; dataDir: string; shellPrefix?: string }): Promise<RuntimeProcess> {
-  const entry = join(REPO, 'runtime', 'dist', 'main.js');
+export async function startRuntimeProcess(options: {
+  env?: Record<string, string>;
+  dataDir: string;
+  shellPrefix?: string;
+  /** Another build's checkout (hack/bench-build-at.sh) to run instead of this one's. */
+  build?: string;
+}): Promise<RuntimeProcess> {
+  const entry = join(options.build ?? REPO, 'runtime', 'dist', 'main.js');
   if (!existsSync(entry)) throw new Error('the benchmark runs the compiled runtime: run `npm run build` first');
   const port = await freePort();
   const adminKey = `bench-admin-key-${randomBytes(8).toString('hex')}`;
