@@ -4,7 +4,7 @@
 // secret; an event receiver takes a signed event once, and refuses a tampered, stale or wrongly signed one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -44,6 +44,7 @@ const dir = makeTempDir('readme-handlers');
 const children: ChildProcess[] = [];
 afterAll(() => {
   for (const child of children) child.kill('SIGTERM');
+  rmSync(dir, { recursive: true, force: true });
 });
 
 describe.each([

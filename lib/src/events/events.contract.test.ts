@@ -444,6 +444,30 @@ describe.skipIf(!redisServer)('event bus: redis', () => {
     }
   });
 
+  it('hands a tail the frames its own process appends without reading them back, and reads what another process appends', async () => {
+    const bus = backend.open();
+    const other = backend.peer(bus);
+    const key = newKey();
+    const reads: number[] = [];
+    const read = bus.logs.read.bind(bus.logs);
+    bus.logs.read = (logKey, afterId, limit) => (reads.push(afterId), read(logKey, afterId, limit));
+    const tail = follow(bus.logs, key, 0);
+    await bus.logs.append(key, 'start');
+    await waitFor(() => tail.ids.length === 1, 'the first frame');
+    const readsBefore = reads.length;
+    // Sixty frames as a run relays tokens, several in flight at once, then the terminal frame.
+    await Promise.all(range(2, 61).map((n) => bus.logs.append(key, `token ${n}`)));
+    await waitFor(() => tail.ids.length === 61, 'the tokens');
+    expect(reads.length).toBe(readsBefore);
+    // A frame from another process is read, in its place between this process's own.
+    await other.logs.append(key, 'from elsewhere');
+    await waitFor(() => tail.ids.length === 62, 'the frame from elsewhere');
+    await bus.logs.appendLast(key, 'done');
+    expect(await within(tail.done, 2_000, 'the tail ending')).toEqual(range(1, 63));
+    expect(reads.length).toBeGreaterThan(readsBefore);
+    expect(reads.length).toBeLessThanOrEqual(readsBefore + 2);
+  });
+
   it('erases a tenant in one SCAN pass over its own names', async () => {
     const bus = backend.open();
     const keyPrefix = `agentplane:tenant-${tenants}:`;

@@ -128,16 +128,36 @@ export class LogClosedError extends AppError {
 
 export const logClosed = (key: string) => new LogClosedError(key);
 
-/** Subscribes to change notices of one log; resolves once notices flow; returns the unsubscribe. */
-export type WatchLog = (key: string, onChange: () => void) => Promise<() => Promise<void>>;
+/**
+ * Subscribes to change notices of one log; resolves once notices flow; returns the unsubscribe. A notice may say
+ * the id it announces (undefined: unknown, or the log closed).
+ */
+export type WatchLog = (key: string, onChange: (announcedId?: number) => void) => Promise<() => Promise<void>>;
+
+/**
+ * This process's own appends, handed to its own tails as the backend acknowledges them (the Redis adapter): a tail
+ * that follows a run on the process running it, as `POST /chat/stream` does, yields them without reading them
+ * back (docs/decisions/0069).
+ */
+export interface OwnAppends {
+  /**
+   * Hands each append to `key` acknowledged from now on to `take` (`closed`: the log's last frame), and tells
+   * `failed` of one that failed. Returns the way to stop.
+   */
+  follow(key: string, take: (event: RunLogEvent<unknown>, closed: boolean) => void, failed: () => void): () => void;
+  /** Whether an append of this process to `key` awaits its acknowledgement: it will be handed over, or fail. */
+  awaiting(key: string): boolean;
+}
 
 const TAIL_PAGE = 500;
 /** A followed log is re-read this often even without a notice, so expiry is noticed and no lost notice stalls it. */
 const RECHECK_MS = 10_000;
 
 /**
- * The tail both adapters share. Ids make it gap-free: it watches first, then reads everything after the last
- * id it yielded, and re-reads after every notice. A notice that races a read only causes one extra read.
+ * The tail both adapters share. Ids make it gap-free: it reads everything after the last id it yielded, again once
+ * notices of new frames flow, and again after a notice of a frame it has not yielded. A notice that races a read only causes
+ * one extra read. With `own`, frames this process appended are yielded as they are acknowledged, when they continue
+ * from the last id yielded; a notice of a frame still being acknowledged waits for it instead of reading.
  */
 export async function* followLog<T>(
   read: EventLogs['read'],
@@ -145,36 +165,82 @@ export async function* followLog<T>(
   key: string,
   afterId: number,
   signal: AbortSignal,
+  own?: OwnAppends,
 ): AsyncGenerator<RunLogEvent<T>> {
   checkKey(key);
   checkRead(afterId);
   if (signal.aborted) return;
   const notice = new ChangeNotice();
-  const unwatch = await watch(key, notice.fire);
+  /** The highest id a notice announced since the last read (Infinity: unknown, or the log closed). */
+  let announced = -1;
+  // The first read does not wait for notices to flow; once they do, the log is read once more for what was
+  // appended in between (a subscription is a round trip of its own, on the path to a stream's first frame).
+  const watching = watch(key, (id) => {
+    announced = Math.max(announced, id ?? Infinity);
+    notice.fire();
+  });
+  watching.catch(() => undefined);
+  let watched = false;
+  const handed: { event: RunLogEvent<T>; closed: boolean }[] = [];
+  const unfollow = own?.follow(
+    key,
+    (event, closed) => {
+      handed.push({ event: event as RunLogEvent<T>, closed });
+      notice.fire();
+    },
+    notice.fire,
+  );
   let last = afterId;
   let seen = false;
+  let mustRead = true;
   try {
     while (!signal.aborted) {
       notice.clear();
-      const page = await read<T>(key, last, TAIL_PAGE);
-      if (page.state === 'expired') throw notFound(`event log '${key}' expired`, { code: 'log_expired' });
-      if (page.state === 'missing') {
-        if (seen) throw notFound(`event log '${key}' was erased`, { code: 'log_erased' });
-      } else {
+      // Frames this process appended that continue the log need no read; one beyond the next id left a gap that
+      // a frame from elsewhere fills, which the read below brings.
+      while (handed.length > 0 && handed[0]!.event.id <= last + 1) {
+        const { event, closed } = handed.shift()!;
+        if (event.id <= last) continue;
+        last = event.id;
         seen = true;
-        for (const event of page.events) {
-          if (signal.aborted) return;
-          last = event.id;
-          yield event;
+        yield event;
+        if (closed || signal.aborted) return;
+      }
+      if (mustRead || handed.length > 0 || (announced > last && !own?.awaiting(key))) {
+        mustRead = false;
+        announced = -1;
+        const page = await read<T>(key, last, TAIL_PAGE);
+        if (page.state === 'expired') throw notFound(`event log '${key}' expired`, { code: 'log_expired' });
+        if (page.state === 'missing') {
+          if (seen) throw notFound(`event log '${key}' was erased`, { code: 'log_erased' });
+        } else {
+          seen = true;
+          for (const event of page.events) {
+            if (signal.aborted) return;
+            last = event.id;
+            yield event;
+          }
+          if (page.state === 'closed' && last >= page.lastId) return;
+          if (page.events.length === TAIL_PAGE) {
+            mustRead = true;
+            continue;
+          }
         }
-        if (page.events.length === TAIL_PAGE) continue;
-        if (page.state === 'closed' && last >= page.lastId) return;
+      }
+      if (!watched) {
+        await watching;
+        watched = true;
+        mustRead = true;
+        continue;
       }
       await notice.wait(signal, RECHECK_MS);
+      // Woken by nothing: the periodic re-read.
+      if (!notice.fired) mustRead = true;
     }
   } finally {
+    unfollow?.();
     // Not awaited: ending the tail must not wait on a backend that may be unreachable, nor fail because of it.
-    void unwatch().catch(() => undefined);
+    void watching.then((unwatch) => unwatch()).catch(() => undefined);
   }
 }
 
@@ -190,6 +256,11 @@ export class ChangeNotice {
 
   clear(): void {
     this.pending = false;
+  }
+
+  /** Whether a notice arrived since the last `clear`. */
+  get fired(): boolean {
+    return this.pending;
   }
 
   wait(signal: AbortSignal, timeoutMs: number): Promise<void> {

@@ -29,10 +29,12 @@ import {
   type EventBus,
   type EventLogs,
   type LogRead,
+  type OwnAppends,
   type PubSub,
   type Retention,
   type RetentionOptions,
   type RunLogEvent,
+  type WatchLog,
 } from './port.js';
 
 export interface RedisEventBusOptions extends RetentionOptions {
@@ -252,21 +254,49 @@ class RedisLogs implements EventLogs {
   }
 
   append<T>(key: string, data: T): Promise<number> {
-    return this.appendWith(appendFrame, key, data);
+    return this.appendWith(appendFrame, key, data, false);
   }
 
   appendLast<T>(key: string, data: T): Promise<number> {
-    return this.appendWith(appendLastFrame, key, data);
+    return this.appendWith(appendLastFrame, key, data, true);
   }
 
-  /** Runs one of the append scripts (same keys and arguments, 0 for a closed log). */
-  private async appendWith<T>(script: Script, key: string, data: T): Promise<number> {
+  /** Runs one of the append scripts (same keys and arguments, 0 for a closed log); hands the frame to own tails. */
+  private async appendWith<T>(script: Script, key: string, data: T, last: boolean): Promise<number> {
     checkKey(key);
     const { logMs, markerMs } = this.retention;
-    const id = Number(await script.run(this.client, this.keys(key), [toJson(data), `${logMs}`, `${markerMs}`, this.channel(key)]));
+    const json = toJson(data);
+    const followers = this.ownTails.get(key);
+    if (followers) followers.awaiting++;
+    let id: number;
+    try {
+      id = Number(await script.run(this.client, this.keys(key), [json, `${logMs}`, `${markerMs}`, this.channel(key)]));
+    } catch (error) {
+      if (followers) followers.settle(undefined, last);
+      throw error;
+    }
+    // What a read would give back: the frame as its JSON says.
+    if (followers) followers.settle(id === 0 ? undefined : { id, data: JSON.parse(json) as unknown }, last);
     if (id === 0) throw logClosed(key);
     return id;
   }
+
+  /** This process's tails, by log, that take its own appends as they are acknowledged (docs/decisions/0069). */
+  private readonly ownTails = new Map<string, OwnTails>();
+
+  private readonly ownAppends: OwnAppends = {
+    follow: (key, take, failed) => {
+      let tails = this.ownTails.get(key);
+      if (!tails) this.ownTails.set(key, (tails = new OwnTails()));
+      const tail = { take, failed };
+      tails.takers.add(tail);
+      return () => {
+        tails.takers.delete(tail);
+        if (tails.takers.size === 0 && this.ownTails.get(key) === tails) this.ownTails.delete(key);
+      };
+    },
+    awaiting: (key) => (this.ownTails.get(key)?.awaiting ?? 0) > 0,
+  };
 
   async close(key: string): Promise<void> {
     checkKey(key);
@@ -292,11 +322,12 @@ class RedisLogs implements EventLogs {
   }
 
   tail<T>(key: string, afterId: number, signal: AbortSignal): AsyncIterable<RunLogEvent<T>> {
-    return followLog<T>(this.read.bind(this), this.watch, key, afterId, AbortSignal.any([signal, this.closing]));
+    return followLog<T>(this.read.bind(this), this.watch, key, afterId, AbortSignal.any([signal, this.closing]), this.ownAppends);
   }
 
-  private readonly watch = async (key: string, onChange: () => void) => {
-    const listener = () => onChange();
+  private readonly watch: WatchLog = async (key, onChange) => {
+    // The append scripts publish the frame's id, or `closed`.
+    const listener = (message: string) => onChange(/^\d+$/.test(message) ? Number(message) : undefined);
     this.wakeOnReconnect.add(onChange);
     try {
       await this.subscriber.subscribe(this.channel(key), listener);
@@ -316,6 +347,21 @@ class RedisLogs implements EventLogs {
 
   private channel(key: string): string {
     return this.names.logChannel(key);
+  }
+}
+
+/** The tails of one log on this process, and how many of its own appends to it await their acknowledgement. */
+class OwnTails {
+  awaiting = 0;
+  readonly takers = new Set<{ take: (event: RunLogEvent<unknown>, closed: boolean) => void; failed: () => void }>();
+
+  /** An append was acknowledged (its frame) or failed (undefined). */
+  settle(event: RunLogEvent<unknown> | undefined, closed: boolean): void {
+    this.awaiting--;
+    for (const tail of this.takers) {
+      if (event) tail.take(event, closed);
+      else tail.failed();
+    }
   }
 }
 
