@@ -5,7 +5,7 @@
 set -eu
 
 usage() {
-  echo "usage: entrypoint.sh control-api|runtime|operator|migrate|fire [args...]" >&2
+  echo "usage: entrypoint.sh control-api|runtime|operator|migrate|fire|all-in-one [args...]" >&2
   exit 64
 }
 
@@ -32,6 +32,9 @@ case "$program" in
     export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
     ;;
   migrate) main=runtime/dist/migrate.js ;;
+  # `npm start` in a checkout (the image does not carry it): both planes in one process on embedded defaults, with
+  # the runtime's flags and allocator.
+  all-in-one) main=all-in-one/dist/main.js flags=--max-semi-space-size=8 ;;
   # A scheduled task's CronJob Job: asks the runtime to fire the Job's slot, then exits (decision 0066).
   fire) main=runtime/dist/fire.js ;;
   *) usage ;;

@@ -36,6 +36,8 @@ interface Place {
 interface Subject {
   impl: string;
   baseline?: boolean;
+  /** What is spawned with `args`: this node unless said (`npm start` runs the image's entrypoint). */
+  program?: string;
   args(place: Place): string[];
   env?(place: Place): Record<string, string>;
   /** Resolves once the process serves; `child` printed `ready` for the bare baselines. */
@@ -74,7 +76,8 @@ const pgliteFloor: Subject = {
 
 const allInOne = (impl: string, args: string[]): Subject => ({ impl, args: () => args, ready: bothPlanes });
 
-const compiledAllInOne = allInOne('all-in-one, compiled (npm start)', [join(REPO, 'all-in-one', 'dist', 'main.js')]);
+// As `npm start` runs it: through the entrypoint, which gives it the runtime's V8 flags and jemalloc where present.
+const compiledAllInOne: Subject = { ...allInOne('all-in-one, compiled (npm start)', [join(REPO, 'hack', 'entrypoint.sh'), 'all-in-one']), program: 'sh' };
 const sourceAllInOne = allInOne('all-in-one, source (tsx)', [...typeScriptNodeArgs, join(REPO, 'all-in-one', 'src', 'main.ts')]);
 
 const pgPoolFloor: Subject = {
@@ -124,7 +127,7 @@ async function measureStart(subject: Subject, place: Place): Promise<Sample> {
     ...subject.env?.(place),
   };
   const started0 = performance.now();
-  const child = spawn(process.execPath, subject.args(place), { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(subject.program ?? process.execPath, subject.args(place), { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const started: Started = { child, output: '' };
   const keep = (chunk: Buffer) => (started.output = (started.output + chunk.toString()).slice(-8000));
   child.stdout!.on('data', keep);

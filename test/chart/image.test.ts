@@ -30,6 +30,7 @@ describe('the image entrypoint', () => {
     ['control-api', 'CONTROL_PORT'],
     ['runtime', 'DATA_PORT'],
     ['operator', 'OPERATOR_PORT'],
+    ['all-in-one', 'DATA_PORT'],
   ])('runs %s, named by the first argument', (program, portVariable) => {
     const result = run([program], { [portVariable]: 'not-a-port' });
     expect(result.stderr).toContain(`${portVariable}="not-a-port" is not valid`);
@@ -38,10 +39,16 @@ describe('the image entrypoint', () => {
 
   // The allocator the runtime runs on, read from its own memory map once the entrypoint has exec'd node, and the
   // V8 flags it was given.
-  async function runtimeProcessOf(env: Record<string, string>): Promise<{ allocator: 'jemalloc' | 'glibc'; argv: string[] }> {
+  async function runtimeProcessOf(env: Record<string, string>, program = 'runtime'): Promise<{ allocator: 'jemalloc' | 'glibc'; argv: string[] }> {
     const dataDir = mkdtempSync(join(tmpdir(), 'entrypoint-malloc-'));
-    const child = spawn(entrypoint, ['runtime'], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', AGENTPLANE_DATA_DIR: dataDir, DATA_PORT: String(await freePort()), ...env },
+    const child = spawn(entrypoint, [program], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        AGENTPLANE_DATA_DIR: dataDir,
+        DATA_PORT: String(await freePort()),
+        CONTROL_PORT: String(await freePort()),
+        ...env,
+      },
       stdio: 'ignore',
     });
     try {
@@ -72,6 +79,13 @@ describe('the image entrypoint', () => {
     expect(runtime.allocator).toBe('jemalloc');
     expect(runtime.argv).toContain('--max-semi-space-size=8');
     expect((await runtimeProcessOf({ AGENTPLANE_MALLOC: 'glibc' })).allocator).toBe('glibc');
+  });
+
+  it('runs `npm start`\'s all-in-one process the same way', async () => {
+    expect(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts.start).toContain('hack/entrypoint.sh all-in-one');
+    const allInOne = await runtimeProcessOf({}, 'all-in-one');
+    expect(allInOne.allocator).toBe('jemalloc');
+    expect(allInOne.argv).toContain('--max-semi-space-size=8');
   });
 
   it('refuses an unknown or missing program with its usage (exit 64)', () => {
