@@ -18,7 +18,7 @@ import { FakeOpenAIServer, type ScriptedAnswer } from '../fakes/openai-server.js
 import { makeTempDir, typeScriptNodeArgs } from '../harness/process.js';
 import { availableSetups, configuredTenant, ScaleServices } from '../harness/runtime.js';
 import { sseEvents } from '../harness/sse.js';
-import { processCpuMs, runJsonChild, startProviderProcess, startRuntimeProcess } from './children.js';
+import { processCpuMs, runJsonChild, startProviderProcess, startRuntimeProcess, type ProviderProcess } from './children.js';
 import {
   Teardown,
   finishTable,
@@ -79,6 +79,8 @@ interface ChatTarget extends Subject {
 
 function direct(fake: Pick<FakeOpenAIServer, 'url' | 'apiKey'>): ChatTarget {
   const client = new OpenAI({ baseURL: fake.url, apiKey: fake.apiKey, maxRetries: 0 });
+  // The runtime asks a stream for its usage (a turn's cost); asked the same, the provider sends the same chunks.
+  const usage = { stream_options: { include_usage: true } };
   return {
     impl: 'openai SDK → fake',
     baseline: true,
@@ -87,20 +89,20 @@ function direct(fake: Pick<FakeOpenAIServer, 'url' | 'apiKey'>): ChatTarget {
     },
     async firstToken() {
       const t0 = performance.now();
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: LONG_PROMPT }], stream: true });
+      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: LONG_PROMPT }], stream: true, ...usage });
       let at: number | undefined;
       for await (const chunk of stream) if (at === undefined && chunk.choices[0]?.delta.content) at = performance.now();
       if (at === undefined) throw new Error('the fake streamed no text');
       return at - t0;
     },
     async streamAll() {
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'go' }], stream: true });
+      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'go' }], stream: true, ...usage });
       let pieces = 0;
       for await (const chunk of stream) if (chunk.choices[0]?.delta.content) pieces++;
       return pieces;
     },
     async streamed() {
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: PROMPT }], stream: true });
+      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: PROMPT }], stream: true, ...usage });
       for await (const _chunk of stream);
     },
   };
@@ -714,7 +716,7 @@ export async function retentionTable(setup: string, env: Record<string, string>)
 /** Blocking latency, first token and replay on one setup; the long stream and open streams only on embedded. */
 /**
  * Which tables run: all by default; `BENCH_CHAT_TABLES=latency,outside` (of latency, stream, replay, streams,
- * retention, outside) runs only those, on every setup, while working on one of them.
+ * retention, outside, paced) runs only those, on every setup, while working on one of them.
  */
 const chosenTables = process.env.BENCH_CHAT_TABLES?.split(',').map((name) => name.trim());
 const wanted = (table: string) => !chosenTables || chosenTables.includes(table);
@@ -742,6 +744,27 @@ async function measureSetup(report: BenchReport, setup: string, env: Record<stri
  */
 const compareBuild = process.env.BENCH_CHAT_COMPARE;
 
+/** A runtime process of a build (this checkout's by default) on `env`'s stores, its tenant pointed at `provider`. */
+async function runtimeTarget(
+  teardown: Teardown,
+  env: Record<string, string>,
+  provider: ProviderProcess,
+  impl: string,
+  build?: string,
+): Promise<ChatTarget> {
+  const dataDir = makeTempDir('bench-outside');
+  teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
+  const runtime = await startRuntimeProcess({ dataDir, env, ...(build ? { build } : {}) });
+  teardown.add(() => runtime.stop());
+  const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
+  const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
+  if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
+  const post = (path: string) => (token: string, body: Record<string, unknown>) =>
+    fetch(`${runtime.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+  const world = { token: () => tenant.mint({ capabilities: CHAT_CAPABILITIES }), chat: post('/chat'), stream: post('/chat/stream') };
+  return { ...(await ours(world, impl)), serverCpuMs: () => runtime.cpuMs() + processCpuMs(provider.pid) };
+}
+
 /**
  * The latency table again with every party in a process of its own, as a client of a deployed runtime sees it: the
  * compiled runtime (on `env`'s stores), the fake provider, and the clients in this process.
@@ -751,24 +774,59 @@ export async function outsideTable(setup: string, env: Record<string, string>): 
   try {
     const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL] });
     teardown.add(() => provider.stop());
-    const providerCpu = () => processCpuMs(provider.pid);
-    /** A runtime process of a build (this checkout's by default), its tenant pointed at the fake provider. */
-    const runtimeTarget = async (impl: string, build?: string): Promise<ChatTarget> => {
-      const dataDir = makeTempDir('bench-outside');
-      teardown.add(() => rmSync(dataDir, { recursive: true, force: true }));
-      const runtime = await startRuntimeProcess({ dataDir, env, ...(build ? { build } : {}) });
-      teardown.add(() => runtime.stop());
-      const tenant = await configuredTenant({ admin: runtime.admin }, { ceiling: { capabilities: CHAT_CAPABILITIES, registeredModels: [MODEL, OTHER_MODEL] } });
-      const pushed = await tenant.reconfigure({ providers: providerSection(provider), default_model: MODEL });
-      if (pushed.status !== 200) throw new Error(`pushing providers answered ${pushed.status}: ${await pushed.text()}`);
-      const post = (path: string) => (token: string, body: Record<string, unknown>) =>
-        fetch(`${runtime.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
-      const world = { token: () => tenant.mint({ capabilities: CHAT_CAPABILITIES }), chat: post('/chat'), stream: post('/chat/stream') };
-      return { ...(await ours(world, impl)), serverCpuMs: () => runtime.cpuMs() + providerCpu() };
-    };
-    const targets: ChatTarget[] = [{ ...direct(provider), serverCpuMs: providerCpu }, await runtimeTarget(`ours (${setup}, own process)`)];
-    if (compareBuild) targets.push(await runtimeTarget(`ours (${setup}, ${basename(compareBuild)})`, compareBuild));
+    const targets: ChatTarget[] = [
+      { ...direct(provider), serverCpuMs: () => processCpuMs(provider.pid) },
+      await runtimeTarget(teardown, env, provider, `ours (${setup}, own process)`),
+    ];
+    if (compareBuild) targets.push(await runtimeTarget(teardown, env, provider, `ours (${setup}, ${basename(compareBuild)})`, compareBuild));
     return await latencyTable(`${setup}, outside`, undefined, targets);
+  } finally {
+    await teardown.run();
+  }
+}
+
+/** A provider that takes its time: a 10-word answer, streamed a chunk every 25 ms (about a third of a second). */
+const PACED_REPLY = { text: words(10), dripMs: 25 };
+const PACED_CLIENTS = [16, 64, 256] as const;
+
+/**
+ * Turns per second against a provider that takes real time to answer, runtime in its own process: what bounds them
+ * then is how many are under way at once, not the CPU a turn costs. The baseline reads the same paced stream with
+ * the SDK, so both sides wait on the provider alike.
+ */
+export async function pacedTable(setup: string, env: Record<string, string>): Promise<Table> {
+  const teardown = new Teardown();
+  try {
+    const provider = await startProviderProcess({ apiKey: PROVIDER_KEY, chatModels: [MODEL, OTHER_MODEL], defaultReply: PACED_REPLY });
+    teardown.add(() => provider.stop());
+    const sdk: ChatTarget = { ...direct(provider), serverCpuMs: () => processCpuMs(provider.pid) };
+    const runtime = await runtimeTarget(teardown, env, provider, `ours (${setup}, own process)`);
+    for (const target of [sdk, runtime]) await timeConcurrent(() => target.streamed(), { warmup: 0, ops: 1_000, callers: 64 });
+    const cases: Case<ChatTarget>[] = PACED_CLIENTS.flatMap((clients) => {
+      const loop = { warmup: clients, ops: clients * 6 };
+      return [
+        {
+          name: `blocking turn, ${clients} clients`,
+          loop,
+          // Ours answers a blocking turn from a streamed provider call; the SDK reads the same stream to its end.
+          time: (target: ChatTarget, half: LoopOptions) =>
+            servedBy(target, () => timeConcurrent(() => (target.baseline ? target.streamed() : target.blocking()), { ...half, callers: clients })),
+        },
+        {
+          name: `streamed turn, ${clients} clients`,
+          loop,
+          time: (target: ChatTarget, half: LoopOptions) => servedBy(target, () => timeConcurrent(() => target.streamed(), { ...half, callers: clients })),
+        },
+      ];
+    });
+    return withAdded({
+      title: `chat: turns per second against a provider that takes ~0.3 s to answer (${setup}, outside)`,
+      columns: [...latencyColumns, ...addedColumns, { key: 'cpuMsPerOp', label: 'server cpu ms/op', ratio: true }],
+      rows: await runCases(cases, [sdk, runtime]),
+      note:
+        `the fake provider streams a ${PACED_REPLY.text.split(' ').length}-word answer a chunk every ${PACED_REPLY.dripMs} ms; the SDK reads it to its end, ours makes a turn of it (blocking: POST /chat; streamed: POST /chat/stream read to its end). ` +
+        'server cpu ms/op: of the fake provider (SDK), of the runtime and fake (ours).',
+    });
   } finally {
     await teardown.run();
   }
@@ -780,6 +838,7 @@ export async function run(): Promise<BenchReport> {
   if (wanted('streams')) report.tables.push(await openStreamsTable());
   if (wanted('retention')) report.tables.push(await retentionTable('embedded', {}));
   if (wanted('outside')) report.tables.push(await outsideTable('embedded', {}));
+  if (wanted('paced')) report.tables.push(await pacedTable('embedded', {}));
   if (!availableSetups().includes('scale')) {
     report.skipped.push('scale: PostgreSQL, Redis or MinIO binary not found');
     return report;
@@ -789,6 +848,7 @@ export async function run(): Promise<BenchReport> {
     await measureSetup(report, 'scale', await services.env(), false);
     if (wanted('retention')) report.tables.push(await retentionTable('scale', await services.env()));
     if (wanted('outside')) report.tables.push(await outsideTable('scale', await services.env()));
+    if (wanted('paced')) report.tables.push(await pacedTable('scale', await services.env()));
   } finally {
     await services.stop();
   }
