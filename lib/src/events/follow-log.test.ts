@@ -140,4 +140,29 @@ describe('followLog with own appends', () => {
     const refused = followLog<string>(read, () => Promise.reject(new Error('no subscription')), 'run-2', 3, new AbortController().signal)[Symbol.asyncIterator]();
     await expect(refused.next()).rejects.toThrow('no subscription');
   });
+
+  it('does not wait on a subscription that has not answered: handed frames, the terminal one and an abort all get through', async () => {
+    const reads: number[] = [];
+    const read = async <T>(_key: string, afterId: number): Promise<LogRead<T>> => (reads.push(afterId), { state: 'live', events: [], lastId: 0 });
+    let take!: (event: RunLogEvent<unknown>, closed: boolean) => void;
+    const own: OwnAppends = { follow: (_key, onTake) => ((take = onTake), () => undefined), awaiting: () => false };
+    const never = () => new Promise<() => Promise<void>>(() => undefined);
+    const yielded: unknown[] = [];
+    const tail = (async () => {
+      for await (const event of followLog<string>(read, never, 'run-1', 0, new AbortController().signal, own)) yielded.push(event.data);
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    take({ id: 1, data: 'start' }, false);
+    take({ id: 2, data: 'done' }, true);
+    await tail;
+    expect(yielded).toEqual(['start', 'done']);
+
+    const controller = new AbortController();
+    const aborted = (async () => {
+      for await (const _event of followLog<string>(read, never, 'run-2', 0, controller.signal)) void _event;
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    controller.abort();
+    await aborted;
+  });
 });

@@ -173,14 +173,26 @@ export async function* followLog<T>(
   const notice = new ChangeNotice();
   /** The highest id a notice announced since the last read (Infinity: unknown, or the log closed). */
   let announced = -1;
+  let mustRead = true;
   // The first read does not wait for notices to flow; once they do, the log is read once more for what was
   // appended in between (a subscription is a round trip of its own, on the path to a stream's first frame).
   const watching = watch(key, (id) => {
     announced = Math.max(announced, id ?? Infinity);
     notice.fire();
   });
-  watching.catch(() => undefined);
-  let watched = false;
+  // Not waited for: handed frames, an abort and the periodic re-read go on meanwhile (a Redis subscription has no
+  // timeout of its own). Once it answers, the log is read again; a failed one ends the tail.
+  let watchFailure: { error: unknown } | undefined;
+  watching.then(
+    () => {
+      mustRead = true;
+      notice.fire();
+    },
+    (error: unknown) => {
+      watchFailure = { error };
+      notice.fire();
+    },
+  );
   const handed: { event: RunLogEvent<T>; closed: boolean }[] = [];
   const unfollow = own?.follow(
     key,
@@ -192,9 +204,9 @@ export async function* followLog<T>(
   );
   let last = afterId;
   let seen = false;
-  let mustRead = true;
   try {
     while (!signal.aborted) {
+      if (watchFailure) throw watchFailure.error;
       notice.clear();
       // Frames this process appended that continue the log need no read; one beyond the next id left a gap that
       // a frame from elsewhere fills, which the read below brings.
@@ -226,12 +238,6 @@ export async function* followLog<T>(
             continue;
           }
         }
-      }
-      if (!watched) {
-        await watching;
-        watched = true;
-        mustRead = true;
-        continue;
       }
       await notice.wait(signal, RECHECK_MS);
       // Woken by nothing: the periodic re-read.

@@ -456,6 +456,55 @@ describe('TurnEngine', () => {
     expect((await messagesOf(turn.sessionId)).at(-1)).toMatchObject({ role: 'assistant', content: 'Hello' });
   });
 
+  it('keeps a stored run completed when its done frame is refused at first: the waiter has the answer, the log gets done and no error', async () => {
+    // The log's closing append fails once, as a Redis blip right at the end would, then takes the retry.
+    let refusals = 1;
+    const blinking = new Proxy(events.logs, {
+      get: (target, key, receiver) =>
+        key === 'appendLast'
+          ? (logKey: string, frame: Frame) =>
+              frame.type === 'done' && refusals-- > 0 ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.appendLast(logKey, frame)
+          : Reflect.get(target, key, receiver),
+    });
+    const ended: string[] = [];
+    const blinkingEngine = engineWith({
+      events: { ...events, logs: blinking, pubsub: events.pubsub, counters: events.counters },
+      observe: { turnEnded: (status) => void ended.push(status), usage: () => undefined },
+    });
+    models.push(script.text('Kept.'));
+    const turn = await storeTurn('Answer me');
+    const answered = new Promise<Frame | undefined>((resolve) => void blinkingEngine.launch(turn, startFrame(turn), resolve));
+
+    expect(await answered).toMatchObject({ type: 'done', content: 'Kept.' });
+    const frames = await framesOf(turn);
+    expect(frames.map((frame) => frame.type)).toEqual(['start', 'token', 'done']);
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'completed' });
+    await expect.poll(() => blinkingEngine.heldRuns).toBe(0);
+    expect(ended).toEqual(['completed']);
+  });
+
+  it('fails a run steered after its last token frame was refused: the text its followers never got is not skipped', async () => {
+    const refusing = new Proxy(events.logs, {
+      get: (target, key, receiver) =>
+        key === 'append'
+          ? (logKey: string, frame: Frame) =>
+              frame.type === 'token' && frame.text === 'First reply.' ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.append(logKey, frame)
+          : Reflect.get(target, key, receiver),
+    });
+    const steered = engineWith({ events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters } });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    models.push([{ type: 'wait', until: released }, ...script.text('First reply.')], script.text('Second answer.'));
+    const turn = await startTurn('Answer', {}, steered);
+    await expect.poll(() => models.calls.length).toBe(1);
+    await runs.queueSteer(tenantId, turn.runId, 'One more thing');
+    release();
+
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'error', message: 'the event store blinked' });
+    expect(models.calls).toHaveLength(1);
+    expect(await runRow(turn.runId)).toMatchObject({ status: 'failed' });
+  });
+
   it('the scripted model ends an aborted stream as a real adapter does', async () => {
     const controller = new AbortController();
     const stream = models.factory({ baseUrl: 'x', apiKey: 'y' }, 'm').stream({ model: 'm', messages: [], signal: controller.signal });

@@ -891,6 +891,7 @@ export class TurnEngine {
       // Only an agent that finished on its own answers a late steer; a limit, a pause or a cancel ends the run.
       unlessSteered: outcome.status === 'completed' && outcome.finishReason === null,
     });
+    let tokensRefused: { error: unknown } | undefined;
     const [ended] = await Promise.all([
       ending.catch(async (error: unknown) => {
         // The statement that ends the run failed: its last answer and usage are kept on their own if they can be
@@ -902,24 +903,48 @@ export class TurnEngine {
         throw error;
       }),
       // The last token frames land while the statement runs, and before the `done` frame (one connection keeps the
-      // log's appends in order). One the log refused leaves a gap a follower reads past: the run's end is stored,
-      // and its `done` frame carries the whole answer (docs/decisions/0068).
-      outcome.tokensLogged?.catch((error: unknown) =>
-        deps.logger.warn({ err: error, run_id: turn.runId }, 'the last token frames of a run did not reach its log; its done frame carries the answer'),
-      ),
+      // log's appends in order).
+      outcome.tokensLogged?.catch((error: unknown) => void (tokensRefused = { error })),
     ]);
     if (ended.message) history.push(ended.message);
     // The conversation's followers hear of the message while the log takes its `done` frame: both are stored by now.
     const notified = ended.message ? deps.conversations.notify(turn.tenantId, turn.sessionId, [ended.message]) : undefined;
     if (ended.outcome !== 'ended') {
       await notified;
+      // A steered run streams on: text its log refused would be missing from what its followers read for good, so
+      // it fails, as a refused frame mid-stream fails it.
+      if (tokensRefused && ended.outcome === 'steered') throw tokensRefused.error;
       return ended.outcome;
     }
+    // A frame the log refused leaves a gap a follower reads past: the run's end is stored, and its `done` frame
+    // carries the whole answer (docs/decisions/0068).
+    if (tokensRefused) deps.logger.warn({ err: tokensRefused.error, run_id: turn.runId }, 'the last token frames of a run did not reach its log; its done frame carries the answer');
     const messageId = ended.message?.id ?? outcome.messageId;
     deps.observe?.turnEnded(outcome.status);
-    await Promise.all([notified, this.end(turn.tenantId, turn.runId, this.doneFrame(turn, { ...outcome, messageId }, totals), { stored: true })]);
+    await Promise.all([notified, this.endStored(turn, this.doneFrame(turn, { ...outcome, messageId }, totals))]);
     if (turn.autoTitle && outcome.status !== 'cancelled') deps.onTitleWanted?.(turn);
     return 'ended';
+  }
+
+  /**
+   * The `done` frame of a run whose end is stored. Its waiter has the answer at once; the append is tried again
+   * when it fails, and never turns into an `error` frame: the run completed, whatever its log could take. A log
+   * that takes none of the tries stays without a terminal frame (logged): its followers wait until they leave or
+   * the log expires, as they did when a failed run's `error` frame could not be written either.
+   */
+  private async endStored(turn: Turn, frame: TerminalFrame): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.end(turn.tenantId, turn.runId, frame, { stored: true });
+        return;
+      } catch (error) {
+        if (attempt === DONE_FRAME_ATTEMPTS) {
+          this.deps.logger.error({ err: error, run_id: turn.runId }, 'could not write the done frame of a run whose end is stored');
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100 * 4 ** (attempt - 1)));
+      }
+    }
   }
 
   doneFrame(
@@ -1011,6 +1036,8 @@ async function* resumed<T>(first: Promise<IteratorResult<T>>, rest: AsyncIterato
 
 /** Token frames in flight at most before the relay waits for the log: a slow event port slows the step, not memory. */
 const TOKENS_IN_FLIGHT = 64;
+/** Tries at a stored run's `done` frame: 100 and 400 ms apart, about half a second in all. */
+const DONE_FRAME_ATTEMPTS = 3;
 
 /**
  * Token frames of one step, appended without waiting for each: the event port keeps their order (one connection to
