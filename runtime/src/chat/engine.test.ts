@@ -62,6 +62,29 @@ function engineWith(change: Partial<EngineDeps>): TurnEngine {
   });
 }
 
+type LogAppend = (key: string, frame: Frame) => Promise<number>;
+
+/**
+ * An engine whose run log answers these appends its own way (a Redis that refuses, blinks or is slow), passing them
+ * on to the suite's log with `pass`; everything else is the suite's.
+ */
+function engineOverLog(
+  appends: Partial<Record<'append' | 'appendLast', (frame: Frame, pass: () => Promise<number>) => Promise<number>>>,
+  change: Partial<EngineDeps> = {},
+): TurnEngine {
+  const logs = new Proxy(events.logs, {
+    get: (target, key, receiver) => {
+      const answer = key === 'append' || key === 'appendLast' ? appends[key] : undefined;
+      if (!answer) return Reflect.get(target, key, receiver);
+      const original = (target[key as 'append' | 'appendLast'] as LogAppend).bind(target);
+      return (logKey: string, frame: Frame) => answer(frame, () => original(logKey, frame));
+    },
+  });
+  return engineWith({ events: { ...events, logs }, ...change });
+}
+
+const blinked = () => Promise.reject(new AppError('unavailable', 'the event store blinked'));
+
 afterAll(async () => {
   await events?.close();
   await database?.close();
@@ -362,11 +385,7 @@ describe('TurnEngine', () => {
 
   it('a run whose start frame the log refuses never calls the model: launch throws, the run and session end failed', async () => {
     // An event port that refuses appends, as Redis going away would; everything else is the suite's own.
-    const refusing = new Proxy(events.logs, {
-      get: (target, key, receiver) =>
-        key === 'append' ? () => Promise.reject(new AppError('unavailable', 'the event store is unreachable')) : Reflect.get(target, key, receiver),
-    });
-    const broken = engineWith({ events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters } });
+    const broken = engineOverLog({ append: () => Promise.reject(new AppError('unavailable', 'the event store is unreachable')) });
     models.push(script.text('never said'));
     const turn = await storeTurn('Hi');
     const { runId, sessionId } = turn;
@@ -418,11 +437,7 @@ describe('TurnEngine', () => {
     // An event port whose closing append waits until the test lets it go, as a slow Redis would.
     let letGo!: () => void;
     const held = new Promise<void>((resolve) => (letGo = resolve));
-    const slowEnd = new Proxy(events.logs, {
-      get: (target, key, receiver) =>
-        key === 'appendLast' ? async (logKey: string, frame: Frame) => (await held, target.appendLast(logKey, frame)) : Reflect.get(target, key, receiver),
-    });
-    const slow = engineWith({ events: { ...events, logs: slowEnd, pubsub: events.pubsub, counters: events.counters } });
+    const slow = engineOverLog({ appendLast: async (_frame, pass) => (await held, pass()) });
     models.push(script.text('Stored first.'));
     const turn = await storeTurn('Answer me');
     const answered = new Promise<Frame | undefined>((resolve) => void slow.launch(turn, startFrame(turn), resolve));
@@ -438,14 +453,7 @@ describe('TurnEngine', () => {
 
   it('completes a run whose last token frame the log refused after the answer arrived: stored, and its done frame carries the whole answer', async () => {
     // The log refuses the answer's last token only, as a Redis blip at the very end of a stream would.
-    const blip = new Proxy(events.logs, {
-      get: (target, key, receiver) =>
-        key === 'append'
-          ? (logKey: string, frame: Frame) =>
-              frame.type === 'token' && frame.text === 'lo' ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.append(logKey, frame)
-          : Reflect.get(target, key, receiver),
-    });
-    const blinking = engineWith({ events: { ...events, logs: blip, pubsub: events.pubsub, counters: events.counters } });
+    const blinking = engineOverLog({ append: (frame, pass) => (frame.type === 'token' && frame.text === 'lo' ? blinked() : pass()) });
     models.push([{ type: 'text-delta', text: 'Hel' }, { type: 'text-delta', text: 'lo' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: 2, outputTokens: 2 } }]);
     const turn = await startTurn('Say hello', {}, blinking);
 
@@ -459,18 +467,11 @@ describe('TurnEngine', () => {
   it('keeps a stored run completed when its done frame is refused at first: the waiter has the answer, the log gets done and no error', async () => {
     // The log's closing append fails once, as a Redis blip right at the end would, then takes the retry.
     let refusals = 1;
-    const blinking = new Proxy(events.logs, {
-      get: (target, key, receiver) =>
-        key === 'appendLast'
-          ? (logKey: string, frame: Frame) =>
-              frame.type === 'done' && refusals-- > 0 ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.appendLast(logKey, frame)
-          : Reflect.get(target, key, receiver),
-    });
     const ended: string[] = [];
-    const blinkingEngine = engineWith({
-      events: { ...events, logs: blinking, pubsub: events.pubsub, counters: events.counters },
-      observe: { turnEnded: (status) => void ended.push(status), usage: () => undefined },
-    });
+    const blinkingEngine = engineOverLog(
+      { appendLast: (frame, pass) => (frame.type === 'done' && refusals-- > 0 ? blinked() : pass()) },
+      { observe: { turnEnded: (status) => void ended.push(status), usage: () => undefined } },
+    );
     models.push(script.text('Kept.'));
     const turn = await storeTurn('Answer me');
     const answered = new Promise<Frame | undefined>((resolve) => void blinkingEngine.launch(turn, startFrame(turn), resolve));
@@ -484,14 +485,7 @@ describe('TurnEngine', () => {
   });
 
   it('fails a run steered after its last token frame was refused: the text its followers never got is not skipped', async () => {
-    const refusing = new Proxy(events.logs, {
-      get: (target, key, receiver) =>
-        key === 'append'
-          ? (logKey: string, frame: Frame) =>
-              frame.type === 'token' && frame.text === 'First reply.' ? Promise.reject(new AppError('unavailable', 'the event store blinked')) : target.append(logKey, frame)
-          : Reflect.get(target, key, receiver),
-    });
-    const steered = engineWith({ events: { ...events, logs: refusing, pubsub: events.pubsub, counters: events.counters } });
+    const steered = engineOverLog({ append: (frame, pass) => (frame.type === 'token' && frame.text === 'First reply.' ? blinked() : pass()) });
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     models.push([{ type: 'wait', until: released }, ...script.text('First reply.')], script.text('Second answer.'));
