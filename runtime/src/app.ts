@@ -379,7 +379,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // The tools the service runs for a caller: a turn's, and what GET /tools lists. A project's MCP servers and the
     // caller's own are listed from their kept lists (a call to a server only when its list is stale).
     // Replicas tell each other of changed packages, so a removed skill is offered nowhere a moment later.
-    const skills = new SkillService(database.db, secretBox, urlPolicy, Date.now, events.pubsub);
+    const skills = new SkillService(database.db, secretBox, urlPolicy, Date.now, events.pubsub, logger);
     skills.listen().then(
       (stop) => features.onShutdown(stop),
       (error: unknown) => logger.warn({ err: error }, 'could not listen for skill changes; other replicas keep their lists 10 s at most'),

@@ -13,6 +13,7 @@ import { requireCapability, type EffectivePermission } from '@agentplane/lib/per
 import type { Principal } from '../auth/authenticate.js';
 import type { ServerTool } from '../chat/tools.js';
 import type { PubSub } from '@agentplane/lib/events/port';
+import { silentLogger, type Logger } from '@agentplane/lib/logging';
 import type { PluginsTable, RuntimeSchema } from '../store/schema.js';
 import type { McpServer } from '../tools/mcp.js';
 import { unpack, type PackageUpload } from './archive.js';
@@ -62,6 +63,7 @@ export class SkillService {
     private readonly now: () => number = Date.now,
     /** The event bus the replicas tell each other of a tenant's changed packages on. */
     private readonly pubsub?: PubSub,
+    private readonly logger: Logger = silentLogger(),
   ) {}
 
   /** Drops a tenant's kept list when another replica says it changed; resolves to the way to stop listening. */
@@ -76,7 +78,9 @@ export class SkillService {
   /** This replica changed a tenant's packages: its list goes stale now, the others' when they hear. */
   private async changed(tenantId: string): Promise<void> {
     this.kept.delete(tenantId);
-    await this.pubsub?.publish(PLUGIN_CHANGES_CHANNEL, { tenant_id: tenantId }).catch(() => undefined);
+    await this.pubsub?.publish(PLUGIN_CHANGES_CHANNEL, { tenant_id: tenantId }).catch((error: unknown) =>
+      this.logger.warn({ err: error, tenant_id: tenantId }, `could not tell the other replicas a tenant's skills changed; their lists stay at most ${SKILLS_TTL_MS} ms old`),
+    );
   }
 
   /** Uploading needs capability `plugins:write`. */
