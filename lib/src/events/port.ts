@@ -155,9 +155,10 @@ const RECHECK_MS = 10_000;
 
 /**
  * The tail both adapters share. Ids make it gap-free: it reads everything after the last id it yielded, again once
- * notices of new frames flow, and again after a notice of a frame it has not yielded. A notice that races a read only causes
- * one extra read. With `own`, frames this process appended are yielded as they are acknowledged, when they continue
- * from the last id yielded; a notice of a frame still being acknowledged waits for it instead of reading.
+ * notices of new frames flow, and again after a notice of a frame it has not yielded. A notice that races a read
+ * only causes one extra read. With `own`, frames this process appended are yielded as they are acknowledged, when
+ * they continue from the last id yielded; a notice of a frame still being acknowledged waits for it instead of
+ * reading.
  */
 export async function* followLog<T>(
   read: EventLogs['read'],
