@@ -18,13 +18,12 @@ shift
 # for size grows its heap in smaller steps and lets V8 hand the burst's pages back 8 s after it: 1.37x its idle RSS
 # after 1,000 Projects instead of 1.68x, at the same pace (decision 0067).
 flags=
+# 8 MiB semi-spaces instead of V8's 16: 60-150 MiB less RSS after 1,000-20,000 turns under sixteen clients, the same
+# turns per second (decision 0051). For whatever serves turns: the runtime, and npm start's all-in-one.
+runtime_flags=--max-semi-space-size=8
 case "$program" in
   control-api) main=control-api/dist/main.js ;;
-  runtime)
-    # 8 MiB semi-spaces instead of V8's 16: 60-150 MiB less RSS after 1,000-20,000 turns under sixteen clients, the
-    # same turns per second (decision 0051).
-    main=runtime/dist/main.js flags=--max-semi-space-size=8
-    ;;
+  runtime) main=runtime/dist/main.js flags=$runtime_flags ;;
   operator)
     main=operator/dist/main.js flags="--max-semi-space-size=2 --optimize-for-size"
     # Two malloc arenas instead of glibc's eight per core, for a single-threaded program that allocates in bursts:
@@ -34,7 +33,7 @@ case "$program" in
   migrate) main=runtime/dist/migrate.js ;;
   # `npm start` in a checkout (the image does not carry it): both planes in one process on embedded defaults, with
   # the runtime's flags and allocator.
-  all-in-one) main=all-in-one/dist/main.js flags=--max-semi-space-size=8 ;;
+  all-in-one) main=all-in-one/dist/main.js flags=$runtime_flags ;;
   # A scheduled task's CronJob Job: asks the runtime to fire the Job's slot, then exits (decision 0066).
   fire) main=runtime/dist/fire.js ;;
   *) usage ;;
