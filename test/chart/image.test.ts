@@ -60,9 +60,11 @@ describe('the image entrypoint', () => {
             return '';
           }
         })();
-        if (basename(exe) === 'node') {
-          const allocator = readFileSync(`/proc/${child.pid}/maps`, 'utf8').includes('libjemalloc') ? 'jemalloc' : 'glibc';
-          return { allocator, argv: readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0') };
+        // Right after exec the loader is still mapping libraries: a preloaded one comes before libc, so once libc
+        // is mapped the allocator can be told.
+        const maps = basename(exe) === 'node' ? readFileSync(`/proc/${child.pid}/maps`, 'utf8') : '';
+        if (maps.includes('libc.so')) {
+          return { allocator: maps.includes('libjemalloc') ? 'jemalloc' : 'glibc', argv: readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0') };
         }
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
