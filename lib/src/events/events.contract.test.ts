@@ -344,6 +344,26 @@ function eventBusContract(backend: () => Backend): void {
     expect(await bus.logs.read('a', 0)).toEqual({ state: 'missing' });
   });
 
+  it('erases the named logs only, closed or live, and ends their tails', async () => {
+    const bus = backend().open();
+    for (const key of ['tenants/A/run:r1', 'tenants/A/run:r2', 'tenants/A/run:r10', 'tenants/A/run:r3']) await bus.logs.append(key, key);
+    await bus.logs.close('tenants/A/run:r1');
+    await bus.counters.increment('tenants/A/run:r1', 1, 60);
+    const erased = follow(bus.logs, 'tenants/A/run:r2', 1);
+    await sleep(50);
+
+    // r1 twice and a never-written r9: each existing log is counted once.
+    expect(await bus.deleteLogs(['tenants/A/run:r1', 'tenants/A/run:r2', 'tenants/A/run:r1', 'tenants/A/run:r9'])).toBe(2);
+    await expect(within(erased.done, 2000, 'the erased tail to end')).rejects.toMatchObject({ code: 'log_erased' });
+    expect(await bus.logs.read('tenants/A/run:r1', 0)).toEqual({ state: 'missing' });
+    expect(await bus.logs.read('tenants/A/run:r2', 0)).toEqual({ state: 'missing' });
+    // Not a prefix: r10 stays, and so does a counter that shares a log's key.
+    expect((await bus.logs.read('tenants/A/run:r10', 0)).state).toBe('live');
+    expect((await bus.logs.read('tenants/A/run:r3', 0)).state).toBe('live');
+    expect((await bus.counters.get('tenants/A/run:r1')).value).toBe(1);
+    expect(await bus.deleteLogs([])).toBe(0);
+  });
+
   it("erases a tenant's runs and counters, not those of a tenant whose id starts the same", async () => {
     const bus = backend().open();
     for (const tenant of ['A', 'AB', 'B']) {

@@ -171,6 +171,18 @@ class MemoryLogs implements EventLogs {
     return erased;
   }
 
+  deleteKeys(keys: readonly string[]): number {
+    let erased = 0;
+    for (const key of new Set(keys)) {
+      const log = this.current(key);
+      if (!log) continue;
+      this.remove(key, log);
+      this.notify(key);
+      erased++;
+    }
+    return erased;
+  }
+
   /** Stops the packing timer (the bus is closing). */
   stop(): void {
     clearTimeout(this.packer);
@@ -402,6 +414,11 @@ class MemoryEventBus implements EventBus {
 
   async deleteByPrefix(prefix: string): Promise<number> {
     return this.logs.deleteByPrefix(prefix) + this.counters.deleteByPrefix(prefix);
+  }
+
+  async deleteLogs(keys: readonly string[]): Promise<number> {
+    keys.forEach(checkKey);
+    return this.logs.deleteKeys(keys);
   }
 
   async close(): Promise<void> {

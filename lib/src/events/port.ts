@@ -68,6 +68,11 @@ export interface EventBus {
   ping(): Promise<void>;
   /** Erases every log (with its marker) and counter whose key starts with `prefix`; returns how many. */
   deleteByPrefix(prefix: string): Promise<number>;
+  /**
+   * Erases these logs (with their markers) and ends their tails, as `deleteByPrefix` does, without scanning: one
+   * subject's runs among a tenant's (forgetting a subject). Returns how many of them existed.
+   */
+  deleteLogs(keys: readonly string[]): Promise<number>;
   /** Ends every tail and releases connections and timers. Idempotent. */
   close(): Promise<void>;
 }
