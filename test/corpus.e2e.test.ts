@@ -47,7 +47,7 @@ describe('the project corpus on the control plane', () => {
     const ceiling = await call('', { method: 'PATCH', body: JSON.stringify({ ceiling: { capabilities: ['chat', 'documents:read', 'documents:write'] } }) });
     expect(ceiling.status, await ceiling.clone().text()).toBe(200);
     // The outbox registers the tenant and delivers the ceiling: then the corpus is reachable and tokens carry it.
-    await eventually(async () => (await call('/documents')).status === 200 && (await rt.runtime.configurations.load(project.tenant_id))?.document.ceiling.capabilities.includes('documents:read'), {
+    await eventually(async () => (await call('/documents')).status === 200 && (await rt.runtime.configurations.load(project.tenant_id))?.document.ceiling.capabilities.includes('documents:read') === true, {
       what: 'the tenant on the runtime',
     });
   }, 120_000);

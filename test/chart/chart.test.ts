@@ -556,6 +556,7 @@ describe.skipIf(!binaries)('the Helm chart on a real API server', () => {
       async () => {
         const probe = await cluster.kubectl(['delete', 'project', 'cascade', '--cascade=foreground', '--dry-run=server']);
         if (!probe.stderr.includes(policyMessage)) throw new Error(`not refused yet: ${probe.stdout}${probe.stderr}`);
+        return true;
       },
       { what: 'the deletion policy loaded' },
     );

@@ -8,15 +8,26 @@ export interface EventuallyOptions {
   what?: string;
 }
 
-/** Calls `check` until it returns without throwing (and not `false`); returns its value. */
-export async function eventually<T>(check: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<Exclude<T, false>> {
+/** What a check answers while the awaited thing has not happened yet. */
+export type NotYet = undefined | null | false;
+
+/**
+ * Calls `check` until it returns a definite success, and returns that value.
+ *
+ * The contract: a check that is done returns a value that is neither `undefined`, `null` nor `false` (the thing
+ * awaited, or `true`). While not done it returns one of those, or throws (its message then explains a timeout).
+ * `undefined` counts as "not yet" so that an optional chain on something still missing (`row?.status === ...` is
+ * fine, `row?.list.includes(...)` yields `undefined`) keeps waiting instead of passing: a check made only of
+ * `expect(...)` calls must therefore end with `return true`.
+ */
+export async function eventually<T>(check: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<Exclude<T, NotYet>> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   let last: unknown = new Error('never checked');
   for (;;) {
     try {
       const value = await check();
-      if (value !== false) return value as Exclude<T, false>;
-      last = new Error('the check returned false');
+      if (value !== undefined && value !== null && value !== false) return value as Exclude<T, NotYet>;
+      last = new Error(`the check returned ${String(value)}${value === undefined ? ' (a check returns a value, or true, once it holds)' : ''}`);
     } catch (error) {
       last = error;
     }

@@ -82,6 +82,7 @@ describe.skipIf(!binaries)('test Kubernetes cluster', () => {
         if (allowed.code !== 0) throw new Error(allowed.stderr);
         // The root CA ConfigMap the controller manager publishes into every namespace.
         expect(allowed.stdout).toContain('configmap/kube-root-ca.crt');
+        return true;
       },
       { what: 'the RoleBinding to take effect' },
     );

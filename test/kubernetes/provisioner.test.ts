@@ -171,14 +171,14 @@ describe.skipIf(!binaries)('the kubernetes provisioner on a real API server', ()
     // The operator registers the tenant with the runtime but has not reported it Ready.
     expect((await rt.admin('/tenants', { method: 'POST', body: JSON.stringify({ tenant_id: tenantId, name: 'support' }) })).status).toBe(201);
     await setTenantReady(condition('Ready', 'False', 'SettingsPending', 'the runtime has not taken the settings yet'));
-    await eventually(async () => (await shown()).provisioning.last_error?.includes('SettingsPending'), { what: 'the outbox to wait on the Tenant', timeoutMs: backoffWait });
+    await eventually(async () => (await shown()).provisioning.last_error?.includes('SettingsPending') === true, { what: 'the outbox to wait on the Tenant', timeoutMs: backoffWait });
     expect(await rt.runtime.configurations.load(tenantId)).toBeFalsy();
 
     await setProjectStatus({ ...(await readProject()).status, conditions: [condition('Ready', 'True', 'RuntimeAvailable', 'the runtime answers /ready')] });
     await setTenantReady(condition('Ready', 'True', 'Registered', 'registered with the runtime and settings in sync'));
 
     // The key in the Secret is refused; once the operator writes the current one, the push goes through.
-    await eventually(async () => (await shown()).provisioning.last_error?.includes('refused to push configuration: 401'), { what: 'the stale key refused', timeoutMs: backoffWait });
+    await eventually(async () => (await shown()).provisioning.last_error?.includes('refused to push configuration: 401') === true, { what: 'the stale key refused', timeoutMs: backoffWait });
     expect(await rt.runtime.configurations.load(tenantId)).toBeFalsy();
     await writeAdminKey(rt.adminKey);
     const version = (await api.control.projects.configurationDocument(projectId))!.version;

@@ -149,6 +149,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
         expect(conditionOf(project, 'RuntimeAvailable')).toMatchObject({ status: 'True', message: '2 of 2 runtime replicas are available' });
         expect(conditionOf(project, 'Ready')?.status).toBe('True');
         expect(conditionOf(project, 'SpecAccepted')?.status).toBe('True');
+        return true;
       },
       { what: 'the change rolled through', timeoutMs: 90_000 },
     );
@@ -296,6 +297,7 @@ describe.skipIf(!binaries)('Project reconciliation', () => {
           const project = (await env.admin.project('delta'))!;
           expect(project.status?.observedGeneration).toBe(project.metadata.generation);
           expect(conditionOf(project, 'RuntimeAvailable')?.message).toBe('2 of 2 runtime replicas are available');
+          return true;
         },
         { what: 'the new leader rolling the change through', timeoutMs: 90_000 },
       );

@@ -74,6 +74,7 @@ describe.skipIf(!binaries)('Tenant reconciliation and erase', () => {
         const current = (await env.admin.tenant(acme, tenant.metadata.name))!;
         expect(conditionOf(current, 'SettingsSynced')).toMatchObject({ status: 'True', observedGeneration: current.metadata.generation });
         expect(current.metadata.generation).toBeGreaterThan(tenant.metadata.generation!);
+        return true;
       },
       { what: 'the new settings synced' },
     );
@@ -199,6 +200,7 @@ describe.skipIf(!binaries)('Tenant reconciliation and erase', () => {
           expect(message).toContain(`1 tenant of namespace ${namespaceOf('patient')} still being erased`);
           expect(message).toContain(`tenant ${tenant.metadata.name}: `);
           expect(message).toMatch(/could not be reached/);
+          return true;
         },
         { what: 'the reason naming the tenant' },
       );
