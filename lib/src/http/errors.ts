@@ -10,6 +10,8 @@ export const statusByKind: Record<ErrorKind, number> = {
   permission_denied: 403,
   not_found: 404,
   conflict: 409,
+  // A conditional write that finds its condition false: S3's answer to `If-None-Match: *` on a key that exists.
+  precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unprocessable: 422,
