@@ -27,10 +27,8 @@ describe('guardrails', () => {
 
   it('runs in linear time: a pattern that backtracks exponentially elsewhere answers at once', () => {
     const side = compileSide([{ name: 'nested', kind: 'pattern', pattern: '(a+)+$' }]);
-    const started = Date.now();
+    // A backtracking engine would not return from this input at all (2^100000 ways to split the a's); RE2 answers.
     expect(side.firstFiring(`${'a'.repeat(100_000)}b`)).toBeNull();
-    // Not a timing assertion of the product: the same input stalls a backtracking engine for minutes.
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('refuses what is not RE2, a duplicate name, and unknown fields, naming the place', () => {

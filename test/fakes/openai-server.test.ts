@@ -89,11 +89,9 @@ describe('FakeOpenAIServer', () => {
 
   it('hangs until the SDK gives up, and sees the client close', async () => {
     fake.script('hang');
-    const started = Date.now();
     await expect(client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }, { timeout: 200 })).rejects.toBeInstanceOf(
       OpenAI.APIConnectionTimeoutError,
     );
-    expect(Date.now() - started).toBeLessThan(2_000);
     expect(await fake.ended(fake.requests.at(-1)!)).toBe('client_closed');
   });
 
@@ -128,9 +126,9 @@ describe('FakeOpenAIServer', () => {
       for await (const _ of stream);
     }).catch((error: unknown) => error);
     await vi.waitFor(() => expect(other.requests[1]?.chunksSent).toBeGreaterThan(0));
-    const started = Date.now();
+    // Neither request would end on its own (the drip takes 100 s, the hang forever): stop() returning is the server
+    // dropping them, as their outcomes say.
     await other.stop();
-    expect(Date.now() - started).toBeLessThan(1_000);
     expect(await hanging).toBeInstanceOf(OpenAI.APIConnectionError);
     expect(await reading).toBeInstanceOf(Error);
     expect(other.requests.map((request) => request.outcome)).toEqual(['dropped', 'dropped']);
