@@ -323,6 +323,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       owner: runs.owner,
       leaseSeconds: config.ingestLeaseSeconds,
       concurrency: config.ingestConcurrency,
+      maxAttempts: config.ingestMaxAttempts,
+      retryBaseMs: config.ingestRetryBaseMs,
     });
     const documents = new DocumentService(database.db, blobs, {
       logger,

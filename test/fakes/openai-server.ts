@@ -1,8 +1,8 @@
 // A fake OpenAI-compatible provider at the protocol level: a real HTTP (or HTTPS) server on 127.0.0.1 that speaks
 // the wire format the `openai` SDK (and any OpenAI-compatible client) expects, streamed (SSE chunks, tool-call
-// deltas, the usage chunk) or not, checks the bearer key, answers scripted chat replies in order, can be told to
-// fail, hang, drip or cut a stream, and records every request, how its connection ended and how many connections
-// it accepted, for the test to read.
+// deltas, the usage chunk) or not, checks the bearer key, answers scripted chat replies in order, answers embeddings
+// in the form asked for or in one form whatever was asked, can be told to fail, hang, drip or cut a stream, and
+// records every request, how its connection ended and how many connections it accepted, for the test to read.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -107,7 +107,15 @@ export interface FakeOpenAIOptions {
    * process (`serve-openai.ts`) cannot be scripted per call, so a benchmark gives it this instead.
    */
   defaultReply?: ScriptedAnswer;
+  /**
+   * The form embeddings are answered in: `requested` (default) honours `encoding_format` as OpenAI does (float
+   * unless base64 is asked for); `float` and `base64` answer that form whatever was asked, as several
+   * OpenAI-compatible servers and gateways do.
+   */
+  embeddingFormat?: EmbeddingFormat;
 }
+
+export type EmbeddingFormat = 'requested' | 'float' | 'base64';
 
 /** What a route answers. */
 export type FakeAnswer =
@@ -137,6 +145,7 @@ export class FakeOpenAIServer {
   chatModels: string[];
   embeddingModels: Record<string, number>;
   rerankModels: string[];
+  embeddingFormat: EmbeddingFormat;
   /** TCP connections accepted so far: how a test or benchmark sees whether its client keeps connections alive. */
   connectionsAccepted = 0;
   /** TLS handshakes completed so far (HTTPS only). */
@@ -160,6 +169,7 @@ export class FakeOpenAIServer {
     this.chatModels = [...(options.chatModels ?? ['gpt-4o-mini'])];
     this.embeddingModels = { ...(options.embeddingModels ?? {}) };
     this.rerankModels = [...(options.rerankModels ?? [])];
+    this.embeddingFormat = options.embeddingFormat ?? 'requested';
     // A client that leaves while its body is read rejects the read: nothing to answer then.
     const listener: RequestListener = (req, res) => void this.serve(req, res).catch(() => res.destroy());
     this.tls = options.tls !== undefined;
@@ -363,7 +373,8 @@ export class FakeOpenAIServer {
     const data = inputs.map((input, index) => {
       const vector = vectorOf(model, input, dimension);
       // The SDK asks for base64 unless told otherwise: little-endian float32, as OpenAI sends it.
-      const embedding = body.encoding_format === 'base64' ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : [...vector];
+      const base64 = this.embeddingFormat === 'requested' ? body.encoding_format === 'base64' : this.embeddingFormat === 'base64';
+      const embedding = base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : [...vector];
       return { object: 'embedding', index, embedding };
     });
     const tokens = inputs.reduce((sum, input) => sum + Math.ceil(input.length / 4), 0);

@@ -19,8 +19,11 @@ const CorpusDocumentOut = z
     filename: z.string().nullable(),
     content_type: z.string(),
     size_bytes: z.int().nullable(),
-    status: z.enum(['uploading', 'uploaded', 'processing', 'ready', 'failed']),
-    failure: z.string().nullable(),
+    status: z.enum(['uploading', 'uploaded', 'processing', 'ready', 'failed']).meta({ description: '`processing` also while a failed attempt waits to be retried' }),
+    failure: z.string().nullable().meta({
+      description: "Why the ingest failed (`failed`), or why a reingest failed while the earlier chunks still answer (`ready`); while `processing`, the last attempt's error until an attempt succeeds",
+    }),
+    ingest_attempts: z.int().meta({ description: 'Attempts made at reading the document this time (0 before the first; back to 0 at a reingest)' }),
     corpus: z.literal('project'),
     visibility: z.literal('project'),
     owner: z.null(),

@@ -3,6 +3,7 @@
 // dimension. Provider failures become the error family here, in words that never carry the key.
 import OpenAI from 'openai';
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
+import { createEmbeddings } from '@agentplane/lib/models/embeddings';
 import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
 import type { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import type { UrlPolicy } from '@agentplane/lib/net/url-guard';
@@ -44,18 +45,13 @@ export class OpenAIUpstream implements ProviderUpstream {
   }
 
   async measureEmbedding(target: ProviderTarget, model: string): Promise<number> {
-    let vector: unknown;
     try {
-      // `float` rather than the SDK's default base64: many OpenAI-compatible servers only speak float.
-      const response = await this.client(target).embeddings.create({ model, input: PROBE_TEXT, encoding_format: 'float' });
-      vector = response.data?.[0]?.embedding;
+      // lib's one embeddings call, as ingest makes it: `float` asked for, a base64 answer read too.
+      const [vector] = await createEmbeddings(this.client(target), { model, input: [PROBE_TEXT] });
+      return vector!.length;
     } catch (error) {
       throw providerError(error, target, 'embeddings');
     }
-    if (!Array.isArray(vector) || vector.length === 0 || !vector.every((x) => typeof x === 'number')) {
-      throw new AppError('upstream_failed', `the provider answered the embeddings call for '${model}' without a vector`);
-    }
-    return vector.length;
   }
 
   /** Makes one small rerank call (`POST /rerank`, the Cohere and Jina shape), so a model that is stored is known to work. */

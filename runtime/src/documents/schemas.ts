@@ -171,9 +171,16 @@ export const DocumentOut = z
     content_type: z.string(),
     size_bytes: z.int().nullable().meta({ description: 'Null until the upload completes' }),
     status: z.enum(DOCUMENT_STATUSES).meta({
-      description: '`uploading` until the upload completes; then `uploaded`, `processing` while it is read, chunked and embedded, and `ready`, or `failed` with `failure` saying why',
+      description:
+        '`uploading` until the upload completes; then `uploaded`, `processing` while it is read, chunked and embedded (and while a failed attempt waits to be retried), and `ready`, or `failed` with `failure` saying why',
     }),
-    failure: z.string().nullable(),
+    failure: z.string().nullable().meta({
+      description:
+        'Why the ingest failed (`failed`), or why a reingest failed while the earlier chunks still answer (`ready`); while `processing`, the last attempt\'s error (`attempt N of M failed, retrying: ...`) until an attempt succeeds. Null when nothing failed',
+    }),
+    ingest_attempts: z.int().meta({
+      description: 'Attempts made at reading the document this time (0 before the first; back to 0 at a reingest). More than 1 means earlier attempts failed and were retried',
+    }),
     corpus: z.enum(['tenant', 'project']).meta({ description: '`project`: the project-wide corpus, managed on the control plane' }),
     visibility: z.enum(['project', 'scope', 'self']),
     owner: z.string().nullable().meta({ description: 'The subject that uploaded it; null for the project corpus' }),

@@ -88,6 +88,7 @@ export function documentOut(row: DocumentRow): DocumentOutput {
     size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
     status: row.status,
     failure: row.failure,
+    ingest_attempts: row.ingest_attempts,
     corpus: isCorpus(row) ? 'project' : 'tenant',
     visibility: row.visibility,
     owner: row.owner,
@@ -415,7 +416,8 @@ export class DocumentService {
     if (row.status === 'uploading') throw outOfOrder(`document ${row.id} has no bytes to read until its upload completes`);
     const updated = await this.db
       .updateTable('documents')
-      .set({ status: 'processing', updated_at: this.now() })
+      // A new reading: an earlier one's failure and attempts no longer say anything about it.
+      .set({ status: 'processing', failure: null, ingest_attempts: 0, updated_at: this.now() })
       .where('id', '=', row.id)
       .returningAll()
       .executeTakeFirst();

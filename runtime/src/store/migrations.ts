@@ -660,4 +660,11 @@ export const runtimeMigrations: Migration[] = [
     name: 'audit spool',
     statements: ['alter table audit_log add column spool_key uuid', 'create unique index audit_log_spool_key on audit_log (spool_key) where spool_key is not null'],
   },
+  {
+    // A document whose ingest is being retried says so (docs/decisions/0072): the attempts made at its current
+    // reading, beside the last error in `failure`.
+    version: 26,
+    name: 'document ingest attempts',
+    statements: ['alter table documents add column ingest_attempts integer not null default 0'],
+  },
 ];

@@ -186,8 +186,10 @@ export interface DocumentsTable {
   size_bytes: number | null;
   blob_key: string;
   status: DocumentStatus;
-  /** Why it failed, for status `failed`. */
+  /** Why it failed, for status `failed`; while `processing`, the last error of an ingest being retried. */
   failure: string | null;
+  /** Attempts made at its current reading (0 again at each reingest). */
+  ingest_attempts: Generated<number>;
   /** The multipart upload in progress, if any. */
   upload_id: string | null;
   upload_part_size: number | null;

@@ -1,9 +1,11 @@
-// Embeds chunk texts with the project's own embedding model, through the same URL-guarded, pooled connections as
-// its chat models: in batches, a bounded number of batches at once, and with the openai SDK's backoff on 429 and
-// 5xx (it honours Retry-After). A vector of another dimension than the configured one fails the job: it could not
-// be compared with the rest of its space.
+// Embeds texts with the project's own embedding model, through the same URL-guarded, pooled connections as its
+// chat models: in batches, a bounded number of batches at once, and with the openai SDK's backoff on 429 and 5xx
+// (it honours Retry-After). Ingest, retrieval's query and memory all embed through here, and the call itself is
+// lib's `createEmbeddings` (float asked for, base64 read too). A vector of another dimension than the configured one
+// fails the call: it could not be compared with the rest of its space.
 import type OpenAI from 'openai';
 import { AppError } from '@agentplane/lib/errors';
+import { createEmbeddings } from '@agentplane/lib/models/embeddings';
 import { openAIClient, providerMessage } from '@agentplane/lib/models/openai-client';
 import type { ConnectionPool } from '@agentplane/lib/net/connection-pool';
 import type { GuardedFetch } from '@agentplane/lib/net/guarded-fetch';
@@ -63,10 +65,11 @@ export function createEmbedder(options: EmbedderOptions): Embed {
 }
 
 async function embedBatch(client: OpenAI, target: EmbeddingTarget, input: string[], signal: AbortSignal | undefined): Promise<number[][]> {
-  let response: Awaited<ReturnType<OpenAI['embeddings']['create']>>;
+  let vectors: number[][];
   try {
-    response = await client.embeddings.create({ model: target.model, input }, signal ? { signal } : {});
+    vectors = await createEmbeddings(client, { model: target.model, input, ...(signal ? { signal } : {}) });
   } catch (error) {
+    if (error instanceof AppError) throw error;
     const api = error as InstanceType<typeof OpenAI.APIError>;
     if (typeof api?.status === 'number') {
       throw new AppError(api.status === 429 || api.status >= 500 ? 'upstream_failed' : 'invalid_argument', `the embedding model '${target.model}' answered ${api.status}: ${providerMessage(api, target.apiKey)}`, {
@@ -75,8 +78,6 @@ async function embedBatch(client: OpenAI, target: EmbeddingTarget, input: string
     }
     throw new AppError('upstream_failed', `the embedding model '${target.model}' could not be reached: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
-  const vectors = [...response.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
-  if (vectors.length !== input.length) throw new AppError('upstream_failed', `the embedding model '${target.model}' answered ${vectors.length} vectors for ${input.length} texts`);
   const wrong = vectors.find((vector) => vector.length !== target.dimensions);
   if (wrong) {
     throw new AppError('invalid_argument', `the embedding model '${target.model}' answered vectors of ${wrong.length} dimensions, not the ${target.dimensions} configured: measure it again on the control plane`);

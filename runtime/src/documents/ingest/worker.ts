@@ -3,8 +3,9 @@
 // lapses. A job reads the bytes, parses, chunks and embeds them outside any transaction, then writes the next
 // generation of chunks and vectors, swaps the document to it and ends the job in one transaction: a retry finds
 // either nothing written or everything, and never writes twice. A document that cannot be read fails with the
-// reason at once; a provider or store that fails is retried with backoff, and after the last attempt the document
-// fails with the last error. No failure touches another document.
+// reason at once; a provider or store that fails is retried with backoff, the document showing the last error and
+// its attempts meanwhile, and after the last attempt the document fails with the last error. No failure touches
+// another document.
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import { errorMessage } from '@agentplane/lib/errors';
@@ -25,6 +26,8 @@ const readers = () => Promise.all([import('./parse.js'), import('./chunk.js')]);
 
 /** Attempts before a document fails for good on errors that may pass (a provider down, a store unreachable). */
 export const MAX_INGEST_ATTEMPTS = 5;
+/** The first retry's delay, by default. */
+const RETRY_BASE_MS = 5_000;
 
 export interface IngestWorkerOptions {
   db: Kysely<RuntimeSchema>;
@@ -38,6 +41,8 @@ export interface IngestWorkerOptions {
   leaseSeconds: number;
   /** Jobs run at once in this process. */
   concurrency: number;
+  /** Attempts before a document fails for good (default `MAX_INGEST_ATTEMPTS`). */
+  maxAttempts?: number;
   /** The first retry's delay; each next one doubles it. */
   retryBaseMs?: number;
   /** Where vectors are written (./vectors): pgvector inside the chunks' transaction, Pinecone beside it. */
@@ -74,7 +79,13 @@ export class IngestWorker {
   private timer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
 
-  constructor(private readonly options: IngestWorkerOptions) {}
+  private readonly maxAttempts: number;
+  private readonly retryBaseMs: number;
+
+  constructor(private readonly options: IngestWorkerOptions) {
+    this.maxAttempts = options.maxAttempts ?? MAX_INGEST_ATTEMPTS;
+    this.retryBaseMs = options.retryBaseMs ?? RETRY_BASE_MS;
+  }
 
   /** Looks for work every `pollMs`, and at once when woken. */
   start(pollMs = 1_000): void {
@@ -193,12 +204,12 @@ export class IngestWorker {
         });
       }
     } catch (error) {
-      if (job.attempts >= MAX_INGEST_ATTEMPTS) {
+      if (job.attempts >= this.maxAttempts) {
         // The space is finished without this document's vectors (its words still find it), rather than never.
         logger.warn({ document: job.document_id, space: job.space, err: errorMessage(error) }, 'embedding into a new space failed for good');
         await held().execute();
       } else {
-        const delayMs = (this.options.retryBaseMs ?? 5_000) * 2 ** (job.attempts - 1);
+        const delayMs = this.retryDelayMs(job.attempts);
         await db
           .updateTable('embedding_jobs')
           .set({ run_after: new Date(Date.now() + delayMs), lease_owner: null, lease_expires_at: null, last_error: errorMessage(error).slice(0, 2000) })
@@ -222,14 +233,16 @@ export class IngestWorker {
   }
 
   private async ingest(job: ClaimedJob): Promise<void> {
-    const { db, logger } = this.options;
+    const { db } = this.options;
     const document = await db.selectFrom('documents').selectAll().where('id', '=', job.document_id).executeTakeFirst();
     // Deleted meanwhile (its job went with it) or not uploaded yet: nothing to read.
     if (!document || document.status === 'uploading') {
       await this.endJob(job);
       return;
     }
-    await db.updateTable('documents').set({ status: 'processing', updated_at: new Date() }).where('id', '=', document.id).where('status', '<>', 'processing').execute();
+    // The attempt is counted on the record as it starts; an earlier attempt's error stays in `failure` until this
+    // one ends, so a reader always sees the last error of a document that is being retried.
+    await db.updateTable('documents').set({ status: 'processing', ingest_attempts: job.attempts, updated_at: new Date() }).where('id', '=', document.id).execute();
     let chunks: Chunk[];
     let vectors: { target: EmbeddingTarget; values: number[][] } | undefined;
     try {
@@ -247,18 +260,41 @@ export class IngestWorker {
       }
     } catch (error) {
       if (error instanceof UnreadableDocument) return this.fail(job, document.id, error.message);
-      if (job.attempts >= MAX_INGEST_ATTEMPTS) return this.fail(job, document.id, `gave up after ${job.attempts} attempts: ${errorMessage(error)}`);
-      const delayMs = (this.options.retryBaseMs ?? 5_000) * 2 ** (job.attempts - 1);
-      logger.warn({ document: document.id, attempt: job.attempts, retryInMs: delayMs, err: errorMessage(error) }, 'document ingestion failed; retrying');
-      await db
-        .updateTable('ingest_jobs')
-        .set({ run_after: new Date(Date.now() + delayMs), lease_owner: null, lease_expires_at: null, last_error: errorMessage(error).slice(0, 2000) })
-        .where('document_id', '=', job.document_id)
-        .where('lease_owner', '=', this.options.owner)
-        .execute();
-      return;
+      if (job.attempts >= this.maxAttempts) return this.fail(job, document.id, `gave up after ${job.attempts} attempts: ${errorMessage(error)}`);
+      return this.retryLater(job, errorMessage(error));
     }
     await this.write(job, document.id, document.tenant_id, chunks, vectors);
+  }
+
+  private retryDelayMs(attempts: number): number {
+    return this.retryBaseMs * 2 ** (attempts - 1);
+  }
+
+  /**
+   * Puts the job back to run after its backoff, and writes the error on the document, which stays `processing`:
+   * whoever reads it sees why it is taking long and how many attempts were made (docs/decisions/0072).
+   */
+  private async retryLater(job: ClaimedJob, error: string): Promise<void> {
+    const delayMs = this.retryDelayMs(job.attempts);
+    this.options.logger.warn({ document: job.document_id, attempt: job.attempts, of: this.maxAttempts, retryInMs: delayMs, err: error }, 'document ingestion failed; retrying');
+    await this.options.db.transaction().execute(async (trx) => {
+      // The document first, then its job (see write).
+      const document = await trx.selectFrom('documents').select(['id']).where('id', '=', job.document_id).forUpdate().executeTakeFirst();
+      if (!document) return;
+      const held = await trx
+        .updateTable('ingest_jobs')
+        .set({ run_after: new Date(Date.now() + delayMs), lease_owner: null, lease_expires_at: null, last_error: error.slice(0, 2000) })
+        .where('document_id', '=', job.document_id)
+        .where('lease_owner', '=', this.options.owner)
+        .executeTakeFirst();
+      // A job taken up elsewhere meanwhile is that process's to report.
+      if (Number(held.numUpdatedRows) === 0) return;
+      await trx
+        .updateTable('documents')
+        .set({ failure: `attempt ${job.attempts} of ${this.maxAttempts} failed, retrying: ${error}`.slice(0, 2000), ingest_attempts: job.attempts, updated_at: new Date() })
+        .where('id', '=', job.document_id)
+        .execute();
+    });
   }
 
   /** The next generation of chunks and vectors, the document swapped to it, the job ended: one transaction. */
@@ -299,7 +335,7 @@ export class IngestWorker {
       }
       await trx
         .updateTable('documents')
-        .set({ status: 'ready', failure: null, generation, chunk_count: chunks.length, ingested_at: new Date(), updated_at: new Date() })
+        .set({ status: 'ready', failure: null, ingest_attempts: job.attempts, generation, chunk_count: chunks.length, ingested_at: new Date(), updated_at: new Date() })
         .where('id', '=', documentId)
         .execute();
       await trx.deleteFrom('document_chunks').where('document_id', '=', documentId).where('generation', '<>', generation).execute();
@@ -342,7 +378,7 @@ export class IngestWorker {
       const served = document.generation > 0;
       await trx
         .updateTable('documents')
-        .set({ status: served ? 'ready' : 'failed', failure: (served ? `reingest failed: ${reason}` : reason).slice(0, 2000), updated_at: new Date() })
+        .set({ status: served ? 'ready' : 'failed', failure: (served ? `reingest failed: ${reason}` : reason).slice(0, 2000), ingest_attempts: job.attempts, updated_at: new Date() })
         .where('id', '=', documentId)
         .execute();
     });
