@@ -68,8 +68,13 @@ describe('web search and page reads', () => {
   });
 
   it('refuses a redirect to a metadata address, a page past the limits, and what is not a page', async () => {
-    expect(await call('browse_url', { url: `${web.url}/pages/redirect-metadata` })).toMatch(/^Could not read .*169\.254\.169\.254/);
-    expect(await call('browse_url', { url: 'http://169.254.169.254/latest/meta-data/' })).toMatch(/^Could not read /);
+    // The URL guard's own refusal, which the model reads: not any failure to read (a timeout says "Could not read" too).
+    expect(await call('browse_url', { url: `${web.url}/pages/redirect-metadata` })).toBe(
+      `Could not read ${web.url}/pages/redirect-metadata: redirect target points to a cloud metadata address (169.254.169.254), which is never allowed`,
+    );
+    expect(await call('browse_url', { url: 'http://169.254.169.254/latest/meta-data/' })).toBe(
+      'Could not read http://169.254.169.254/latest/meta-data/: url points to a cloud metadata address (169.254.169.254), which is never allowed',
+    );
     const big = await call('browse_url', { url: `${web.url}/pages/big` });
     expect(big.length).toBeLessThanOrEqual(20_000);
     expect(await call('browse_url', { url: `${web.url}/pages/binary` })).toMatch(/application\/octet-stream is not a page/);
