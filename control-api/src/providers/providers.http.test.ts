@@ -272,6 +272,21 @@ describe('providers (bring your own keys)', () => {
     }
   });
 
+  it('measures the dimension on a server that ignores encoding_format, whichever form it answers in', async () => {
+    for (const format of ['float', 'base64'] as const) {
+      const server = await FakeOpenAIServer.start({ apiKey: chatKey, chatModels: [`chat-${format}`], embeddingModels: { 'gateway-embed': 48 }, embeddingFormat: format });
+      try {
+        const res = await env.register({ provider: 'openai_compatible', models: [`chat-${format}`], values: { api_key: chatKey, base_url: server.url, embedding_model: 'gateway-embed' } });
+        const registered = await json<Provider>(res);
+        expect(res.status, JSON.stringify(registered)).toBe(201);
+        expect(registered.derived).toMatchObject({ embeddingModel: 'gateway-embed', embeddingDim: 48 });
+        expect((await env.call(`/providers/${registered.id}`, { method: 'DELETE' })).status).toBe(200);
+      } finally {
+        await server.close();
+      }
+    }
+  });
+
   it('sets the default model only to a registered one, with SPEC.md wording otherwise', async () => {
     expect(await json(env.call('/default-model'))).toEqual({ model: 'llama-3.1-8b' });
     const version = await env.version();
