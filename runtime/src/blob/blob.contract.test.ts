@@ -133,7 +133,7 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       expect(await store().head(key)).toBeNull();
       await store().put(key, 'now here', { contentType: 'text/plain' });
       expect(await store().exists(key)).toBe(true);
-      expect(await store().head(key)).toEqual({ size: 8, contentType: 'text/plain' });
+      expect(await store().head(key)).toEqual({ size: 8, contentType: 'text/plain', etag: expect.stringMatching(/^"[0-9a-f]{32}"$/) });
     });
 
     it('deletes idempotently', async () => {
@@ -227,6 +227,47 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       const stored = await store().get(key);
       expect(stored).toMatchObject({ size: 11, contentType: 'application/json' });
       expect((await buffer(stored.body)).toString()).toBe('{"ok":true}');
+    });
+
+    it('takes a create-only presigned PUT once: then 412 while the key holds an object, 403 without If-None-Match', async () => {
+      const key = `${namespace()}staged.txt`;
+      const url = await store().presignPut(key, { expiresInSeconds: 60, contentType: 'text/plain', ifNoneMatch: true });
+      const headers = { 'content-type': 'text/plain', 'if-none-match': '*' };
+      const unconditional = await putThrough(url, 'no condition', { 'content-type': 'text/plain' });
+      expect(unconditional.status).toBe(403);
+      expect(await store().exists(key)).toBe(false);
+
+      const first = await putThrough(url, 'checked bytes', headers);
+      expect(first.status).toBe(200);
+      expect((await store().head(key))?.etag).toBe(first.headers.get('etag'));
+      const second = await putThrough(url, 'replaced bytes, larger than the first', headers);
+      expect(second.status).toBe(412);
+      expect(await read(store(), key)).toBe('checked bytes');
+
+      // The store's own writes replace it (a tombstone), and the URL still creates nothing over that.
+      await store().put(key, Buffer.alloc(0));
+      expect((await putThrough(url, 'after the tombstone', headers)).status).toBe(412);
+      expect(await read(store(), key)).toBe('');
+      // Emptied by the store, the key takes the URL's upload again.
+      await store().delete(key);
+      expect((await putThrough(url, 'again', headers)).status).toBe(200);
+      expect(await read(store(), key)).toBe('again');
+    });
+
+    it('copies an object inside the store with its content type, only while the source has the ETag named', async () => {
+      const from = `${namespace()}staging/upload`;
+      const to = `${namespace()}documents/doc`;
+      await store().put(from, 'first version', { contentType: 'text/markdown' });
+      const head = await store().head(from);
+      expect(head).toMatchObject({ size: 13, contentType: 'text/markdown', etag: expect.stringMatching(/^"[0-9a-f]{32}"$/) });
+      expect(await store().copy(from, to, { ifMatch: head!.etag })).toEqual({ size: 13 });
+      expect(await store().head(to)).toMatchObject({ size: 13, contentType: 'text/markdown' });
+      expect(await read(store(), to)).toBe('first version');
+
+      await store().put(from, 'second version', { contentType: 'text/markdown' });
+      await expect(store().copy(from, to, { ifMatch: head!.etag })).rejects.toMatchObject({ kind: 'precondition_failed' });
+      expect(await read(store(), to)).toBe('first version');
+      await expect(store().copy(`${namespace()}missing`, to)).rejects.toMatchObject({ kind: 'not_found' });
     });
 
     it('joins the parts of a multipart upload sent through presigned URLs', async () => {
@@ -383,6 +424,12 @@ describe('fs blob store', () => {
     expect((await fetch(unsigned)).status).toBe(403);
 
     expect((await putThrough(url.toString(), 'overwritten')).status).toBe(403);
+    expect(await read(store, key)).toBe('secret');
+
+    // A create-only upload URL stripped of its condition is not a plain upload URL: its signature no longer holds.
+    const createOnly = new URL(await store.presignPut(key, { expiresInSeconds: 60, ifNoneMatch: true }));
+    createOnly.searchParams.delete('ifNoneMatch');
+    expect((await putThrough(createOnly.toString(), 'overwritten')).status).toBe(403);
     expect(await read(store, key)).toBe('secret');
   });
 

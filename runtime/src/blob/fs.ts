@@ -2,7 +2,7 @@
 // URLs that the runtime serves itself (signed-urls.ts).
 import { createHash, randomUUID } from 'node:crypto';
 import { constants, createReadStream, createWriteStream, mkdirSync } from 'node:fs';
-import { access, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { access, link, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -17,11 +17,18 @@ import {
   assertPresignExpiry,
   bareEtag,
   type BlobBody,
+  type BlobHead,
   type BlobStore,
   type StoredBlob,
   type UploadedPart,
 } from './port.js';
 import type { BlobUrlSigner } from './signed-urls.js';
+
+/** What `meta/` keeps of an object; `etag` is absent for objects written before it was kept. */
+interface ObjectMeta {
+  contentType?: string;
+  etag?: string;
+}
 
 interface UploadRecord {
   key: string;
@@ -32,7 +39,7 @@ const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 const DAY_MS = 24 * 3600 * 1000;
 
 /**
- * Layout under `root`: `objects/<key>` holds the bytes; `meta/<hash of key>` the content type (hashed so that
+ * Layout under `root`: `objects/<key>` holds the bytes; `meta/<hash of key>` the content type and ETag (hashed so that
  * metadata can never collide with the object tree); `uploads/<uploadId>/` stages multipart parts; `tmp/`
  * holds files being written, renamed into place only once complete.
  */
@@ -60,16 +67,27 @@ export class FsBlobStore implements BlobStore {
   async put(key: string, body: BlobBody, options: { contentType?: string } = {}): Promise<{ key: string; size: number }> {
     assertBlobKey(key);
     const staged = await this.stage(body instanceof Readable ? body : Readable.from([Buffer.from(body)]));
-    await this.commit(key, staged.path, options.contentType);
+    await this.commit(key, staged.path, { contentType: options.contentType, etag: `"${staged.md5}"` });
     return { key, size: staged.size };
   }
 
-  /** Stores an upload sent to a signed URL, and returns the ETag S3 would answer (the quoted MD5 of the bytes). */
-  async receive(key: string, body: Readable, options: { contentType?: string } = {}): Promise<{ size: number; etag: string }> {
+  /**
+   * Stores an upload sent to a signed URL, and returns the ETag S3 would answer (the quoted MD5 of the bytes). With
+   * `ifNoneMatch` it only creates: while the key holds an object it is `precondition_failed`, as S3 answers.
+   */
+  async receive(
+    key: string,
+    body: Readable,
+    options: { contentType?: string; ifNoneMatch?: boolean } = {},
+  ): Promise<{ size: number; etag: string }> {
     assertBlobKey(key);
+    // Refused before a byte is read; the link below decides a race between two uploads that both got here.
+    if (options.ifNoneMatch && (await this.exists(key))) throw keyExists(key);
     const staged = await this.stage(body, this.maxUploadBytes);
-    await this.commit(key, staged.path, options.contentType);
-    return { size: staged.size, etag: `"${staged.md5}"` };
+    const meta = { contentType: options.contentType, etag: `"${staged.md5}"` };
+    if (options.ifNoneMatch) await this.commitNew(key, staged.path, meta);
+    else await this.commit(key, staged.path, meta);
+    return { size: staged.size, etag: meta.etag };
   }
 
   /** Refuses a signed upload that declares more than `maxUploadBytes`, before any of it is read. */
@@ -88,18 +106,35 @@ export class FsBlobStore implements BlobStore {
       await handle.close();
       throw notFound(`blob ${JSON.stringify(key)} not found`);
     }
-    const contentType = await this.readContentType(key);
+    const { contentType } = await this.readMeta(key);
     return { body: handle.createReadStream(), size: info.size, contentType };
   }
 
-  async head(key: string): Promise<{ size: number; contentType: string | undefined } | null> {
+  async head(key: string): Promise<BlobHead | null> {
     assertBlobKey(key);
     const info = await stat(this.objectPath(key)).catch((error: unknown) => {
       if (isMissing(error)) return null;
       throw error;
     });
     if (!info?.isFile()) return null;
-    return { size: info.size, contentType: await this.readContentType(key) };
+    const meta = await this.readMeta(key);
+    // An object kept before ETags were, or read in the instant between a create-only upload's link and its meta.
+    const etag = meta.etag ?? `"${await this.md5Of(key)}"`;
+    return { size: info.size, contentType: meta.contentType, etag };
+  }
+
+  async copy(fromKey: string, toKey: string, options: { ifMatch?: string } = {}): Promise<{ size: number }> {
+    assertBlobKey(fromKey);
+    assertBlobKey(toKey);
+    const source = await this.get(fromKey);
+    const staged = await this.stage(source.body);
+    // The MD5 of the bytes copied, not of the source as it was a moment ago: what lands is exactly what matched.
+    if (options.ifMatch !== undefined && staged.md5 !== bareEtag(options.ifMatch)) {
+      await rm(staged.path, { force: true });
+      throw sourceChanged(fromKey);
+    }
+    await this.commit(toKey, staged.path, { contentType: source.contentType, etag: `"${staged.md5}"` });
+    return { size: staged.size };
   }
 
   async exists(key: string): Promise<boolean> {
@@ -137,10 +172,11 @@ export class FsBlobStore implements BlobStore {
     return this.signer.url({ method: 'GET', key }, options.expiresInSeconds);
   }
 
-  async presignPut(key: string, options: { expiresInSeconds: number; contentType?: string }): Promise<string> {
+  async presignPut(key: string, options: { expiresInSeconds: number; contentType?: string; ifNoneMatch?: boolean }): Promise<string> {
     assertBlobKey(key);
     assertPresignExpiry(options.expiresInSeconds);
-    return this.signer.url({ method: 'PUT', key, contentType: options.contentType }, options.expiresInSeconds);
+    const grant = { method: 'PUT' as const, key, contentType: options.contentType, ...(options.ifNoneMatch ? { ifNoneMatch: true } : {}) };
+    return this.signer.url(grant, options.expiresInSeconds);
   }
 
   async createMultipartUpload(key: string, options: { contentType?: string } = {}): Promise<{ uploadId: string }> {
@@ -208,7 +244,7 @@ export class FsBlobStore implements BlobStore {
         }
       })(),
     );
-    await this.commit(key, staged.path, upload.contentType);
+    await this.commit(key, staged.path, { contentType: upload.contentType, etag: `"${staged.md5}"` });
     await rm(join(this.uploads, uploadId), { recursive: true, force: true });
     return { size: staged.size };
   }
@@ -327,10 +363,10 @@ export class FsBlobStore implements BlobStore {
   }
 
   /** Moves a staged file under its key; the metadata goes first so the object never appears without it. */
-  private async commit(key: string, stagedPath: string, contentType: string | undefined): Promise<void> {
+  private async commit(key: string, stagedPath: string, meta: ObjectMeta): Promise<void> {
     const metaStaged = join(this.tmp, randomUUID());
     try {
-      await writeFile(metaStaged, JSON.stringify({ contentType }));
+      await writeFile(metaStaged, JSON.stringify(meta));
       await this.moveInto(metaStaged, this.metaPath(key), key);
       await this.moveInto(stagedPath, this.objectPath(key), key);
     } catch (error) {
@@ -339,16 +375,35 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  private async moveInto(from: string, to: string, key: string): Promise<void> {
+  /**
+   * Puts a staged file under its key only if no object is there, atomically (a hard link fails on an existing name,
+   * where a rename would replace it); the metadata follows, since writing it first could overwrite another's.
+   */
+  private async commitNew(key: string, stagedPath: string, meta: ObjectMeta): Promise<void> {
+    try {
+      await this.moveInto(stagedPath, this.objectPath(key), key, { exclusive: true });
+    } finally {
+      await rm(stagedPath, { force: true });
+    }
+    const metaStaged = join(this.tmp, randomUUID());
+    await writeFile(metaStaged, JSON.stringify(meta));
+    await this.moveInto(metaStaged, this.metaPath(key), key).catch(async (error: unknown) => {
+      await rm(metaStaged, { force: true });
+      throw error;
+    });
+  }
+
+  private async moveInto(from: string, to: string, key: string, options: { exclusive?: boolean } = {}): Promise<void> {
     // A concurrent delete may prune the freshly made parent directory before the rename; make it again.
     for (let attempt = 1; ; attempt++) {
       try {
         await mkdir(dirname(to), { recursive: true });
-        await rename(from, to);
+        await (options.exclusive ? link(from, to) : rename(from, to));
         return;
       } catch (error) {
         const code = errorCode(error);
         if (code === 'ENAMETOOLONG') throw invalidArgument('a segment of the blob key is too long for the filesystem store');
+        if (options.exclusive && code === 'EEXIST' && (await stat(to).catch(() => undefined))?.isFile()) throw keyExists(key);
         if (code === 'ENOTDIR' || code === 'EEXIST' || code === 'EISDIR') {
           throw conflict(`blob key ${JSON.stringify(key)} clashes with an existing key that is a prefix of it, or under it`);
         }
@@ -357,12 +412,18 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  private async readContentType(key: string): Promise<string | undefined> {
+  private async readMeta(key: string): Promise<ObjectMeta> {
     const text = await readFile(this.metaPath(key), 'utf8').catch((error: unknown) => {
       if (isMissing(error)) return undefined;
       throw error;
     });
-    return text === undefined ? undefined : (JSON.parse(text) as { contentType?: string }).contentType;
+    return text === undefined ? {} : (JSON.parse(text) as ObjectMeta);
+  }
+
+  private async md5Of(key: string): Promise<string> {
+    const md5 = createHash('md5');
+    for await (const chunk of createReadStream(this.objectPath(key))) md5.update(chunk as Buffer);
+    return md5.digest('hex');
   }
 
   private async unlinkObject(key: string): Promise<void> {
@@ -404,6 +465,16 @@ export class FsBlobStore implements BlobStore {
       if (!removed) return;
     }
   }
+}
+
+/** S3's answer to a create-only upload (`If-None-Match: *`) on a key that holds an object. */
+function keyExists(key: string): AppError {
+  return new AppError('precondition_failed', `blob ${JSON.stringify(key)} exists, and this upload may only create it`);
+}
+
+/** S3's answer to a copy whose source no longer has the ETag it was asked for. */
+function sourceChanged(key: string): AppError {
+  return new AppError('precondition_failed', `blob ${JSON.stringify(key)} changed: its ETag is no longer the one asked for`);
 }
 
 function uploadTooLarge(maxBytes: number): AppError {

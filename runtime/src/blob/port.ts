@@ -11,6 +11,13 @@ export interface StoredBlob {
   contentType: string | undefined;
 }
 
+export interface BlobHead {
+  size: number;
+  contentType: string | undefined;
+  /** Quoted, as S3 answers it; names these bytes, so a conditional copy takes exactly them. */
+  etag: string;
+}
+
 export interface UploadedPart {
   partNumber: number;
   /** The `ETag` response header of the part's upload, quoted or not. */
@@ -23,8 +30,8 @@ export interface BlobStore {
   /** Throws `not_found` when the key does not exist. The body must be consumed or destroyed. */
   get(key: string): Promise<StoredBlob>;
   exists(key: string): Promise<boolean>;
-  /** The object's size and content type without its bytes; null when the key does not exist. */
-  head(key: string): Promise<{ size: number; contentType: string | undefined } | null>;
+  /** The object's size, content type and ETag without its bytes; null when the key does not exist. */
+  head(key: string): Promise<BlobHead | null>;
   /** Succeeds whether or not the key exists. */
   delete(key: string): Promise<void>;
   /**
@@ -33,8 +40,18 @@ export interface BlobStore {
    */
   deleteByPrefix(prefix: string): Promise<{ deleted: number; abortedUploads: number }>;
   presignGet(key: string, options: { expiresInSeconds: number }): Promise<string>;
-  /** When `contentType` is given, the upload must send exactly that `Content-Type`. */
-  presignPut(key: string, options: { expiresInSeconds: number; contentType?: string }): Promise<string>;
+  /**
+   * When `contentType` is given, the upload must send exactly that `Content-Type`. With `ifNoneMatch`, it must send
+   * `If-None-Match: *` too, and is refused (412, as S3 answers) while an object exists at the key: a URL that cannot
+   * be revoked then cannot replace what is there.
+   */
+  presignPut(key: string, options: { expiresInSeconds: number; contentType?: string; ifNoneMatch?: boolean }): Promise<string>;
+  /**
+   * Copies an object inside the store, content type kept, without its bytes passing through this process. With
+   * `ifMatch`, only while the source's ETag is still that one (`precondition_failed` otherwise); a missing source is
+   * `not_found`.
+   */
+  copy(fromKey: string, toKey: string, options?: { ifMatch?: string }): Promise<{ size: number }>;
   createMultipartUpload(key: string, options?: { contentType?: string }): Promise<{ uploadId: string }>;
   /** A URL the client PUTs one part to; the `ETag` response header is what `completeMultipartUpload` wants. */
   presignPart(key: string, uploadId: string, partNumber: number, options: { expiresInSeconds: number }): Promise<string>;

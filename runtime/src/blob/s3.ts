@@ -2,6 +2,7 @@
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
+  CopyObjectCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -25,6 +26,7 @@ import {
   assertPartNumber,
   assertPresignExpiry,
   type BlobBody,
+  type BlobHead,
   type BlobStore,
   type StoredBlob,
   type UploadedPart,
@@ -102,11 +104,11 @@ export class S3BlobStore implements BlobStore {
     return { body, size: response.ContentLength ?? 0, contentType: response.ContentType };
   }
 
-  async head(key: string): Promise<{ size: number; contentType: string | undefined } | null> {
+  async head(key: string): Promise<BlobHead | null> {
     assertBlobKey(key);
     try {
       const response = await this.send('head', () => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.root + key })), key);
-      return { size: response.ContentLength ?? 0, contentType: response.ContentType };
+      return { size: response.ContentLength ?? 0, contentType: response.ContentType, etag: response.ETag ?? '' };
     } catch (error) {
       if (error instanceof AppError && error.kind === 'not_found') return null;
       throw error;
@@ -171,15 +173,40 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  async presignPut(key: string, options: { expiresInSeconds: number; contentType?: string }): Promise<string> {
+  async presignPut(key: string, options: { expiresInSeconds: number; contentType?: string; ifNoneMatch?: boolean }): Promise<string> {
     assertBlobKey(key);
     assertPresignExpiry(options.expiresInSeconds);
-    const command = new PutObjectCommand({ Bucket: this.bucket, Key: this.root + key, ContentType: options.contentType });
+    const command = new PutObjectCommand({
+      Bucket: this.bucket,
+      Key: this.root + key,
+      ContentType: options.contentType,
+      // S3's conditional write: the store refuses (412) a PUT while the key holds an object.
+      IfNoneMatch: options.ifNoneMatch ? '*' : undefined,
+    });
+    // Signed as headers, so the upload must send this Content-Type (and If-None-Match), as the filesystem store
+    // demands too: a client that leaves the condition out is refused rather than let through unconditionally.
+    const signed = [...(options.contentType === undefined ? [] : ['content-type']), ...(options.ifNoneMatch ? ['if-none-match'] : [])];
     return getSignedUrl(this.presigner, command, {
       expiresIn: options.expiresInSeconds,
-      // Signed as a header, so the upload must send this Content-Type, as the filesystem store demands too.
-      signableHeaders: options.contentType === undefined ? undefined : new Set(['content-type']),
+      signableHeaders: signed.length === 0 ? undefined : new Set(signed),
     });
+  }
+
+  async copy(fromKey: string, toKey: string, options: { ifMatch?: string } = {}): Promise<{ size: number }> {
+    assertBlobKey(fromKey);
+    assertBlobKey(toKey);
+    const source = `${this.bucket}/${(this.root + fromKey).split('/').map(encodeURIComponent).join('/')}`;
+    await this.send(
+      'copy',
+      () =>
+        this.client.send(
+          new CopyObjectCommand({ Bucket: this.bucket, Key: this.root + toKey, CopySource: source, CopySourceIfMatch: options.ifMatch }),
+        ),
+      fromKey,
+    );
+    const head = await this.head(toKey);
+    if (!head) throw unavailable('the blob store lost an object it had just copied');
+    return { size: head.size };
   }
 
   async createMultipartUpload(key: string, options: { contentType?: string } = {}): Promise<{ uploadId: string }> {
@@ -334,6 +361,8 @@ function storeError(action: string, error: unknown, key: string | undefined): Ap
     return notFound(`blob ${JSON.stringify(key)} not found`, { cause: error });
   }
   switch (name) {
+    case 'PreconditionFailed':
+      return new AppError('precondition_failed', `the blob store refused a conditional request: ${key === undefined ? 'its condition' : `blob ${JSON.stringify(key)}`} is not as asked`, { cause: error });
     case 'NoSuchUpload':
       return notFound('multipart upload not found', { cause: error });
     case 'InvalidPart':

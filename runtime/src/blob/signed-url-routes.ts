@@ -13,7 +13,7 @@ export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Route
 
   router.get('/*key', async (req, res) => {
     const key = keyOf(req);
-    store.signer.verify('GET', key, req.query, undefined);
+    store.signer.verify('GET', key, req.query, { contentType: undefined });
     const blob = await store.get(key);
     // setHeader, not res.set: express would append a charset to text types, and S3 answers the stored type as is.
     res.status(200);
@@ -35,12 +35,12 @@ export function createSignedBlobRouter({ store }: { store: FsBlobStore }): Route
     try {
       const key = keyOf(req);
       const contentType = req.get('content-type');
-      const grant = store.signer.verify('PUT', key, req.query, contentType);
+      const grant = store.signer.verify('PUT', key, req.query, { contentType, ifNoneMatch: req.get('if-none-match') });
       store.assertUploadFits(Number(req.get('content-length') ?? 0));
       const { etag } =
         grant.uploadId !== undefined && grant.partNumber !== undefined
           ? await store.receivePart(key, grant.uploadId, grant.partNumber, req)
-          : await store.receive(key, req, { contentType });
+          : await store.receive(key, req, { contentType, ifNoneMatch: grant.ifNoneMatch });
       res.status(200).set('ETag', etag).end();
     } catch (error) {
       // A body refused halfway stays unread and would stall this connection: let it close after the answer.
