@@ -271,6 +271,55 @@ function eventBusContract(backend: () => Backend): void {
     expect(next.resetAt.getTime()).toBeGreaterThan(first.resetAt.getTime());
   });
 
+  it('admits concurrent reservations from two processes only against the headroom left', async () => {
+    const a = backend().open();
+    const b = backend().peer(a);
+    const claim = { key: 'spend', amount: 15, limit: 20, windowSeconds: 60 };
+    const answers = await Promise.all(range(1, 40).map((n) => (n % 2 ? a : b).counters.reserve([claim])));
+    // The first claim leaves 5 of headroom, which admits exactly one more; then the counter is past its limit.
+    const admitted = answers.filter((answer) => answer.admitted);
+    expect(admitted).toHaveLength(2);
+    for (const answer of answers.filter((answer) => !answer.admitted)) {
+      expect(answer).toMatchObject({ admitted: false, refused: claim, value: 30 });
+      if (!answer.admitted) expect(answer.resetAt!.getTime()).toBeGreaterThan(Date.now());
+    }
+    expect((await a.counters.get('spend')).value).toBe(30);
+  });
+
+  it('refuses a reservation whole: nothing is added when any counter is at its limit, and a claim of 0 only checks', async () => {
+    const bus = backend().open();
+    await bus.counters.increment('rpm', 2, 60);
+    const refused = await bus.counters.reserve([
+      { key: 'tpm', amount: 500, limit: 1000, windowSeconds: 60 },
+      { key: 'rpm', amount: 1, limit: 2, windowSeconds: 60 },
+    ]);
+    expect(refused).toMatchObject({ admitted: false, refused: { key: 'rpm' }, value: 2 });
+    expect(await bus.counters.get('tpm')).toEqual({ value: 0, resetAt: null });
+    expect((await bus.counters.get('rpm')).value).toBe(2);
+
+    const checked = await bus.counters.reserve([{ key: 'tpm', amount: 0, limit: 1000, windowSeconds: 60 }]);
+    expect(checked).toEqual({ admitted: true, held: [] });
+    expect(await bus.counters.get('tpm')).toEqual({ value: 0, resetAt: null });
+    await expect(bus.counters.reserve([{ key: 'tpm', amount: -1, limit: 1, windowSeconds: 60 }])).rejects.toMatchObject({ kind: 'invalid_argument' });
+  });
+
+  it('settles a claim to what was used in the window it went into; a window that ended since takes nothing', async () => {
+    const bus = backend().open();
+    const reserved = await bus.counters.reserve([{ key: 'tpm', amount: 100, limit: 1000, windowSeconds: 60 }]);
+    if (!reserved.admitted) throw new Error('refused');
+    await bus.counters.increment('tpm', 7, 60);
+    await bus.counters.settle([{ held: reserved.held[0]!, used: 30 }]);
+    expect((await bus.counters.get('tpm')).value).toBe(37);
+
+    // A claim whose window ends before it is settled (its turn crashed, or ran past the window) went with it.
+    const short = await bus.counters.reserve([{ key: 'short', amount: 50, limit: 1000, windowSeconds: 1 }]);
+    if (!short.admitted) throw new Error('refused');
+    await waitFor(async () => (await bus.counters.get('short')).value === 0, 'the window to end');
+    await bus.counters.increment('short', 5, 60);
+    await bus.counters.settle([{ held: short.held[0]!, used: 10 }]);
+    expect((await bus.counters.get('short')).value).toBe(5);
+  });
+
   it('keeps two tenants apart: logs, counters and channels', async () => {
     const x = backend().open();
     const y = backend().open();

@@ -5,14 +5,19 @@ import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { unavailable } from '../errors.js';
 import { silentLogger, type Logger } from '../logging.js';
 import {
+  checkClaims,
   checkIncrement,
+  checkSettlements,
   checkKey,
   checkRead,
   followLog,
   logClosed,
   resolveRetention,
   toJson,
+  type CounterClaim,
   type CounterWindow,
+  type HeldClaim,
+  type Reservation,
   type Counters,
   type EventBus,
   type EventLogs,
@@ -361,6 +366,37 @@ class MemoryCounters implements Counters {
     checkKey(key);
     const window = this.current(key);
     return window ? { value: window.value, resetAt: new Date(window.resetAt) } : { value: 0, resetAt: null };
+  }
+
+  // Synchronous between the checks and the claims, so no other reservation of this process runs in between.
+  async reserve(claims: readonly CounterClaim[]): Promise<Reservation> {
+    checkClaims(claims);
+    for (const claim of claims) {
+      const window = this.current(claim.key);
+      const value = window?.value ?? 0;
+      if (value >= claim.limit) return { admitted: false, refused: claim, value, resetAt: window ? new Date(window.resetAt) : null };
+    }
+    const held: HeldClaim[] = [];
+    for (const claim of claims) {
+      if (claim.amount === 0) continue;
+      let window = this.current(claim.key);
+      if (!window) {
+        window = { value: 0, resetAt: this.now() + Math.round(claim.windowSeconds * 1000) };
+        this.windows.set(claim.key, window);
+      }
+      window.value += claim.amount;
+      held.push({ key: claim.key, amount: claim.amount, windowSeconds: claim.windowSeconds, windowEndsAt: window.resetAt });
+    }
+    return { admitted: true, held };
+  }
+
+  async settle(settlements: readonly { held: HeldClaim; used: number }[]): Promise<void> {
+    checkSettlements(settlements);
+    for (const { held, used } of settlements) {
+      const window = this.current(held.key);
+      // A window's end is its identity here: a later window of the same counter ends later.
+      if (window && window.resetAt === held.windowEndsAt) window.value += used - held.amount;
+    }
   }
 
   sweep(): void {

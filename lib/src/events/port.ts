@@ -58,7 +58,42 @@ export interface Counters {
   increment(key: string, by: number, windowSeconds: number): Promise<CounterWindow>;
   /** The current value; `resetAt` is null when no window is open (value 0). */
   get(key: string): Promise<{ value: number; resetAt: Date | null }>;
+  /**
+   * Checks and claims in one atomic step, across every process sharing the backend: refuses, changing nothing, when
+   * any counter is already at or above its claim's `limit`; otherwise adds every claim's `amount` (a claim of 0 only
+   * checks, and opens no window). Concurrent reservations each see the others' claims, so a cap is admitted against
+   * what is really left (docs/decisions/0075).
+   */
+  reserve(claims: readonly CounterClaim[]): Promise<Reservation>;
+  /**
+   * Replaces each held claim's amount with what was really used, in the window the claim was made in: a claim whose
+   * window has ended went with it and changes nothing now. Each held claim must be settled at most once.
+   */
+  settle(settlements: readonly { held: HeldClaim; used: number }[]): Promise<void>;
 }
+
+export interface CounterClaim {
+  key: string;
+  /** Added now (an integer >= 0); settled later against what was used. */
+  amount: number;
+  /** The claim is refused while the counter is at or above this. */
+  limit: number;
+  windowSeconds: number;
+}
+
+/** A claim a reservation added, and the window it went into. */
+export interface HeldClaim {
+  key: string;
+  amount: number;
+  windowSeconds: number;
+  /** When the window it was added to ends (ms since the epoch): the window's identity when it is settled. */
+  windowEndsAt: number;
+}
+
+export type Reservation =
+  | { admitted: true; held: HeldClaim[] }
+  /** `refused` is the claim that was at its limit, with its counter's value and window end (null: none open). */
+  | { admitted: false; refused: CounterClaim; value: number; resetAt: Date | null };
 
 export interface EventBus {
   readonly logs: EventLogs;
@@ -114,6 +149,32 @@ export function checkRead(afterId: number, limit?: number): void {
 export function checkIncrement(by: number, windowSeconds: number): void {
   if (!Number.isSafeInteger(by)) throw invalidArgument('counter increment must be an integer');
   if (!(windowSeconds > 0)) throw invalidArgument('counter window must be positive');
+}
+
+export function checkClaims(claims: readonly CounterClaim[]): void {
+  for (const claim of claims) {
+    checkKey(claim.key);
+    checkIncrement(claim.amount, claim.windowSeconds);
+    if (claim.amount < 0) throw invalidArgument('a claim must be >= 0');
+    if (!Number.isSafeInteger(claim.limit)) throw invalidArgument('a claim\'s limit must be an integer');
+  }
+  if (new Set(claims.map((claim) => claim.key)).size !== claims.length) throw invalidArgument('a reservation claims each counter once');
+}
+
+export function checkSettlements(settlements: readonly { held: HeldClaim; used: number }[]): void {
+  for (const { held, used } of settlements) {
+    checkKey(held.key);
+    if (!Number.isSafeInteger(used) || used < 0) throw invalidArgument('what a claim used must be an integer >= 0');
+  }
+}
+
+/**
+ * How far apart two readings of a window's end may be and still be the same window. Redis tells a window's end only
+ * as time left, read against its clock at another moment, so two readings may differ by a few milliseconds; a later
+ * window of the same counter ends at least its whole length later.
+ */
+export function windowToleranceMs(windowSeconds: number): number {
+  return Math.min(1000, (windowSeconds * 1000) / 2);
 }
 
 /** JSON text of a frame or message; both adapters store JSON so a reader sees the same values on either. */

@@ -17,14 +17,20 @@ import { createClient } from 'redis';
 import { AppError, unavailable } from '../errors.js';
 import { silentLogger, type Logger } from '../logging.js';
 import {
+  checkClaims,
   checkIncrement,
+  checkSettlements,
   checkKey,
   checkRead,
   followLog,
   logClosed,
   resolveRetention,
   toJson,
+  windowToleranceMs,
+  type CounterClaim,
   type CounterWindow,
+  type HeldClaim,
+  type Reservation,
   type Counters,
   type EventBus,
   type EventLogs,
@@ -134,6 +140,44 @@ const readCounter = new Script(`
 local value = redis.call('GET', KEYS[1])
 if not value then return {0, -2} end
 return {tonumber(value), redis.call('PTTL', KEYS[1])}`);
+
+// The server's clock in ms: a window's end is told as its time left, turned into a time on the same clock.
+const NOW_MS = `local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)`;
+
+// KEYS: counters. ARGV: per counter amount, limit, window ms. Refuses, changing nothing, when a counter is at or above
+// its limit: {0, index, value, ms left or -2}; else adds every non-zero amount: {1, end of each counter's window}.
+const reserveCounters = new Script(`${NOW_MS}
+for i, key in ipairs(KEYS) do
+  local value = tonumber(redis.call('GET', key) or '0')
+  if value >= tonumber(ARGV[3 * i - 1]) then return {0, i, value, redis.call('PTTL', key)} end
+end
+local ends = {1}
+for i, key in ipairs(KEYS) do
+  local ends_at = 0
+  if ARGV[3 * i - 2] ~= '0' then
+    redis.call('INCRBY', key, ARGV[3 * i - 2])
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then
+      redis.call('PEXPIRE', key, ARGV[3 * i])
+      ttl = tonumber(ARGV[3 * i])
+    end
+    ends_at = now + ttl
+  end
+  ends[i + 1] = ends_at
+end
+return ends`);
+
+// KEYS: counters. ARGV: per counter the change, the end of the window the claim went into, the tolerance in ms (see
+// windowToleranceMs). A counter whose window has ended since, or was erased, is left alone.
+const settleCounters = new Script(`${NOW_MS}
+for i, key in ipairs(KEYS) do
+  local ttl = redis.call('PTTL', key)
+  if ttl > 0 and math.abs(now + ttl - tonumber(ARGV[3 * i - 1])) < tonumber(ARGV[3 * i]) then
+    redis.call('INCRBY', key, ARGV[3 * i - 2])
+  end
+end
+return 0`);
 
 export function createRedisEventBus(options: RedisEventBusOptions): EventBus {
   return new RedisEventBus(options);
@@ -428,6 +472,36 @@ class RedisCounters implements Counters {
     checkKey(key);
     const [value, ttl] = (await readCounter.run(this.client, [this.names.counter(key)], [])) as [number, number];
     return { value: Number(value), resetAt: Number(ttl) < 0 ? null : new Date(Date.now() + Number(ttl)) };
+  }
+
+  async reserve(claims: readonly CounterClaim[]): Promise<Reservation> {
+    checkClaims(claims);
+    if (claims.length === 0) return { admitted: true, held: [] };
+    const reply = (await reserveCounters.run(
+      this.client,
+      claims.map((claim) => this.names.counter(claim.key)),
+      claims.flatMap((claim) => [`${claim.amount}`, `${claim.limit}`, `${Math.round(claim.windowSeconds * 1000)}`]),
+    )) as number[];
+    if (Number(reply[0]) === 0) {
+      const [, index, value, ttl] = reply.map(Number) as [number, number, number, number];
+      return { admitted: false, refused: claims[index - 1]!, value, resetAt: ttl < 0 ? null : new Date(Date.now() + ttl) };
+    }
+    const held: HeldClaim[] = [];
+    claims.forEach((claim, i) => {
+      if (claim.amount > 0) held.push({ key: claim.key, amount: claim.amount, windowSeconds: claim.windowSeconds, windowEndsAt: Number(reply[i + 1]) });
+    });
+    return { admitted: true, held };
+  }
+
+  async settle(settlements: readonly { held: HeldClaim; used: number }[]): Promise<void> {
+    checkSettlements(settlements);
+    const changed = settlements.filter(({ held, used }) => used !== held.amount);
+    if (changed.length === 0) return;
+    await settleCounters.run(
+      this.client,
+      changed.map(({ held }) => this.names.counter(held.key)),
+      changed.flatMap(({ held, used }) => [`${used - held.amount}`, `${held.windowEndsAt}`, `${windowToleranceMs(held.windowSeconds)}`]),
+    );
   }
 }
 
