@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '@agentplane/test/harness/runtime';
 import { minimalPdf } from '@agentplane/test/fakes/documents';
+import { uploadStagingKey } from './model.js';
 import type { DocumentOutput } from './schemas.js';
 
 const ceiling = { capabilities: ['chat', 'documents:read', 'documents:write'] };
@@ -135,7 +136,7 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
         201,
       );
       expect(started.document).toMatchObject({ status: 'uploading', title: 'guide.txt', size_bytes: null });
-      expect(started.upload).toMatchObject({ kind: 'single', headers: { 'content-type': 'text/plain' } });
+      expect(started.upload).toMatchObject({ kind: 'single', headers: { 'content-type': 'text/plain', 'if-none-match': '*' } });
 
       // Out of order: nothing has arrived yet, and there are no bytes to download.
       const early = await post(`/documents/${started.document.id}/complete-upload`, token, {});
@@ -156,6 +157,85 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
       expect(done.uploaded_at).not.toBeNull();
       expect(await json(await post(`/documents/${started.document.id}/complete-upload`, token, {}), 200)).toEqual(done);
       expect((await post(`/documents/${started.document.id}/abort-upload`, token, undefined)).status).toBe(409);
+    });
+
+    it('refuses every write to a single upload\'s URL once it is completed, aborted or deleted; downloads and reingests serve the checked bytes', async () => {
+      const t = await tenant();
+      const token = await t.token();
+      // A manager whose scope covers the uploader: sees the document, does not own it.
+      const reader = await t.mint({ sub: 'acme:boss', scope: 'acme' });
+      type Presigned = { document: DocumentOutput; upload: { url: string; headers: Record<string, string> } };
+      const presign = async (body: Buffer) =>
+        json<Presigned>(await post('/documents/presign-upload', token, { filename: 'note.txt', content_type: 'text/plain', size: body.length }), 201);
+      const replacement = Buffer.from('<html><body><script>alert(document.cookie)</script></body></html>'.padEnd(64 * 1024, ' '));
+      const putAgain = async (upload: Presigned['upload']) => {
+        const response = await fetch(upload.url, { method: 'PUT', headers: upload.headers, body: replacement });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const download = async (id: string, as: string) => {
+        const { url } = await json<{ url: string }>(await rt.endUser(`/documents/${id}/download-url`, as), 200);
+        return Buffer.from(await (await fetch(url)).arrayBuffer());
+      };
+
+      // Completed: the URL refuses a second PUT (and one that leaves out the header it signed), and what was checked
+      // is what is downloaded, read again and kept.
+      const original = Buffer.from('Hello world');
+      const done = await presign(original);
+      expect((await fetch(done.upload.url, { method: 'PUT', headers: done.upload.headers, body: original })).status).toBe(200);
+      expect(await json(await post(`/documents/${done.document.id}/complete-upload?wait=20`, token, {}), 200)).toMatchObject({ status: 'ready', size_bytes: 11 });
+      expect(await putAgain(done.upload)).toBe(412);
+      const withoutCondition = await fetch(done.upload.url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: replacement });
+      await withoutCondition.arrayBuffer();
+      expect(withoutCondition.status).toBe(403);
+      expect((await download(done.document.id, reader)).equals(original)).toBe(true);
+      expect(await json(await post(`/documents/${done.document.id}/reingest?wait=20`, token, {}), 202)).toMatchObject({ status: 'ready', size_bytes: 11 });
+      const chunks = await json<{ chunks: { text: string }[] }>(await rt.endUser(`/documents/${done.document.id}/chunks`, reader), 200);
+      expect(chunks.chunks.map((chunk) => chunk.text)).toEqual(['Hello world']);
+      expect((await bytesAt((await stored(done.document))!.blob_key))!.equals(original)).toBe(true);
+
+      // Deleted after completing: the URL re-creates nothing.
+      const staging = uploadStagingKey(t.tenantId, done.document.id);
+      expect(await json(await rt.endUser(`/documents/${done.document.id}`, token, { method: 'DELETE' }), 200)).toMatchObject({ deleted: true });
+      expect(await putAgain(done.upload)).toBe(412);
+      expect(await bytesAt((await stored(done.document))?.blob_key ?? `tenants/${t.tenantId}/documents/${done.document.id}`)).toBeNull();
+      expect((await bytesAt(staging))?.length).toBe(0);
+
+      // Aborted, before or after its bytes arrived; deleted while still uploading.
+      const abortedEarly = await presign(original);
+      await json(await post(`/documents/${abortedEarly.document.id}/abort-upload`, token, undefined), 200);
+      expect(await putAgain(abortedEarly.upload)).toBe(412);
+      const abortedLate = await presign(original);
+      expect((await fetch(abortedLate.upload.url, { method: 'PUT', headers: abortedLate.upload.headers, body: original })).status).toBe(200);
+      await json(await post(`/documents/${abortedLate.document.id}/abort-upload`, token, undefined), 200);
+      expect(await putAgain(abortedLate.upload)).toBe(412);
+      const deletedEarly = await presign(original);
+      await json(await rt.endUser(`/documents/${deletedEarly.document.id}`, token, { method: 'DELETE' }), 200);
+      expect(await putAgain(deletedEarly.upload)).toBe(412);
+      for (const gone of [abortedEarly, abortedLate, deletedEarly]) expect((await bytesAt(uploadStagingKey(t.tenantId, gone.document.id)))?.length).toBe(0);
+
+      // Once the URLs have expired, the sweep removes what held their keys.
+      const reservations = rt.runtime.database.db.updateTable('upload_staging').set({ sweep_after: new Date(Date.now() - 1000) }).where('tenant_id', '=', t.tenantId);
+      await reservations.execute();
+      await rt.runtime.documents.sweepAbandoned();
+      for (const gone of [done, abortedEarly, abortedLate, deletedEarly]) expect(await bytesAt(uploadStagingKey(t.tenantId, gone.document.id))).toBeNull();
+      expect(await rt.runtime.database.db.selectFrom('upload_staging').select('key').where('tenant_id', '=', t.tenantId).execute()).toEqual([]);
+    });
+
+    it('completes one upload once when two completes race: one set of checked bytes, and the URL stays closed', async () => {
+      const t = await tenant();
+      const token = await t.token();
+      const body = Buffer.from('Raced to completion.');
+      const started = await json<{ document: DocumentOutput; upload: { url: string; headers: Record<string, string> } }>(
+        await post('/documents/presign-upload', token, { filename: 'race.txt', content_type: 'text/plain', size: body.length }),
+        201,
+      );
+      expect((await fetch(started.upload.url, { method: 'PUT', headers: started.upload.headers, body })).status).toBe(200);
+      const answers = await Promise.all([1, 2, 3].map(() => post(`/documents/${started.document.id}/complete-upload`, token, {})));
+      for (const answer of answers) expect(await json<DocumentOutput>(answer, 200)).toMatchObject({ id: started.document.id, size_bytes: body.length });
+      expect((await bytesAt((await stored(started.document))!.blob_key))!.equals(body)).toBe(true);
+      const late = await fetch(started.upload.url, { method: 'PUT', headers: started.upload.headers, body: 'replaced after the race' });
+      expect(late.status).toBe(412);
     });
 
     it('refuses a file whose bytes are not its media type, inline or at complete, naming the field, and keeps the upload open', async () => {
@@ -222,6 +302,12 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
       expect(((await missing.json()) as { detail: string }).detail).toBe(`upload out of order: part 3 of document ${id} is not listed; all 3 must have arrived`);
       const done = await json<DocumentOutput>(await post(`/documents/${id}/complete-upload`, token, { parts: etags }), 200);
       expect(done).toMatchObject({ status: 'uploaded', size_bytes: size });
+      expect((await bytesAt((await stored(done))!.blob_key))!.equals(bytes)).toBe(true);
+
+      // Completed, the upload is gone: a part URL takes nothing, and the stored bytes stay the checked ones.
+      const late = await fetch(parts[0]!.url, { method: 'PUT', headers: parts[0]!.headers, body: Buffer.alloc(5 * MiB, 'x') });
+      await late.arrayBuffer();
+      expect(late.status).toBe(404);
       expect((await bytesAt((await stored(done))!.blob_key))!.equals(bytes)).toBe(true);
     });
 

@@ -1,8 +1,11 @@
 // Documents: records, uploads and who may do what (docs/decisions/0039). Bytes never pass through this process
 // except a small inline upload: a client PUTs a file straight to the blob store through a presigned URL (the
 // filesystem store serves its own signed URLs), in one piece or in parts, then completes the upload here, which
-// checks what arrived against what was declared. An upload not completed by its deadline is abandoned, and the
-// sweeper removes its record and bytes; abort and delete leave no bytes behind either.
+// checks what arrived against what was declared. A single upload's URL names a staging key of its own, which it may
+// only create: complete copies the bytes to the document's key, which no URL writes, and checks them there; a
+// tombstone then holds the staging key until the URL has expired (docs/decisions/0073). An upload not completed by
+// its deadline is abandoned, and the sweeper removes its record and bytes; abort and delete leave no bytes behind
+// either.
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { pageOf } from '@agentplane/lib/db/paging';
@@ -20,7 +23,7 @@ import {
   UPLOAD_DEADLINE_SECONDS,
   UPLOAD_URL_SECONDS,
 } from './limits.js';
-import { documentBlobKey } from './model.js';
+import { documentBlobKey, uploadStagingKey } from './model.js';
 import type { Rerank } from './rerank.js';
 import { indexedOf, type VectorIndex } from './vectors/port.js';
 import { rerankFor } from '../tenants/configuration.js';
@@ -227,11 +230,23 @@ export class DocumentService {
     const id = randomUUID();
     const key = documentBlobKey(uploader.tenantId, id);
     if (!multipart) {
-      const row = await this.insert(uploader, id, document, { declaredSize: input.size, expiresAt: this.deadline(2 * UPLOAD_URL_SECONDS) });
-      const url = await this.blobs.presignPut(key, { expiresInSeconds: UPLOAD_URL_SECONDS, contentType: input.content_type });
+      const expiresAt = this.deadline(2 * UPLOAD_URL_SECONDS);
+      const staging = uploadStagingKey(uploader.tenantId, id);
+      // The staging key is kept past the deadline, when the URL has long expired (an hour of margin for the store's
+      // clock); kept first, so a record whose insert then fails leaves only a reservation the sweep removes.
+      await this.db.insertInto('upload_staging').values({ key: staging, tenant_id: uploader.tenantId, sweep_after: expiresAt }).execute();
+      const row = await this.insert(uploader, id, document, { declaredSize: input.size, expiresAt });
+      // Create-only: once bytes (or the tombstone) are at the staging key, this URL cannot replace them.
+      const url = await this.blobs.presignPut(staging, { expiresInSeconds: UPLOAD_URL_SECONDS, contentType: input.content_type, ifNoneMatch: true });
       return {
         document: documentOut(row),
-        upload: { kind: 'single', method: 'PUT', url, headers: { 'content-type': input.content_type }, expires_at: iso(this.deadline(UPLOAD_URL_SECONDS)) },
+        upload: {
+          kind: 'single',
+          method: 'PUT',
+          url,
+          headers: { 'content-type': input.content_type, 'if-none-match': '*' },
+          expires_at: iso(this.deadline(UPLOAD_URL_SECONDS)),
+        },
       };
     }
     const { uploadId } = await this.blobs.createMultipartUpload(key, { contentType: input.content_type });
@@ -292,7 +307,17 @@ export class DocumentService {
       }
     } else if (parts && parts.length > 0) {
       throw outOfOrder(`document ${row.id} is uploaded in one piece: complete it without parts`);
+    } else {
+      const taken = await this.takeStaged(row);
+      if (taken === 'changed') {
+        // A concurrent complete or abort moved the upload on: answer where it is now.
+        const current = await this.db.selectFrom('documents').selectAll().where('id', '=', row.id).executeTakeFirst();
+        if (!current) throw documentNotFound(row.id);
+        if (current.status !== 'uploading') return documentOut(current);
+        throw outOfOrder(`the upload of document ${row.id} changed while it was being completed: complete it again`);
+      }
     }
+    // From here on the bytes are at the document's own key, which no upload URL writes: what is checked is what stays.
     const stored = await this.blobs.head(row.blob_key);
     if (!stored) throw outOfOrder(`nothing has arrived for document ${row.id} yet: PUT its bytes to the upload URL first`);
     // What arrived is not what was declared: the bytes go and the upload stays open, so the refusal changes no record.
@@ -311,7 +336,46 @@ export class DocumentService {
       await this.discardArrival(row, upload);
       throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload is not what was declared: ${mismatch}; the bytes were removed` }]);
     }
-    return documentOut(await this.markUploaded(row, stored.size));
+    const uploaded = await this.markUploaded(row, stored.size);
+    if (upload.id === null) await this.sealStaging(row);
+    return documentOut(uploaded);
+  }
+
+  /**
+   * Copies a single upload's bytes from its staging key to the document's own: 'taken', or 'changed' when the staged
+   * object was replaced or removed between looking and copying (the copy names its ETag). Nothing staged is 409; a
+   * size other than declared is refused before anything is copied.
+   */
+  private async takeStaged(row: DocumentRow): Promise<'taken' | 'changed'> {
+    const staging = uploadStagingKey(row.tenant_id, row.id);
+    const staged = await this.blobs.head(staging);
+    if (!staged) throw outOfOrder(`nothing has arrived for document ${row.id} yet: PUT its bytes to the upload URL first`);
+    if (row.declared_size !== null && staged.size !== Number(row.declared_size)) {
+      await this.discardArrival(row, { id: null });
+      throw new ValidationError([{ loc: ['body'], msg: `the upload was ${staged.size} bytes, but ${row.declared_size} were declared; the bytes were removed: PUT exactly ${row.declared_size} bytes again` }]);
+    }
+    try {
+      await this.blobs.copy(staging, row.blob_key, { ifMatch: staged.etag });
+      return 'taken';
+    } catch (error) {
+      if (error instanceof AppError && (error.kind === 'precondition_failed' || error.kind === 'not_found')) return 'changed';
+      throw error;
+    }
+  }
+
+  /**
+   * Leaves an empty tombstone at a single upload's staging key while its URL may still be used, so the URL, which
+   * may only create, refuses every later write; it replaces the staged bytes in one write, never leaving the key
+   * empty between. The sweep removes it with the reservation. Best effort once the upload is complete: should it
+   * fail, the staged bytes hold the key in its place until the sweep.
+   */
+  private async sealStaging(row: DocumentRow): Promise<void> {
+    const staging = uploadStagingKey(row.tenant_id, row.id);
+    const reserved = await this.db.selectFrom('upload_staging').select('key').where('key', '=', staging).where('sweep_after', '>', this.now()).executeTakeFirst();
+    if (!reserved) return;
+    await this.blobs.put(staging, Buffer.alloc(0)).catch((error: unknown) => {
+      this.options.logger.warn({ err: error, document: row.id }, 'could not seal the staging key of an upload; its staged bytes hold it until the sweep');
+    });
   }
 
   /** Gives up an upload: its record and whatever bytes or parts arrived are removed. */
@@ -514,7 +578,20 @@ export class DocumentService {
       removed += Number(gone.numDeletedRows);
     }
     if (removed > 0) this.options.logger.info({ removed }, 'abandoned document uploads removed');
+    await this.sweepStaging(limit);
     return removed;
+  }
+
+  /**
+   * Removes staging keys whose uploads' URLs have expired (tombstones, and bytes of uploads never completed), each
+   * object before its reservation, so a failure leaves the reservation to retry from.
+   */
+  private async sweepStaging(limit: number): Promise<void> {
+    const due = await this.db.selectFrom('upload_staging').select('key').where('sweep_after', '<', this.now()).orderBy('sweep_after').limit(limit).execute();
+    for (const { key } of due) {
+      await this.blobs.delete(key);
+      await this.db.deleteFrom('upload_staging').where('key', '=', key).execute();
+    }
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -592,7 +669,8 @@ export class DocumentService {
    */
   private async discardArrival(row: DocumentRow, upload: { id: string | null }): Promise<void> {
     await this.blobs.delete(row.blob_key);
-    if (upload.id === null) return;
+    // The staging key emptied, the single upload's URL (create-only) takes a new PUT.
+    if (upload.id === null) return this.blobs.delete(uploadStagingKey(row.tenant_id, row.id));
     const { uploadId } = await this.blobs.createMultipartUpload(row.blob_key, { contentType: row.content_type });
     await this.db.updateTable('documents').set({ upload_id: uploadId, updated_at: this.now() }).where('id', '=', row.id).execute();
   }
@@ -617,6 +695,9 @@ export class DocumentService {
   private async removeBytes(row: DocumentRow): Promise<void> {
     if (row.upload_id !== null) await this.blobs.abortMultipartUpload(row.blob_key, row.upload_id);
     await this.blobs.delete(row.blob_key);
+    // A single upload given up: whatever was staged goes, and its URL can write nothing after. (A completed one was
+    // sealed at complete.)
+    if (row.status === 'uploading' && row.upload_id === null) await this.sealStaging(row);
   }
 
   private deadline(seconds: number): Date {

@@ -667,4 +667,19 @@ export const runtimeMigrations: Migration[] = [
     name: 'document ingest attempts',
     statements: ['alter table documents add column ingest_attempts integer not null default 0'],
   },
+  {
+    // The staging keys single uploads are PUT to (docs/decisions/0073): each is kept (bytes, then a tombstone that
+    // refuses the upload URL) until its sweep, when the object and the row go. Not erased with the tenant: the sweep
+    // also removes what a URL still alive wrote after the erase.
+    version: 27,
+    name: 'upload staging',
+    statements: [
+      `create table upload_staging (
+        key text primary key,
+        tenant_id uuid not null,
+        sweep_after timestamptz not null
+      )`,
+      'create index upload_staging_sweep on upload_staging (sweep_after)',
+    ],
+  },
 ];

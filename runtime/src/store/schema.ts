@@ -206,6 +206,14 @@ export interface DocumentsTable {
   generation: Generated<number>;
 }
 
+/** A staging key a presigned single upload writes to (docs/decisions/0073); swept, object and row, after `sweep_after`. */
+export interface UploadStagingTable {
+  key: string;
+  tenant_id: string;
+  /** Past the upload's deadline, so past its URL's expiry: nothing can write the key any more. */
+  sweep_after: Timestamp;
+}
+
 export interface DocumentChunksTable {
   id: string;
   document_id: string;
@@ -272,6 +280,7 @@ export interface RuntimeSchema {
   embedding_spaces: EmbeddingSpacesTable;
   embedding_jobs: EmbeddingJobsTable;
   documents: DocumentsTable;
+  upload_staging: UploadStagingTable;
   document_chunks: DocumentChunksTable;
   chunk_embeddings: ChunkEmbeddingsTable;
   ingest_jobs: IngestJobsTable;
