@@ -23,7 +23,7 @@ const CorpusDocumentOut = z
     failure: z.string().nullable().meta({
       description: "Why the ingest failed (`failed`), or why a reingest failed while the earlier chunks still answer (`ready`); while `processing`, the last attempt's error until an attempt succeeds",
     }),
-    ingest_attempts: z.int().meta({ description: 'Attempts made at reading the document this time (0 before the first; back to 0 at a reingest)' }),
+    ingest_attempts: z.int().min(0).meta({ description: 'Attempts made at reading the document this time (0 before the first; back to 0 at a reingest)' }),
     corpus: z.literal('project'),
     visibility: z.literal('project'),
     owner: z.null(),

@@ -178,7 +178,7 @@ export const DocumentOut = z
       description:
         'Why the ingest failed (`failed`), or why a reingest failed while the earlier chunks still answer (`ready`); while `processing`, the last attempt\'s error (`attempt N of M failed, retrying: ...`) until an attempt succeeds. Null when nothing failed',
     }),
-    ingest_attempts: z.int().meta({
+    ingest_attempts: z.int().min(0).meta({
       description: 'Attempts made at reading the document this time (0 before the first; back to 0 at a reingest). More than 1 means earlier attempts failed and were retried',
     }),
     corpus: z.enum(['tenant', 'project']).meta({ description: '`project`: the project-wide corpus, managed on the control plane' }),
