@@ -119,6 +119,40 @@ describe.each(availableSetups())('the project corpus (%s)', (setup) => {
     expect((await corpus(`/${done.id}`)).status).toBe(404);
   });
 
+  it('closes a file\'s upload URL once completed or deleted: end-users download and the ingest reads only the checked bytes', async () => {
+    const bytes = Buffer.from('Refunds within 30 days.');
+    const replacement = Buffer.from('<html><body><script>steal()</script></body></html>'.padEnd(64 * 1024, ' '));
+    type Created = { document: DocumentOutput; upload: { url: string; headers: Record<string, string> } };
+    const create = async () => json<Created>(await post('', { filename: 'refunds.txt', content_type: 'text/plain', size: bytes.length }), 201);
+    const putAgain = async (upload: Created['upload']) => {
+      const response = await fetch(upload.url, { method: 'PUT', headers: upload.headers, body: replacement });
+      await response.arrayBuffer();
+      return response.status;
+    };
+    const created = await create();
+    expect(created.upload.headers).toEqual({ 'content-type': 'text/plain', 'if-none-match': '*' });
+    expect((await fetch(created.upload.url, { method: 'PUT', headers: created.upload.headers, body: bytes })).status).toBe(200);
+    await json(await post(`/${created.document.id}?wait=20`, { action: 'complete' }), 200);
+    expect(await putAgain(created.upload)).toBe(412);
+
+    const { url } = await json<{ url: string }>(await rt.endUser(`/documents/${created.document.id}/download-url`, await user()), 200);
+    expect(Buffer.from(await (await fetch(url)).arrayBuffer()).equals(bytes)).toBe(true);
+    expect(await json(await post(`/${created.document.id}?wait=20`, { action: 'reingest' }), 200)).toMatchObject({ status: 'ready', size_bytes: bytes.length });
+    const chunks = await json<{ chunks: { text: string }[] }>(await rt.endUser(`/documents/${created.document.id}/chunks`, await user()), 200);
+    expect(chunks.chunks.map((chunk) => chunk.text)).toEqual([bytes.toString()]);
+
+    await json(await corpus(`/${created.document.id}`, { method: 'DELETE' }), 200);
+    expect(await putAgain(created.upload)).toBe(412);
+    const abandoned = await create();
+    await json(await corpus(`/${abandoned.document.id}`, { method: 'DELETE' }), 200);
+    expect(await putAgain(abandoned.upload)).toBe(412);
+    const keys = await rt.runtime.database.db.selectFrom('documents').select('blob_key').where('id', 'in', [created.document.id, abandoned.document.id]).execute();
+    expect(keys).toEqual([]);
+    for (const id of [created.document.id, abandoned.document.id]) {
+      expect(await rt.runtime.blobs.head(`tenants/${tenant.tenantId}/documents/${id}`)).toBeNull();
+    }
+  });
+
   it('hands every part\'s URL of an upload in parts at once, and completes it from the ETags', async () => {
     const size = 5 * MiB + 1000;
     const bytes = Buffer.alloc(size, 'a');
@@ -137,6 +171,12 @@ describe.each(availableSetups())('the project corpus (%s)', (setup) => {
     }
     const done = await json<DocumentOutput>(await post(`/${created.document.id}`, { action: 'complete', parts: etags }), 200);
     expect(done).toMatchObject({ status: expect.stringMatching(/uploaded|processing|ready/), size_bytes: size });
+    // The upload is over: its part URLs take nothing, and an end-user downloads the bytes that were checked.
+    const late = await fetch(created.parts[0]!.url, { method: 'PUT', headers: created.parts[0]!.headers, body: Buffer.alloc(5 * MiB, 'x') });
+    await late.arrayBuffer();
+    expect(late.status).toBe(404);
+    const { url } = await json<{ url: string }>(await rt.endUser(`/documents/${done.id}/download-url`, await user()), 200);
+    expect(Buffer.from(await (await fetch(url)).arrayBuffer()).equals(bytes)).toBe(true);
     await json(await corpus(`/${done.id}`, { method: 'DELETE' }), 200);
   });
 
