@@ -145,7 +145,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService, keys: ProjectKeySer
       operationId: 'createCorpusDocument',
       summary: 'Add a document to the project\'s corpus: inline text, or a file PUT straight to the store',
       description:
-        'With `text`, the document is stored at once and waits to be read (`wait` to wait for it). With `size`, the answer holds the URL to PUT the file to (in parts: every part\'s URL); then POST `{"action": "complete"}` to /api/projects/{id}/documents/{documentId}. The bytes never pass through the control plane.',
+        'With `text`, the document is stored at once and waits to be read (`wait` to wait for it). With `size`, the answer holds the URL to PUT the file to, with the headers to send (`If-None-Match: *` among them: the URL only creates, and refuses every PUT, 412, once the upload is completed or deleted; in parts: every part\'s URL); then POST `{"action": "complete"}` to /api/projects/{id}/documents/{documentId}. The bytes never pass through the control plane.',
       tags: ['documents'],
       security: ['apiKey', 'session'],
       params: ProjectParams,

@@ -146,7 +146,7 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
       operationId: 'presignDocumentUpload',
       summary: 'Start an upload straight to the store: one presigned PUT, or an upload in parts',
       description:
-        'Creates the document (`uploading`) and answers how to send its bytes. Single: PUT them to `upload.url` with `upload.headers`, then POST /documents/{id}/complete-upload. ' +
+        'Creates the document (`uploading`) and answers how to send its bytes. Single: PUT them to `upload.url` with `upload.headers` (`If-None-Match: *` among them: the URL only creates, so a second PUT is 412 once bytes arrived, and for good once the upload is completed, aborted or deleted), then POST /documents/{id}/complete-upload. ' +
         'In parts: POST /documents/{id}/presign-parts for part URLs, PUT each part, then complete-upload with every part\'s ETag. An upload not completed by `upload.expires_at` is abandoned and removed.',
       tags: ['documents'],
       security: ['bearer'],
@@ -179,7 +179,7 @@ export function documentRoutes(documents: DocumentService): RouteDefinition[] {
       operationId: 'completeDocumentUpload',
       summary: 'End an upload: its bytes are checked against what was declared, and the document waits to be read',
       description:
-        'For an upload in parts, list every part with the ETag its PUT answered. A size or media type other than declared is a 422 and the bytes are removed. Completing again answers the document as it is.',
+        'For an upload in parts, list every part with the ETag its PUT answered. A size or media type other than declared is a 422 and the bytes are removed (a single upload\'s URL then takes a new PUT). Completing again answers the document as it is.',
       tags: ['documents'],
       security: ['bearer'],
       params: DocumentIdParams,
