@@ -53,6 +53,7 @@ import { activityRoutes } from './governance/routes.js';
 import { UsageReports } from './governance/usage.js';
 import { RuntimeMetrics } from './governance/metrics.js';
 import { SubjectForgetter } from './governance/forget.js';
+import { forgottenSubjectsOf, purgeForgotten } from './governance/forgotten.js';
 import { AuditLog } from './governance/audit.js';
 import { auditedWrite, auditRoutes } from './governance/audit-routes.js';
 import { moderator } from './chat/guardrails.js';
@@ -192,7 +193,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const tenants = new TenantService(database.db, secretBox, eraser);
     // A stamp is re-read only once the tenant tables may have changed: on the embedded store when this process wrote
     // to them; on a shared one when any replica says it did, or a second has passed (decision 0049).
-    const tenantTables = ['tenants', 'tenant_configurations'];
+    const tenantTables = ['tenants', 'tenant_configurations', 'forgotten_subjects'];
     const ownWrites = database.changesTo(tenantTables);
     let configurations: TenantConfigurationService;
     if (ownWrites) configurations = new TenantConfigurationService(database.db, secretBox, configurationDigestKey(masterKey), ownWrites);
@@ -214,7 +215,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const narrowingKeys = new NarrowingKeyRings(database.db, secretBox);
     registerConfigurations(features, configurations);
     registerNarrowingKeys(features, narrowingKeys);
-    const authenticator = new EndUserAuthenticator(configurations, narrowingKeys, (tenantId) => tenants.routing(tenantId));
+    const authenticator = new EndUserAuthenticator(
+      configurations,
+      narrowingKeys,
+      (tenantId) => tenants.routing(tenantId),
+      (tenantId) => forgottenSubjectsOf(database.db, tenantId),
+    );
     const narrowing = new TokenNarrowingService(narrowingKeys);
 
     const urlPolicy = { allowPrivate: config.allowPrivateUrls, allowHttp: config.allowPrivateUrls, resolve: cachedResolver() };
@@ -295,7 +301,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     registerTriggers(features, database.db, triggers);
     // The embedded database is this process's alone (its data-dir lock says so).
-    await registerChat(features, { engine, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
+    await registerChat(features, { engine, runs, events, logger, leaseSeconds: config.runLeaseSeconds, storeIsExclusive: database.driver === 'pglite' });
     registerBlobs(features, blobs);
     const embed = createEmbedder({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
     // Pinecone's client is loaded only where an index needs it: the embedded default starts without it.
@@ -401,8 +407,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.onShutdown(() => audit.flush());
     // Entries this process holds for the tenant are written before its rows go, so the purge takes them too.
     features.eraseStep({ name: 'audit_entries', phase: 'stop_work', run: async () => (await audit.flush(), {}) });
+    // Entries this process still holds are written before a forget's transaction, so it renames them too.
+    features.forgetStep({ name: 'audit_entries', run: async () => (await audit.flush(), {}) });
     features.eraseRows({ table: 'audit_log', purge: (trx, tenantId) => AuditLog.purge(trx, tenantId) });
     features.eraseRows({ table: 'forget_records', purge: (trx, tenantId) => SubjectForgetter.purge(trx, tenantId) });
+    features.eraseRows({ table: 'forgotten_subjects', purge: (trx, tenantId) => purgeForgotten(trx, tenantId) });
     const serverTools = async (principal: Principal, permission: EffectivePermission, request: RequestNarrowing): Promise<ServerTool[]> => {
       const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
       const own = [

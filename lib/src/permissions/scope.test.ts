@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
-import { isValidPath, isWithinScope, resolveScope } from './scope.js';
+import { isSubjectInReach, isValidPath, isWithinScope, resolveScope } from './scope.js';
 
 describe('isWithinScope', () => {
   it('compares whole `:` segments', () => {
@@ -48,5 +48,19 @@ describe('resolveScope', () => {
         expect((error as AppError).kind).toBe('invalid_argument');
       }
     }
+  });
+});
+
+describe('isSubjectInReach', () => {
+  it("keeps an administrator's erase inside its scope and data scope, whatever its roles let it read", () => {
+    expect(isSubjectInReach({ scope: 'acme' }, 'acme:eng:alice')).toBe(true);
+    expect(isSubjectInReach({ scope: 'acme:eng' }, 'acme:eng:alice')).toBe(true);
+    expect(isSubjectInReach({ scope: 'acme:sales' }, 'acme:eng:alice')).toBe(false);
+    // An omitted scope at mint is the subject itself: an admin minted without one reaches no one else.
+    expect(isSubjectInReach({ scope: 'acme:admin' }, 'acme:eng:alice')).toBe(false);
+    expect(isSubjectInReach({ scope: 'acme:admin' }, 'acme:admin')).toBe(true);
+    expect(isSubjectInReach({ scope: 'acme', data_scope: 'acme:sales' }, 'acme:eng:alice')).toBe(false);
+    expect(isSubjectInReach({ scope: 'acme', data_scope: 'acme:eng' }, 'acme:eng:alice')).toBe(true);
+    expect(isSubjectInReach({ scope: 'acme' }, 'acme2:alice')).toBe(false);
   });
 });

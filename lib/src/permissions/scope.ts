@@ -32,6 +32,16 @@ export function resolveScope(subject: string, scope: string | undefined): string
   return scope;
 }
 
+/**
+ * Whether a token may act on `subject`'s data as an administrator (forget them): the subject lies under the token's
+ * `scope` and, when it has one, its `data_scope`. A privileged role widens what a token reads (SPEC.md
+ * Authentication 6), never whom it may erase: that stays inside the scope it was given, which an omitted scope made
+ * the token's own subject.
+ */
+export function isSubjectInReach(token: { scope: string; data_scope?: string | undefined }, subject: string): boolean {
+  return isWithinScope(subject, token.scope) && (token.data_scope === undefined || isWithinScope(subject, token.data_scope));
+}
+
 export function requirePath(field: string, path: string): void {
   if (!isValidPath(path)) {
     throw invalidArgument(`${field} '${path}' is not a path of non-empty segments separated by ':'`);

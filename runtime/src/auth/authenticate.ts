@@ -18,6 +18,7 @@ import {
 } from '@agentplane/lib/tokens/verify';
 import type { StoredConfiguration, TenantConfigurationService, TenantStamp } from '../tenants/configuration.js';
 import type { TenantRouting } from '../tenants/service.js';
+import { issuedBeforeForget, type ForgottenSubjects } from '../governance/forgotten.js';
 import type { NarrowingKeyRings } from './narrowing-keys.js';
 
 /** The credential headers of a data-plane request, as sent. */
@@ -43,6 +44,8 @@ interface TenantIdentity {
   stamp: TenantStamp;
   configuration: StoredConfiguration;
   routing: TenantRouting;
+  /** The subjects the tenant forgot: their tokens issued before the forget are refused (docs/decisions/0074). */
+  forgotten: ForgottenSubjects;
   verify: AccessTokenVerifier;
 }
 
@@ -83,6 +86,7 @@ export class EndUserAuthenticator {
     private readonly configurations: TenantConfigurationService,
     private readonly narrowingKeys: NarrowingKeyRings,
     private readonly routingOf: (tenantId: string) => Promise<TenantRouting>,
+    private readonly forgottenOf: (tenantId: string) => Promise<ForgottenSubjects>,
   ) {}
 
   /** Resolves to the caller's principal, or throws `unauthenticated` (401) saying briefly why. */
@@ -102,6 +106,10 @@ export class EndUserAuthenticator {
     // a token naming the project but signed by the narrowing key (or the reverse) fails its signature check.
     const verify = narrowed ? await this.narrowingVerifierOf(claimed.tenantId) : identity.verify;
     const claims = await verify(token);
+    // A forgotten subject's token from before the forget reaches nothing of theirs any more, and would only name them
+    // again in what it writes: refused like any invalid token. A held token was checked under this same identity, so
+    // the set it was checked against is the current one.
+    if (issuedBeforeForget(identity.forgotten, claimed.tenantId, claims.sub, claims.iat)) throw invalidToken();
     const { configuration } = identity;
     // No legitimate token lives longer than the project allows (mint and narrowing both clamp to it), so one that
     // does was signed by someone holding a key, not by us: refuse it, however far off its `exp`.
@@ -201,6 +209,7 @@ export class EndUserAuthenticator {
       stamp,
       configuration,
       routing: await this.routingOf(tenantId),
+      forgotten: await this.forgottenOf(tenantId),
       verify: accessTokenVerifier({
         trustedKeys: configuration.document.trusted_keys,
         issuer: configuration.document.issuer,
@@ -226,7 +235,8 @@ export class EndUserAuthenticator {
   }
 }
 
-const sameStamp = (a: TenantStamp, b: TenantStamp) => a.version === b.version && a.digest === b.digest && a.settingsUpdatedAt === b.settingsUpdatedAt;
+const sameStamp = (a: TenantStamp, b: TenantStamp) =>
+  a.version === b.version && a.digest === b.digest && a.settingsUpdatedAt === b.settingsUpdatedAt && a.forgottenAt === b.forgottenAt;
 
 /**
  * The bearer token of a request. A project key is refused wherever it appears, in either header and even beside

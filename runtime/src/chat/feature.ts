@@ -6,6 +6,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import type { FeatureHost } from '../features.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 import type { TurnEngine } from './engine.js';
+import { runLogKey, type RunStore } from './runs.js';
 
 /** A tenant's conversation rows, children before parents (the foreign keys say so); usage rows are the tenant's too. */
 const conversationTables = ['message_feedback', 'run_steers', 'usage_records', 'messages', 'runs', 'sessions'] as const;
@@ -14,6 +15,7 @@ export async function registerChat(
   host: FeatureHost,
   deps: {
     engine: TurnEngine;
+    runs: RunStore;
     events: EventBus;
     logger: Logger;
     leaseSeconds: number;
@@ -57,6 +59,12 @@ export async function registerChat(
       }
       return { items: cancelled };
     },
+  });
+  // Their runs' logs go now, not when their retention lapses: `GET /chat/stream/{run_id}` would otherwise replay what
+  // they typed for up to an hour. After the runs stopped, before the rows that name the runs go.
+  host.forgetStep({
+    name: 'run_logs',
+    run: async (tenantId, subject) => ({ items: await events.deleteLogs((await deps.runs.allOf(tenantId, subject)).map((runId) => runLogKey(tenantId, runId))) }),
   });
   host.forgetRows({
     table: 'message_feedback',

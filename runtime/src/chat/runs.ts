@@ -194,6 +194,17 @@ export class RunStore {
     return select.execute();
   }
 
+  /** Every run, in any state, that a forgotten subject's log could replay: their own turns and those in their conversations. */
+  async allOf(tenantId: string, subject: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('runs')
+      .select('id')
+      .where('tenant_id', '=', tenantId)
+      .where((eb) => eb.or([eb('subject', '=', subject), eb('session_id', 'in', eb.selectFrom('sessions').select('id').where('tenant_id', '=', tenantId).where('owner', '=', subject))]))
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
   async requestCancel(runId: string): Promise<void> {
     await this.db.updateTable('runs').set({ cancel_requested: true }).where('id', '=', runId).where('status', '=', 'running').execute();
   }

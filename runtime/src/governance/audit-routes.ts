@@ -10,7 +10,7 @@ import { answeredRoute, defineRoute, type RouteDefinition } from '@agentplane/li
 import { isPrivileged } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import { principalOf } from '../auth/guard.js';
-import { canSeeOwner, visibleOwnerCondition } from '../sessions/access.js';
+import { visibleOwnerCondition } from '../sessions/access.js';
 import { ACTOR_KINDS, AUDIT_OUTCOMES, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE, outcomeOf, type AuditEntry, type AuditLog } from './audit.js';
 import type { SubjectForgetter } from './forget.js';
 import { storableText } from '@agentplane/lib/http/text';
@@ -113,10 +113,7 @@ export function auditRoutes(audit: AuditLog, forgetter: SubjectForgetter): Route
       authorize: ({ res }) => requirePrivileged(principalOf(res), 'forgetting a subject'),
       async handle({ body, res }) {
         const principal = principalOf(res);
-        if (!canSeeOwner(principal, body.subject)) throw permissionDenied(`subject ${body.subject} is outside this token's scope`, { code: 'outside_scope' });
-        // Entries this process still holds are written first, so the forget renames them too.
-        await audit.flush();
-        const report = await forgetter.forget(principal.tenantId, body.subject, principal.claims.sub);
+        const report = await forgetter.forgetFor(principal, body.subject);
         await audit.record([
           { tenantId: principal.tenantId, actor: principal.claims.sub, actorKind: 'end_user', action: 'subject.forget', resource: { forget_id: report.forget_id, erased: report.erased }, outcome: report.complete ? 'ok' : 'failed' },
         ]);

@@ -2,13 +2,17 @@
 // of theirs goes (conversations with their messages and runs, documents with their bytes and vectors, memory, MCP
 // servers, skill packages, tasks, triggers, tool-call and event records), each feature registering its part as it
 // does for the tenant erase. The rows go in one transaction, with the audit log's entries of theirs made to name a
-// tombstone instead; the tombstone keeps when, who asked and the counts, never the subject.
+// tombstone instead and the subject's digest recorded, so their tokens still in flight are refused (0074); the
+// tombstone keeps when, who asked and the counts, never the subject.
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
-import { errorMessage } from '@agentplane/lib/errors';
+import { errorMessage, permissionDenied } from '@agentplane/lib/errors';
+import { isPrivileged, isSubjectInReach } from '@agentplane/lib/permissions';
 import type { Logger } from '@agentplane/lib/logging';
+import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { AuditLog } from './audit.js';
+import { recordForgotten } from './forgotten.js';
 
 /** A feature's rows of one subject, deleted inside the forget's transaction; answers how many. */
 export interface SubjectRows {
@@ -49,6 +53,16 @@ export class SubjectForgetter {
     this.rows.push(rows);
   }
 
+  /**
+   * A privileged token's forget (`POST /audit/forget`): only of a subject inside the token's scope and data scope,
+   * else 403 `outside_scope`. The erase cannot be undone, and privilege lets a token read across scopes, not erase.
+   */
+  async forgetFor(principal: Principal, subject: string): Promise<ForgetReport> {
+    if (!isPrivileged(principal.claims.roles)) throw permissionDenied('forgetting a subject is for a privileged token (role admin, owner or service)', { code: 'not_privileged' });
+    if (!isSubjectInReach(principal.claims, subject)) throw permissionDenied(`subject ${subject} is outside this token's scope`, { code: 'outside_scope' });
+    return this.forget(principal.tenantId, subject, principal.claims.sub);
+  }
+
   async forget(tenantId: string, subject: string, requestedBy: string): Promise<ForgetReport> {
     const steps: ForgetReport['steps'] = [];
     for (const step of this.steps) {
@@ -65,6 +79,8 @@ export class SubjectForgetter {
     const at = await this.db.transaction().execute(async (trx) => {
       for (const part of this.rows) erased[part.table] = (erased[part.table] ?? 0) + (await part.purge(trx, tenantId, subject));
       erased.audit_log = await AuditLog.pseudonymize(trx, tenantId, subject, forgetId);
+      // Their tokens still in flight are refused from here on, on every replica (the tenant's stamp moves).
+      await recordForgotten(trx, tenantId, subject);
       const row = await trx
         .insertInto('forget_records')
         .values({ id: forgetId, tenant_id: tenantId, requested_by: requestedBy, erased: JSON.stringify(erased) })

@@ -682,4 +682,18 @@ export const runtimeMigrations: Migration[] = [
       'create index upload_staging_sweep on upload_staging (sweep_after)',
     ],
   },
+  {
+    // The subjects a tenant forgot, as digests, and when (docs/decisions/0074): a token issued to one before its forget
+    // is refused on every replica.
+    version: 28,
+    name: 'forgotten subjects',
+    statements: [
+      `create table forgotten_subjects (
+        tenant_id uuid not null references tenants (tenant_id),
+        subject_digest text not null,
+        forgotten_at timestamptz not null,
+        primary key (tenant_id, subject_digest)
+      )`,
+    ],
+  },
 ];

@@ -307,6 +307,7 @@ export interface RuntimeSchema {
   trigger_events: TriggerEventsTable;
   audit_log: AuditLogTable;
   forget_records: ForgetRecordsTable;
+  forgotten_subjects: ForgottenSubjectsTable;
   schema_migrations: { version: number; name: string; applied_at: Generated<Date> };
 }
 
@@ -563,6 +564,13 @@ export interface AuditLogTable {
 }
 
 /** What forgetting a subject left: when, who asked, what went; never the subject. */
+/** A subject the tenant forgot, by digest (docs/decisions/0074): its tokens issued before `forgotten_at` are refused. */
+export interface ForgottenSubjectsTable {
+  tenant_id: string;
+  subject_digest: string;
+  forgotten_at: Date;
+}
+
 export interface ForgetRecordsTable {
   id: string;
   tenant_id: string;

@@ -148,9 +148,13 @@ export interface ConfigurationStamp {
   digest: string;
 }
 
-/** A configuration's stamp and the time the tenant's settings last changed (their routing keys live there). */
+/**
+ * A configuration's stamp, the time the tenant's settings last changed (their routing keys live there) and the time
+ * of its latest forget (the subjects whose earlier tokens are refused, docs/decisions/0074).
+ */
 export interface TenantStamp extends ConfigurationStamp {
   settingsUpdatedAt: number;
+  forgottenAt: number;
 }
 
 export interface StoredConfiguration extends ConfigurationStamp {
@@ -268,10 +272,15 @@ export class TenantConfigurationService {
         'version',
         'digest',
         eb.selectFrom('tenants').select('updated_at').whereRef('tenants.tenant_id', '=', 'tenant_configurations.tenant_id').as('settings_updated_at'),
+        eb
+          .selectFrom('forgotten_subjects')
+          .select((inner) => inner.fn.max('forgotten_subjects.forgotten_at').as('at'))
+          .whereRef('forgotten_subjects.tenant_id', '=', 'tenant_configurations.tenant_id')
+          .as('forgotten_at'),
       ])
       .where('tenant_id', '=', tenantId)
       .executeTakeFirst();
-    return row && { version: row.version, digest: row.digest, settingsUpdatedAt: row.settings_updated_at?.getTime() ?? 0 };
+    return row && { version: row.version, digest: row.digest, settingsUpdatedAt: row.settings_updated_at?.getTime() ?? 0, forgottenAt: row.forgotten_at ? new Date(row.forgotten_at).getTime() : 0 };
   }
 
   /** The stored configuration with provider keys in clear: what a turn calls models with, never an HTTP answer. */
