@@ -78,7 +78,7 @@ describe('the project corpus on the control plane', () => {
     expect((await rt.endUser(`/documents/${created.document.id}`, token)).status).toBe(404);
   });
 
-  it('hands the URL to PUT a file to, and completes it; completing early is 409', async () => {
+  it('hands the URL to PUT a file to, and completes it; completing early is 409; the URL writes nothing after', async () => {
     const bytes = Buffer.from('<h1>Returns</h1><p>Thirty days, no questions asked.</p>');
     const created = await json<{ document: { id: string }; upload: { url: string; headers: Record<string, string> } }>(
       await post('/documents', { filename: 'returns.html', content_type: 'text/html', size: bytes.length }),
@@ -90,6 +90,14 @@ describe('the project corpus on the control plane', () => {
     expect((await fetch(created.upload.url, { method: 'PUT', headers: created.upload.headers, body: bytes })).status).toBeLessThan(300);
     const done = await json<{ status: string; size_bytes: number }>(await post(`/documents/${created.document.id}?wait=20`, { action: 'complete' }), 200);
     expect(done).toMatchObject({ status: 'ready', size_bytes: bytes.length });
+
+    // The URL only created: replaced HTML is refused, and end-users download the page that was checked.
+    const replaced = await fetch(created.upload.url, { method: 'PUT', headers: created.upload.headers, body: '<script>steal(document.cookie)</script>' });
+    expect(replaced.status).toBe(412);
+    const { url } = await json<{ url: string }>(await rt.endUser(`/documents/${created.document.id}/download-url`, await endUser()), 200);
+    expect(Buffer.from(await (await fetch(url)).arrayBuffer()).equals(bytes)).toBe(true);
+    await json(await call(`/documents/${created.document.id}`, { method: 'DELETE' }), 200);
+    expect((await fetch(created.upload.url, { method: 'PUT', headers: created.upload.headers, body: 'again' })).status).toBe(412);
   });
 
   it("relays the runtime's refusals as they were: a field named in a 422, an unknown document 404", async () => {
