@@ -1,6 +1,7 @@
 // The control plane's audit log: every answered write and token mint, refusals too, with who (an account or a key by
 // its id, never the key), what (the route, the ids, a mint's subject), how it went and from where; read by the
-// project's admins; the database refuses to change or remove an entry.
+// project's admins; the database refuses to change or remove an entry, except that a subject the project's runtime
+// forgot stops being named (docs/decisions/0074).
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
@@ -50,5 +51,35 @@ describe("the control plane's audit log", () => {
     const db = project.api.control.database.db;
     await expect(sql`update control.audit_log set outcome = 'ok'`.execute(db)).rejects.toThrow(/append-only/);
     await expect(sql`delete from control.audit_log`.execute(db)).rejects.toThrow(/append-only/);
+  });
+
+  it('stops naming a subject the runtime forgot: its mint entries say `forgotten`, and nothing else of the log can change', async () => {
+    const alice = await project.token('acme:eng:alice', ['chat']);
+    const admin = (await json<{ access_token: string }>(await project.send('POST', '/token', { subject: 'acme:ops', scope: 'acme', roles: ['admin'], capabilities: ['chat'] }), 200)).access_token;
+    expect((await project.rt.endUser('/chat/sessions', alice)).status).toBe(200);
+    const mints = async () => (await entries('?action=POST /api/projects/{id}/token')).map((entry) => entry.resource.subject);
+    await eventually(async () => (await mints()).includes('acme:eng:alice'), { what: "alice's mint in the log" });
+
+    const forgotten = await project.rt.endUser('/audit/forget', admin, { method: 'POST', body: JSON.stringify({ subject: 'acme:eng:alice' }) });
+    expect(forgotten.status, await forgotten.clone().text()).toBe(200);
+
+    // Read by the project's admins, the log no longer names her; the admin and the earlier subject stay.
+    const subjects = await mints();
+    expect(subjects).not.toContain('acme:eng:alice');
+    expect(subjects).toContain('forgotten');
+    expect(subjects).toContain('acme:ops');
+    expect(subjects).toContain('acme:alice');
+    const db = project.api.control.database.db;
+    const rows = await sql<{ row: string }>`select row_to_json(a)::text as row from control.audit_log a`.execute(db);
+    expect(rows.rows.map((row) => row.row).join('\n')).not.toContain('acme:eng:alice');
+
+    // Even in a forget's transaction, only a mint's subject may be replaced: any other change is refused.
+    await expect(
+      db.transaction().execute(async (trx) => {
+        await sql`select set_config('control.audit', 'forget', true)`.execute(trx);
+        await sql`update control.audit_log set actor = 'key:someone-else' where resource ->> 'subject' = 'forgotten'`.execute(trx);
+      }),
+    ).rejects.toThrow(/append-only/);
+    await expect(sql`update control.audit_log set resource = (resource - 'subject') || '{"subject": "forgotten"}'::jsonb`.execute(db)).rejects.toThrow(/append-only/);
   });
 });

@@ -23,6 +23,7 @@ import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
 import { ControlAuditLog, controlAuditEntry } from './audit/log.js';
 import { controlAuditRoutes } from './audit/routes.js';
+import { ForgottenMints } from './audit/forgotten.js';
 import { projectEventRoutes } from './events/routes.js';
 import { ProjectEventsService } from './events/service.js';
 import { ActivityService } from './activity/service.js';
@@ -119,6 +120,8 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
 
     const activity = new ActivityService(projects, reach);
     const audit = new ControlAuditLog(db, logger);
+    const forgottenMints = new ForgottenMints(db, projects, reach, logger);
+    if (reach) closers.unshift(forgottenMints.start());
     const { app, openapi } = createHttpApp({
       program: 'control-api',
       title: 'agentplane control plane',
@@ -138,7 +141,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...skillRoutes(new SkillRelay(projects, reach), keys),
         ...activityRoutes(activity, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
-        ...controlAuditRoutes(audit, keys),
+        ...controlAuditRoutes(audit, keys, forgottenMints),
       ]),
       // Every answered write and mint joins the audit log, after its answer.
       onAnswered: (req, res) => {

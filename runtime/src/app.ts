@@ -54,6 +54,7 @@ import { UsageReports } from './governance/usage.js';
 import { RuntimeMetrics } from './governance/metrics.js';
 import { SubjectForgetter } from './governance/forget.js';
 import { forgottenSubjectsOf, purgeForgotten } from './governance/forgotten.js';
+import { forgottenSubjectRoutes } from './governance/forgotten-routes.js';
 import { AuditLog } from './governance/audit.js';
 import { auditedWrite, auditRoutes } from './governance/audit-routes.js';
 import { moderator } from './chat/guardrails.js';
@@ -471,6 +472,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...tenantRoutes(tenants),
         ...corpusRoutes(documents, tenants),
         ...wikiAdminRoutes(memory, tenants),
+        ...forgottenSubjectRoutes(database.db, tenants),
         ...tenantConfigurationRoutes(configurations),
         ...capabilityRoutes(),
         ...narrowingRoutes(narrowing),

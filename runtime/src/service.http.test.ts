@@ -152,6 +152,7 @@ describe('runtime service routes', () => {
         'GET /tenants/{tenant_id}/observability',
         'GET /audit',
         'POST /audit/forget',
+        'GET /tenants/{tenant_id}/forgotten-subjects',
         'GET /tenants/{tenant_id}/sessions',
         'GET /tenants/{tenant_id}/sessions/{session_id}/messages',
       ].sort(),

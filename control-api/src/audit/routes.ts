@@ -5,6 +5,7 @@ import { queryNumber } from '@agentplane/lib/schemas/query';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { authorizeAdmin, mintKeyOnAdminRoute, ProjectParams, projectHidden } from '../keys/routes.js';
 import type { ProjectKeyService } from '../keys/service.js';
+import type { ForgottenMints } from './forgotten.js';
 import type { ControlAuditLog } from './log.js';
 
 const AuditQuery = z.object({
@@ -22,7 +23,7 @@ const AuditPage = z
         at: z.iso.datetime(),
         actor: z.string(),
         action: z.string(),
-        resource: z.record(z.string(), z.unknown()).meta({ description: "The path's ids; a mint's subject and capabilities" }),
+        resource: z.record(z.string(), z.unknown()).meta({ description: "The path's ids; a mint's subject (`forgotten` once the runtime forgot it) and capabilities" }),
         outcome: z.enum(['ok', 'refused', 'failed']),
         status: z.int().nullable(),
         ip: z.string().nullable(),
@@ -33,7 +34,7 @@ const AuditPage = z
   })
   .meta({ id: 'ControlAuditPage' });
 
-export function controlAuditRoutes(audit: ControlAuditLog, keys: ProjectKeyService): RouteDefinition[] {
+export function controlAuditRoutes(audit: ControlAuditLog, keys: ProjectKeyService, forgotten: ForgottenMints): RouteDefinition[] {
   const admin = authorizeAdmin(keys);
   return [
     defineRoute({
@@ -48,6 +49,8 @@ export function controlAuditRoutes(audit: ControlAuditLog, keys: ProjectKeyServi
       responses: { 200: { description: 'A page', schema: AuditPage }, 403: mintKeyOnAdminRoute, 404: projectHidden },
       authorize: ({ params, res }) => admin(res.locals, params.id),
       async handle({ params, query }) {
+        // A subject forgotten on the runtime since the last pass stops being named before the entries are shown.
+        await forgotten.settleBeforeRead(params.id);
         return { body: (await audit.ofProject(params.id, query)) as z.infer<typeof AuditPage> };
       },
     }),

@@ -299,4 +299,25 @@ export const controlMigrations: Migration[] = [
       'create trigger audit_log_append_only before update or delete on control.audit_log for each row execute function control.audit_log_append_only()',
     ],
   },
+  {
+    version: 21,
+    name: 'audit forget',
+    statements: [
+      // A subject forgotten on the project's runtime (docs/decisions/0074): the one change the log allows replaces the
+      // subject a mint's entry names with `forgotten`, in a transaction that says so; nothing else of an entry moves.
+      `create or replace function control.audit_log_append_only() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'UPDATE' and current_setting('control.audit', true) = 'forget'
+          and new.resource = (old.resource - 'subject') || '{"subject": "forgotten"}'::jsonb
+          and new.id = old.id and new.project_id is not distinct from old.project_id and new.org_id is not distinct from old.org_id
+          and new.at = old.at and new.actor = old.actor and new.action = old.action and new.outcome = old.outcome
+          and new.status is not distinct from old.status and new.ip is not distinct from old.ip
+          and new.request_id is not distinct from old.request_id then
+          return new;
+        end if;
+        raise exception 'the audit log is append-only' using errcode = '42501';
+      end
+      $$`,
+    ],
+  },
 ];

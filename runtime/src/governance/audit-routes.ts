@@ -99,9 +99,9 @@ export function auditRoutes(audit: AuditLog, forgetter: SubjectForgetter): Route
       method: 'post',
       path: '/audit/forget',
       operationId: 'forgetSubject',
-      summary: "Erase one subject's data: conversations, documents, memory, MCP servers, skills, tasks, triggers, tool-call and event records",
+      summary: "Erase one subject's data: conversations and run logs, documents, memory and wiki pages, MCP servers, skills, tasks, triggers, tool-call and event records",
       description:
-        "Their running turns and schedules are stopped first. The audit log keeps its entries, naming a tombstone instead of the subject; the tombstone holds when, who asked and the counts. Wiki pages they wrote stay the project's, no longer naming them.",
+        "Only a subject inside the token's scope (and its data_scope): a privileged role reads across scopes but erases only within its own. Their running turns and schedules are stopped first; the logs of their runs and the wiki pages they wrote go too, and their tokens issued before the forget are refused from then on. The audit log keeps its entries, naming a tombstone instead of the subject; the tombstone holds when, who asked and the counts.",
       tags: ['governance'],
       security: ['bearer'],
       body: ForgetRequest,
