@@ -228,8 +228,12 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     const conversations = new Conversations(database.db, events.pubsub);
     const runs = new RunStore(database.db, `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`, config.runLeaseSeconds);
     const metrics = new RuntimeMetrics();
-    const limiter = new UsageLimiter(events.counters, (code) => metrics.refused(code));
-    const usage = new UsageRecorder(database.db, limiter);
+    const limiter = new UsageLimiter(
+      events.counters,
+      (code) => metrics.refused(code),
+      (error) => logger.warn({ err: error }, 'a model call\'s reservation could not be settled; its estimate stays counted until its window ends'),
+    );
+    const usage = new UsageRecorder(database.db);
     const modelFactory = models ?? createOpenAIModelFactory({ urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections });
     const sessions = new SessionService(database.db, events.pubsub, conversations, { logger });
     const side = new SideGenerations({ db: database.db, models: modelFactory, limiter, usage, tenants, sessions, logger });

@@ -52,7 +52,7 @@ function engineWith(change: Partial<EngineDeps>): TurnEngine {
     runs,
     records: new TurnRecords(database.db),
     limiter,
-    usage: new UsageRecorder(database.db, limiter),
+    usage: new UsageRecorder(database.db),
     models: (target, modelId) => models.factory(target, modelId),
     lifecycle: new Lifecycle(),
     logger: createLogger({ level: 'silent' }),

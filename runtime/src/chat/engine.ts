@@ -14,7 +14,7 @@ import type { LanguageModel, ModelFactory, ModelFinishReason, ModelMessage, Mode
 import type { Conversations, MessageRow, NewMessage } from '../sessions/conversations.js';
 import type { SessionPending } from '../store/schema.js';
 import { clampHistory, historyMessage, toModelMessages, type HistoryMessage } from './history.js';
-import type { UsageLimiter, UsageLimits } from './limits.js';
+import type { Admission, PlannedCall, UsageLimiter, UsageLimits } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import type { DraftKeeper } from './drafts.js';
 import type { DeliveryRecord, TurnRecords, UsageRow } from './turn-records.js';
@@ -150,7 +150,7 @@ interface HeldRun {
 export type TerminalFrame = Extract<Frame, { type: 'done' | 'error' }>;
 
 /** What a turn's first model call needs before the turn is stored. */
-export type EarlyTurn = Pick<Turn, 'tenantId' | 'model' | 'target' | 'tools' | 'systemPrompt' | 'effort' | 'limits' | 'maxContextTokens'>;
+export type EarlyTurn = Pick<Turn, 'tenantId' | 'model' | 'target' | 'price' | 'tools' | 'systemPrompt' | 'effort' | 'limits' | 'maxContextTokens'>;
 
 /**
  * A turn's first model call, sent while the turn's rows are stored (docs/decisions/0050). The run takes it over at
@@ -160,8 +160,11 @@ export type EarlyTurn = Pick<Turn, 'tenantId' | 'model' | 'target' | 'tools' | '
 export interface EarlyCall {
   /** The call's own: aborted when the call is dropped, and by the run's (a cancel, a drain's cut-off) once taken over. */
   controller: AbortController;
-  /** The call under way: its prompt and its parts. Rejects as the call would have (the limiter's refusal, say). */
-  started: Promise<{ messages: ModelMessage[]; parts: AsyncIterable<StreamPart>; stream: AsyncIterator<StreamPart> }>;
+  /**
+   * The call under way: its prompt, its parts and its reservation on the project's caps. Rejects as the call would
+   * have (the limiter's refusal, say).
+   */
+  started: Promise<{ messages: ModelMessage[]; parts: AsyncIterable<StreamPart>; stream: AsyncIterator<StreamPart>; admission: Admission }>;
   /** The run's `start` frame, appended to its log meanwhile too; rejects when the log refused it. */
   logged: Promise<void>;
   /** The run's log. */
@@ -274,10 +277,10 @@ export class TurnEngine {
     logged.catch(() => undefined);
     const started = (async () => {
       const messages = await this.promptOf(turn, turn.systemPrompt ?? '', [[{ role: 'user', content: message }]]);
-      await this.deps.limiter.acquire(turn.tenantId, turn.limits);
+      const admission = await this.deps.limiter.admit(turn.tenantId, turn.limits, () => planned(turn, messages));
       const stream = this.call(turn, this.deps.models(turn.target, turn.model), messages, controller.signal)[Symbol.asyncIterator]();
       // A stream runs nothing until asked: asking for its first part sends the request now.
-      return { messages, stream, parts: resumed(stream.next(), stream) };
+      return { messages, stream, parts: resumed(stream.next(), stream), admission };
     })();
     // Not awaited until the run's first step: a refusal is that step's to report, or nobody's when it is dropped.
     started.catch(() => undefined);
@@ -290,10 +293,15 @@ export class TurnEngine {
     early.logged.then(() => this.deps.events.logs.close(early.key)).catch(() => undefined);
   }
 
-  /** Drops an early call no run took over: aborts it and lets its stream end. */
+  /** Drops an early call no run took over: aborts it, lets its stream end and releases its reservation. */
   discard(early: EarlyCall): void {
     early.controller.abort();
-    early.started.then(async ({ stream }) => stream.return?.(undefined)).catch(() => undefined);
+    early.started
+      .then(async ({ stream, admission }) => {
+        await admission.settle(null);
+        await stream.return?.(undefined);
+      })
+      .catch(() => undefined);
   }
 
   /** Drops the early call a run still holds, if any. */
@@ -513,9 +521,10 @@ export class TurnEngine {
       }
       if (signal.aborted) return this.stopped(signal, lastMessageId);
       const messages = await this.promptOf(turn, system, toModelMessages(history));
+      // Every model call reserves against the caps before it is sent: the early call did when it went out.
       const early = await this.takeEarly(run, messages);
-      if (!early) await deps.limiter.acquire(turn.tenantId, turn.limits);
-      const step = await this.step(turn, model, messages, signal, totals, early);
+      const admission = early?.admission ?? (await deps.limiter.admit(turn.tenantId, turn.limits, () => planned(turn, messages)));
+      const step = await this.step(turn, model, messages, signal, totals, admission, early?.parts);
       const finishedOwnWay = step.calls.length === 0;
       const outOfRounds = !finishedOwnWay && turn.maxToolIterations !== undefined && toolRounds >= turn.maxToolIterations;
       const lastStep = step.failure === undefined && step.fired === null && (finishedOwnWay || outOfRounds);
@@ -598,15 +607,15 @@ export class TurnEngine {
   }
 
   /**
-   * The parts of the run's early call, when this first step's prompt is the one it was sent with (a steer taken
-   * meanwhile changes it); the call is dropped otherwise. Throws what the early call threw.
+   * The parts and reservation of the run's early call, when this first step's prompt is the one it was sent with (a
+   * steer taken meanwhile changes it); the call is dropped otherwise. Throws what the early call threw.
    */
-  private async takeEarly(run: HeldRun, messages: ModelMessage[]): Promise<AsyncIterable<StreamPart> | undefined> {
+  private async takeEarly(run: HeldRun, messages: ModelMessage[]): Promise<{ parts: AsyncIterable<StreamPart>; admission: Admission } | undefined> {
     const early = run.early;
     if (!early) return undefined;
     run.early = undefined;
     const started = await early.started;
-    if (JSON.stringify(started.messages) === JSON.stringify(messages)) return started.parts;
+    if (JSON.stringify(started.messages) === JSON.stringify(messages)) return { parts: started.parts, admission: started.admission };
     this.discard(early);
     return undefined;
   }
@@ -625,9 +634,18 @@ export class TurnEngine {
 
   /**
    * One model call, relayed token by token (the early call's parts when it was sent before the run was stored). A
-   * failure comes back as `failure`, with whatever text arrived first.
+   * failure comes back as `failure`, with whatever text arrived first. The call's reservation is settled here, with
+   * its usage, or released when it reported none.
    */
-  private async step(turn: Turn, model: LanguageModel, messages: ModelMessage[], signal: AbortSignal, totals: TurnTotals, early?: AsyncIterable<StreamPart>) {
+  private async step(
+    turn: Turn,
+    model: LanguageModel,
+    messages: ModelMessage[],
+    signal: AbortSignal,
+    totals: TurnTotals,
+    admission: Admission,
+    early?: AsyncIterable<StreamPart>,
+  ) {
     let text = '';
     const calls: ModelToolCall[] = [];
     let finishReason: ModelFinishReason = 'stop';
@@ -673,6 +691,7 @@ export class TurnEngine {
       // A save in flight lands before whoever handles this settles the run's drafts.
       await tokens.flushed().catch(() => undefined);
       await draft.settled();
+      await admission.settle(null);
       throw error;
     }
     // The step's last token frames may still be on their way to the log: the caller waits for them before it writes
@@ -680,8 +699,10 @@ export class TurnEngine {
     const logged = tokens.flushed();
     logged.catch(() => undefined);
     const draftId = await draft.settled();
-    // Counted now (the caps and the answer's totals); the row is written with the step's message.
-    const row = usage ? await this.countUsage(turn, usage, totals) : undefined;
+    // Counted now (the caps and the answer's totals); the row is written with the step's message. A call that reported
+    // no usage (it failed, or a guardrail stopped it) counts nothing, and its reservation is released.
+    const row = usage ? await this.countUsage(turn, usage, totals, admission) : undefined;
+    if (!usage) await admission.settle(null);
     /** Relays what the gate held back, once the whole text has passed. */
     const release = async () => {
       const rest = gate?.rest(text) ?? '';
@@ -855,9 +876,9 @@ export class TurnEngine {
     return { status: 'cancelled', finishReason: 'cancelled', content, messageId, pending: null };
   }
 
-  /** Adds a call's usage to the answer's totals and the project's caps; returns the row to write for it. */
-  private async countUsage(turn: Turn, usage: Usage, totals: TurnTotals): Promise<UsageRow> {
-    const cost = await this.deps.usage.count({ tenantId: turn.tenantId, price: turn.price, limits: turn.limits, usage });
+  /** Adds a call's usage to the answer's totals and settles its reservation with it; returns the row to write for it. */
+  private async countUsage(turn: Turn, usage: Usage, totals: TurnTotals, admission: Admission): Promise<UsageRow> {
+    const cost = await this.deps.usage.count({ price: turn.price, admission, usage });
     totals.inputTokens += usage.inputTokens;
     totals.outputTokens += usage.outputTokens;
     if (cost !== null) totals.costUsd = (totals.costUsd ?? 0) + cost;
@@ -1074,4 +1095,9 @@ class TokenRelay {
 function oneLine(text: string): string {
   const line = text.split('\n', 1)[0]!.trim();
   return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+}
+
+/** A step's model call as the caps' estimate sees it (built only for a project with a token or spend cap). */
+function planned(turn: EarlyTurn, messages: ModelMessage[]): PlannedCall {
+  return { model: turn.model, price: turn.price, messages, tools: turn.tools.definitions() };
 }

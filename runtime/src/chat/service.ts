@@ -159,6 +159,7 @@ export class ChatService {
             tenantId,
             model: choice.model,
             target: choice.target,
+            price: choice.price,
             tools,
             // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt); what the
             // offered tools ask to be told (the skills this turn may load) follows it.
@@ -199,7 +200,6 @@ export class ChatService {
             runId,
             sessionId,
             subject: principal.claims.sub,
-            price: choice.price,
             maxToolIterations: permission.maxToolIterations,
             autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
             history: stored.history,

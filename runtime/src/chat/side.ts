@@ -1,19 +1,19 @@
 // Generations beside the turn (SPEC.md Chat): a conversation's title (auto_title), suggested follow-ups and a recap
 // for the person. They read the conversation but never write to it (the title aside) and never reach the agent.
-// Their model calls count against the project's limits and are recorded in usage like any other.
+// Their model calls reserve against the project's limits and are recorded in usage like any other.
 import type { Kysely } from 'kysely';
 import { storableText } from '@agentplane/lib/http/text';
 import type { Logger } from '@agentplane/lib/logging';
 import { effectivePermission } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
-import type { ModelFactory, ModelMessage } from '../models/port.js';
+import type { ModelFactory, ModelMessage, ProviderTarget } from '../models/port.js';
 import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { TenantService } from '../tenants/service.js';
 import { permissionDenied } from '@agentplane/lib/errors';
 import type { Turn } from './engine.js';
 import { clampHistory, toModelMessages } from './history.js';
-import type { UsageLimiter } from './limits.js';
+import type { PlannedCall, UsageLimiter, UsageLimits } from './limits.js';
 import { chooseModel, limitsOf } from './model-choice.js';
 import type { SessionService } from '../sessions/service.js';
 import type { UsageRecorder } from './usage.js';
@@ -68,17 +68,12 @@ export class SideGenerations {
     void (async () => {
       const session = await this.deps.db.selectFrom('sessions').select(['title']).where('id', '=', turn.sessionId).executeTakeFirst();
       if (!session || session.title !== '') return;
-      const history = await this.history(turn.sessionId);
-      await this.deps.limiter.acquire(turn.tenantId, turn.limits);
-      const model = this.deps.models(turn.target, turn.model);
-      const result = await model.generate({
-        model: turn.model,
-        messages: [
-          ...history,
-          { role: 'user', content: 'Give this conversation a title of at most 6 words, in its language. Answer with the title only, no quotes.' },
-        ],
-      });
-      await this.deps.usage.record({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, model: turn.model, price: turn.price, limits: turn.limits, usage: result.usage, purpose: 'title' });
+      const messages: ModelMessage[] = [
+        ...(await this.history(turn.sessionId)),
+        { role: 'user', content: 'Give this conversation a title of at most 6 words, in its language. Answer with the title only, no quotes.' },
+      ];
+      const result = await this.call(turn.tenantId, turn.limits, turn.target, { model: turn.model, price: turn.price, messages });
+      await this.deps.usage.record({ tenantId: turn.tenantId, sessionId: turn.sessionId, runId: turn.runId, model: turn.model, price: turn.price, usage: result.usage, admission: result.admission, purpose: 'title' });
       const title = storableText(result.text.split('\n')[0]!.replace(/^["'\s]+|["'\s.]+$/g, '').slice(0, 200));
       if (title === '') return;
       // Only if still untitled: a title the caller set meanwhile stands.
@@ -98,15 +93,21 @@ export class SideGenerations {
     const routing = await this.deps.tenants.routing(principal.tenantId);
     const choice = chooseModel(principal.configuration, permission, routing, sessionModel ?? undefined);
     if (choice.kind === 'none') return '';
-    const limits = limitsOf(principal.configuration);
-    await this.deps.limiter.acquire(principal.tenantId, limits);
-    const model = this.deps.models(choice.target, choice.model);
-    const result = await model.generate({
-      model: choice.model,
-      messages: [...(await this.history(sessionId)), { role: 'user', content: instructions.join('\n') }],
-    });
-    await this.deps.usage.record({ tenantId: principal.tenantId, sessionId, runId: null, model: choice.model, price: choice.price, limits, usage: result.usage, purpose });
+    const messages: ModelMessage[] = [...(await this.history(sessionId)), { role: 'user', content: instructions.join('\n') }];
+    const result = await this.call(principal.tenantId, limitsOf(principal.configuration), choice.target, { model: choice.model, price: choice.price, messages });
+    await this.deps.usage.record({ tenantId: principal.tenantId, sessionId, runId: null, model: choice.model, price: choice.price, usage: result.usage, admission: result.admission, purpose });
     return result.text;
+  }
+
+  /** One call, admitted against the project's caps first; a call that fails releases its reservation. */
+  private async call(tenantId: string, limits: UsageLimits | undefined, target: ProviderTarget, call: Pick<PlannedCall, 'model' | 'price' | 'messages'>) {
+    const admission = await this.deps.limiter.admit(tenantId, limits, () => call);
+    try {
+      return { ...(await this.deps.models(target, call.model).generate({ model: call.model, messages: [...call.messages] })), admission };
+    } catch (error) {
+      await admission.settle(null);
+      throw error;
+    }
   }
 
   private async history(sessionId: string): Promise<ModelMessage[]> {

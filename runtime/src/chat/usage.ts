@@ -1,9 +1,9 @@
 // Every model call's token usage and cost, recorded per tenant, model and session (the usage views read these
-// rows), and added to the project's rate and spend counters.
+// rows), and settled against the project's token and spend caps (the call's reservation becomes what it used).
 import type { Kysely } from 'kysely';
 import type { Usage } from '../models/port.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import type { UsageLimiter, UsageLimits } from './limits.js';
+import type { Admission } from './limits.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import { costOf } from './model-choice.js';
 import type { UsageRow } from './turn-records.js';
@@ -14,17 +14,15 @@ export interface UsageEntry {
   runId: string | null;
   model: string;
   price: ModelPrice | undefined;
-  limits: UsageLimits | undefined;
+  /** The call's reservation on the project's caps (UsageLimiter.admit). */
+  admission: Admission;
   usage: Usage;
   /** turn, title, followups or recap. */
   purpose: string;
 }
 
 export class UsageRecorder {
-  constructor(
-    private readonly db: Kysely<RuntimeSchema>,
-    private readonly limiter: UsageLimiter,
-  ) {}
+  constructor(private readonly db: Kysely<RuntimeSchema>) {}
 
   /** Records one call and returns its cost (null when the project set no price for the model). */
   async record(entry: UsageEntry): Promise<number | null> {
@@ -39,10 +37,10 @@ export class UsageRecorder {
     return cost;
   }
 
-  /** Adds a call to the project's rate and spend counters and returns its cost; the row is written separately. */
-  async count(entry: Pick<UsageEntry, 'tenantId' | 'price' | 'limits' | 'usage'>): Promise<number | null> {
+  /** Settles a call's reservation with what it used and returns its cost; the row is written separately. */
+  async count(entry: Pick<UsageEntry, 'price' | 'admission' | 'usage'>): Promise<number | null> {
     const cost = costOf(entry.price, entry.usage);
-    await this.limiter.record(entry.tenantId, entry.limits, { tokens: entry.usage.inputTokens + entry.usage.outputTokens, costUsd: cost });
+    await entry.admission.settle({ usage: entry.usage, costUsd: cost });
     return cost;
   }
 
