@@ -129,6 +129,32 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
     }
   });
 
+  it('costs a turn without caps no counter round trip, and a capped one three: the check before it is stored, the reservation, the settlement', async () => {
+    // Every counter call is one round trip to Redis (one script each).
+    const counters = world.rt.runtime.events.counters;
+    const calls: string[] = [];
+    const original = { get: counters.get, increment: counters.increment, reserve: counters.reserve, settle: counters.settle };
+    for (const name of Object.keys(original) as (keyof typeof original)[]) {
+      (counters as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+        calls.push(name);
+        return (original[name] as (...a: unknown[]) => unknown).apply(counters, args);
+      };
+    }
+    try {
+      const uncapped = await cappedTenant({}, DOLLAR_A_TOKEN);
+      const capped = await cappedTenant({ rpm_limit: 100, tpm_limit: 100_000, budget: { amount_usd: 1000, window: 'day' } }, DOLLAR_A_TOKEN);
+      for (const tenant of [uncapped, capped]) {
+        const token = await tenant.mint({ capabilities: tenant.configuration.ceiling.capabilities });
+        world.fake.script({ text: 'counted', usage: USAGE });
+        calls.length = 0;
+        expect((await world.chat(token, { message: 'count me' })).status).toBe(200);
+        expect(calls).toEqual(tenant === uncapped ? [] : ['reserve', 'reserve', 'settle']);
+      }
+    } finally {
+      Object.assign(counters, original);
+    }
+  });
+
   it('leaves no usage behind for the refused turns: once the cap is raised, exactly the headroom the admitted calls left is there', async () => {
     const tenant = await cappedTenant({ tpm_limit: 30 });
     const answers = await burst(tenant, answer);
