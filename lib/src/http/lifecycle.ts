@@ -1,7 +1,7 @@
 // What a deploy waits on: requests and runs in flight, and whether the process is draining. On SIGTERM the
 // process takes no new work (only /health, /ready and /metrics are still answered, so probes keep working),
 // finishes accepted requests, runs and streams within the grace period, cuts off what is left so it ends with a
-// retryable error, then exits; a second SIGTERM exits at once (docs/decisions/0028).
+// retryable error, then exits; a signal sent again later exits at once (docs/decisions/0028, 0071).
 import type { Server } from 'node:http';
 import type { Logger } from '../logging.js';
 
@@ -101,6 +101,14 @@ export class Lifecycle {
   }
 }
 
+/**
+ * How long after the first stop signal another one is still the same request. A terminal's Ctrl-C and systemd's stop
+ * signal a whole process group, so a server under `npm start` gets each signal twice within milliseconds (directly,
+ * and forwarded by npm; once more per launcher in between): those copies must not force the exit. A person who means
+ * "stop now" signals again later (docs/decisions/0071).
+ */
+export const REPEATED_SIGNAL_SECONDS = 2;
+
 export interface ShutdownOptions {
   lifecycle: Lifecycle;
   servers: Server[];
@@ -109,19 +117,30 @@ export interface ShutdownOptions {
   /** Closes stores and connections after the drain. */
   close: () => Promise<void>;
   exit?: (code: number) => void;
+  /** A monotonic clock in milliseconds (tests give their own). */
+  now?: () => number;
 }
 
-/** SIGTERM/SIGINT: drain, stop listening, close, exit 0 (1 when work was cut off). A second signal exits at once with 1. */
-export function exitOnSignals(options: ShutdownOptions): void {
+/**
+ * What a stop signal does: the first drains, stops listening, closes and exits 0 (1 when work was cut off); one within
+ * `REPEATED_SIGNAL_SECONDS` of the first is a copy of it and changes nothing; one after that exits at once with 1.
+ */
+export function stopOnSignal(options: ShutdownOptions): (signal: NodeJS.Signals) => void {
   const exit = options.exit ?? ((code: number) => process.exit(code));
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      options.logger.warn({ signal }, 'second signal: exiting now');
+  const now = options.now ?? (() => performance.now());
+  let firstAt: number | null = null;
+  return (signal) => {
+    if (firstAt !== null) {
+      const sinceFirstMs = now() - firstAt;
+      if (sinceFirstMs < REPEATED_SIGNAL_SECONDS * 1000) {
+        options.logger.info({ signal, since_first_ms: Math.round(sinceFirstMs) }, `already draining: a signal within ${REPEATED_SIGNAL_SECONDS} s of the first is the same request; signal again later to exit now`);
+        return;
+      }
+      options.logger.warn({ signal, since_first_ms: Math.round(sinceFirstMs) }, 'signalled again: exiting now');
       exit(1);
       return;
     }
-    stopping = true;
+    firstAt = now();
     options.logger.info({ signal, in_flight: options.lifecycle.inFlight.total }, 'draining');
     void (async () => {
       const outcome = await options.lifecycle.drain(options.servers, options.graceMs);
@@ -136,6 +155,11 @@ export function exitOnSignals(options: ShutdownOptions): void {
       exit(outcome === 'idle' ? 0 : 1);
     })();
   };
+}
+
+/** SIGTERM and SIGINT stop the process through one `stopOnSignal`: either signal is the same request. */
+export function exitOnSignals(options: ShutdownOptions): void {
+  const onSignal = stopOnSignal(options);
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
 }
