@@ -229,12 +229,13 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       expect((await buffer(stored.body)).toString()).toBe('{"ok":true}');
     });
 
-    it('takes a create-only presigned PUT once: then 412 while the key holds an object, 403 without If-None-Match', async () => {
+    it('takes a create-only presigned PUT once: then 412 while the key holds an object, and none without If-None-Match', async () => {
       const key = `${namespace()}staged.txt`;
       const url = await store().presignPut(key, { expiresInSeconds: 60, contentType: 'text/plain', ifNoneMatch: true });
       const headers = { 'content-type': 'text/plain', 'if-none-match': '*' };
+      // A header the URL signed, left out: S3 and the fs store answer 403, MinIO 400 (AccessDenied, unsigned headers).
       const unconditional = await putThrough(url, 'no condition', { 'content-type': 'text/plain' });
-      expect(unconditional.status).toBe(403);
+      expect([400, 403]).toContain(unconditional.status);
       expect(await store().exists(key)).toBe(false);
 
       const first = await putThrough(url, 'checked bytes', headers);

@@ -187,7 +187,8 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
       expect(await putAgain(done.upload)).toBe(412);
       const withoutCondition = await fetch(done.upload.url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: replacement });
       await withoutCondition.arrayBuffer();
-      expect(withoutCondition.status).toBe(403);
+      // The header is signed: the fs store and S3 answer 403, MinIO 400.
+      expect([400, 403]).toContain(withoutCondition.status);
       expect((await download(done.document.id, reader)).equals(original)).toBe(true);
       expect(await json(await post(`/documents/${done.document.id}/reingest?wait=20`, token, {}), 202)).toMatchObject({ status: 'ready', size_bytes: 11 });
       const chunks = await json<{ chunks: { text: string }[] }>(await rt.endUser(`/documents/${done.document.id}/chunks`, reader), 200);
@@ -305,7 +306,7 @@ describe.each(availableSetups())('documents (%s)', (setup) => {
       expect((await bytesAt((await stored(done))!.blob_key))!.equals(bytes)).toBe(true);
 
       // Completed, the upload is gone: a part URL takes nothing, and the stored bytes stay the checked ones.
-      const late = await fetch(parts[0]!.url, { method: 'PUT', headers: parts[0]!.headers, body: Buffer.alloc(5 * MiB, 'x') });
+      const late = await fetch(parts[0]!.url, { method: 'PUT', headers: parts[0]!.headers, body: 'a part after complete' });
       await late.arrayBuffer();
       expect(late.status).toBe(404);
       expect((await bytesAt((await stored(done))!.blob_key))!.equals(bytes)).toBe(true);
