@@ -70,7 +70,12 @@ export async function chatRuntime(
   };
 }
 
-/** Waits until `check` holds, polling; fails with `what` after a while. */
+/**
+ * Waits until `check` holds, polling; fails with `what` after a while. The check returns the awaited value (or true)
+ * once it holds, and anything falsy (undefined from an optional chain on a row not there yet, null, false) until
+ * then; a check that throws fails the wait at once (a crashed runtime is not worth waiting on). The harness's
+ * `eventually` differs there: it retries a throwing check.
+ */
 export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
