@@ -336,7 +336,11 @@ export class DocumentService {
       await this.discardArrival(row, upload);
       throw new ValidationError([{ loc: ['body', 'content_type'], msg: `the upload is not what was declared: ${mismatch}; the bytes were removed` }]);
     }
-    const uploaded = await this.markUploaded(row, stored.size);
+    const uploaded = await this.markUploaded(row, stored.size).catch(async (error: unknown) => {
+      // Aborted or deleted while this complete copied: the copy would be bytes no record points at.
+      if (error instanceof AppError && error.kind === 'not_found' && upload.id === null) await this.blobs.delete(row.blob_key);
+      throw error;
+    });
     if (upload.id === null) await this.sealStaging(row);
     return documentOut(uploaded);
   }
