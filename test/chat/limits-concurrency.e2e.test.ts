@@ -34,9 +34,9 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
   });
 
   /** A tenant of its own (fresh counters), with the fake provider at these prices and these caps. */
-  async function cappedTenant(limits: Record<string, unknown>, prices?: Record<string, unknown>, capabilities: string[] = []): Promise<TestTenant> {
+  async function cappedTenant(limits: Record<string, unknown> | undefined, prices?: Record<string, unknown>, capabilities: string[] = []): Promise<TestTenant> {
     const tenant = await configuredTenant(world.rt, { ceiling: { capabilities: [...CHAT_CAPABILITIES, ...capabilities], registeredModels: [MODEL] } });
-    const pushed = await tenant.reconfigure({ providers: providerSection(world.fake, [MODEL], prices ? { prices } : {}), default_model: MODEL, limits });
+    const pushed = await tenant.reconfigure({ providers: providerSection(world.fake, [MODEL], prices ? { prices } : {}), default_model: MODEL, ...(limits ? { limits } : {}) });
     expect(pushed.status, await pushed.clone().text()).toBe(200);
     return tenant;
   }
@@ -129,6 +129,18 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
     }
   });
 
+  it('releases the reservation of a call the provider refused: it counts nothing, and the headroom stays', async () => {
+    const tenant = await cappedTenant({ tpm_limit: 30 });
+    const token = await tenant.mint({ capabilities: tenant.configuration.ceiling.capabilities });
+    world.fake.script({ status: 400, message: 'This request was refused.' }, { text: 'one', usage: USAGE }, { text: 'two', usage: USAGE });
+    expect((await world.chat(token, { message: 'refused upstream' })).status).toBe(400);
+    // Its estimate (a thousand tokens and more) would hold the 30-token window shut if it stayed reserved.
+    expect((await world.chat(token, { message: 'first' })).status).toBe(200);
+    expect((await world.chat(token, { message: 'second' })).status).toBe(200);
+    expect((await world.chat(token, { message: 'third' })).status).toBe(429);
+    expect((await used(tenant)).tokens).toBe(2 * CALL_TOKENS);
+  });
+
   it('costs a turn without caps no counter round trip, and a capped one three: the check before it is stored, the reservation, the settlement', async () => {
     // Every counter call is one round trip to Redis (one script each).
     const counters = world.rt.runtime.events.counters;
@@ -141,7 +153,7 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
       };
     }
     try {
-      const uncapped = await cappedTenant({}, DOLLAR_A_TOKEN);
+      const uncapped = await cappedTenant(undefined, DOLLAR_A_TOKEN);
       const capped = await cappedTenant({ rpm_limit: 100, tpm_limit: 100_000, budget: { amount_usd: 1000, window: 'day' } }, DOLLAR_A_TOKEN);
       for (const tenant of [uncapped, capped]) {
         const token = await tenant.mint({ capabilities: tenant.configuration.ceiling.capabilities });
