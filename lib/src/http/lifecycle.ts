@@ -133,7 +133,8 @@ export function stopOnSignal(options: ShutdownOptions): (signal: NodeJS.Signals)
     if (firstAt !== null) {
       const sinceFirstMs = now() - firstAt;
       if (sinceFirstMs < REPEATED_SIGNAL_SECONDS * 1000) {
-        options.logger.info({ signal, since_first_ms: Math.round(sinceFirstMs) }, `already draining: a signal within ${REPEATED_SIGNAL_SECONDS} s of the first is the same request; signal again later to exit now`);
+        // Under `npm start` every stop brings one: the "draining" line already told a person how to force the exit.
+        options.logger.debug({ signal, since_first_ms: Math.round(sinceFirstMs) }, 'already draining: the same stop signal again');
         return;
       }
       options.logger.warn({ signal, since_first_ms: Math.round(sinceFirstMs) }, 'signalled again: exiting now');
@@ -141,7 +142,7 @@ export function stopOnSignal(options: ShutdownOptions): (signal: NodeJS.Signals)
       return;
     }
     firstAt = now();
-    options.logger.info({ signal, in_flight: options.lifecycle.inFlight.total }, 'draining');
+    options.logger.info({ signal, in_flight: options.lifecycle.inFlight.total, exit_now: `signal again ${REPEATED_SIGNAL_SECONDS} s or more from now` }, 'draining');
     void (async () => {
       const outcome = await options.lifecycle.drain(options.servers, options.graceMs);
       if (outcome === 'timeout') options.logger.warn({ in_flight: options.lifecycle.inFlight }, 'drain timed out: work was cut off');
