@@ -107,7 +107,14 @@ describe('npm start stopped through its process group', () => {
 
   beforeAll(async () => {
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-signals-provider-key', chatModels: [MODEL] });
-  });
+    // npm start builds first; built here once, its own build is a quick no-op and each test has its time for itself.
+    const build = spawn('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    build.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    build.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => build.once('exit', resolve));
+    if (code !== 0) throw new Error(`npm run build exited ${code}:\n${output}`);
+  }, 900_000);
   // A failed assertion must not leave the group running.
   afterEach(() => {
     fake.clearScripts();
@@ -135,7 +142,6 @@ describe('npm start stopped through its process group', () => {
       DATA_PORT: String(dataPort),
       AGENTPLANE_ALLOW_PRIVATE_URLS: 'true',
     });
-    // npm start builds first: minutes on a loaded machine.
     await waitForLine(started, /agentplane is up/, 300_000);
     const controlUrl = `http://127.0.0.1:${controlPort}`;
     const dataUrl = `http://127.0.0.1:${dataPort}`;
