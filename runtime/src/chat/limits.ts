@@ -105,8 +105,11 @@ export class UsageLimiter {
   }
 }
 
-/** Spend in whole millionths of a dollar, rounded up: counters are integers. */
-const micros = (costUsd: number | null) => (costUsd ? Math.ceil(costUsd * MICRO) : 0);
+/**
+ * Spend in whole millionths of a dollar, rounded up: counters are integers. Held below 2^48 so that no price, however
+ * absurd, makes a claim the counters refuse as not an integer (a cap is reached long before).
+ */
+const micros = (costUsd: number | null) => (costUsd ? Math.min(Math.ceil(costUsd * MICRO), 2 ** 48) : 0);
 
 function refusalOf(key: string, keys: ReturnType<typeof keysOf>, limits: UsageLimits, resetAt: Date | null): AppError {
   if (key === keys.rpm) return rpmReached(limits.rpm_limit!, resetAt);
