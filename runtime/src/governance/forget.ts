@@ -9,7 +9,6 @@ import type { Kysely, Transaction } from 'kysely';
 import { errorMessage, permissionDenied } from '@agentplane/lib/errors';
 import { isPrivileged, isSubjectInReach } from '@agentplane/lib/permissions';
 import type { Logger } from '@agentplane/lib/logging';
-import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import { AuditLog } from './audit.js';
 import { recordForgotten } from './forgotten.js';
@@ -24,6 +23,12 @@ export interface SubjectRows {
 export interface SubjectStep {
   name: string;
   run(tenantId: string, subject: string): Promise<{ items?: number }>;
+}
+
+/** What a forget's rule reads of the caller's principal (not the auth module's type: it imports the feature host). */
+export interface ForgetRequester {
+  tenantId: string;
+  claims: { sub: string; roles: readonly string[]; scope: string; data_scope?: string | undefined };
 }
 
 export interface ForgetReport {
@@ -57,7 +62,7 @@ export class SubjectForgetter {
    * A privileged token's forget (`POST /audit/forget`): only of a subject inside the token's scope and data scope,
    * else 403 `outside_scope`. The erase cannot be undone, and privilege lets a token read across scopes, not erase.
    */
-  async forgetFor(principal: Principal, subject: string): Promise<ForgetReport> {
+  async forgetFor(principal: ForgetRequester, subject: string): Promise<ForgetReport> {
     if (!isPrivileged(principal.claims.roles)) throw permissionDenied('forgetting a subject is for a privileged token (role admin, owner or service)', { code: 'not_privileged' });
     if (!isSubjectInReach(principal.claims, subject)) throw permissionDenied(`subject ${subject} is outside this token's scope`, { code: 'outside_scope' });
     return this.forget(principal.tenantId, subject, principal.claims.sub);
