@@ -255,6 +255,18 @@ function blobStoreContract(name: string, target: () => ContractTarget) {
       expect(await read(store(), key)).toBe('again');
     });
 
+    it('lets exactly one of concurrent create-only PUTs land, and keeps its bytes', async () => {
+      const key = `${namespace()}raced.txt`;
+      const url = await store().presignPut(key, { expiresInSeconds: 60, contentType: 'text/plain', ifNoneMatch: true });
+      const bodies = Array.from({ length: 6 }, (_, i) => `upload number ${i} `.repeat(1000));
+      const answers = await Promise.all(bodies.map((body) => putThrough(url, body, { 'content-type': 'text/plain', 'if-none-match': '*' })));
+      const landed = answers.flatMap((answer, i) => (answer.status === 200 ? [i] : []));
+      expect(landed).toHaveLength(1);
+      expect(answers.filter((answer) => answer.status !== 200).map((answer) => answer.status)).toEqual(Array(5).fill(412));
+      expect(await read(store(), key)).toBe(bodies[landed[0]!]);
+      expect((await store().head(key))?.etag).toBe(answers[landed[0]!]!.headers.get('etag'));
+    });
+
     it('copies an object inside the store with its content type, only while the source has the ETag named', async () => {
       const from = `${namespace()}staging/upload`;
       const to = `${namespace()}documents/doc`;
