@@ -23,6 +23,8 @@ import { DraftKeeper } from './drafts.js';
 import { TurnRecords } from './turn-records.js';
 import { UsageRecorder } from './usage.js';
 import { UNANSWERED_CALL } from './history.js';
+import { OUTPUT_ALLOWANCE_FLOOR } from './estimate.js';
+import { tenantEventPrefix } from '../tenants/keys.js';
 
 let database: Database<RuntimeSchema>;
 let events: EventBus;
@@ -289,6 +291,49 @@ describe('TurnEngine', () => {
     ]);
     expect(terminal(frames)).toMatchObject({ type: 'done', content: 'I cannot do that.' });
     expect(models.calls[1]!.request.messages.at(-1)).toMatchObject({ role: 'tool', toolCallId: 'call_x', content: expect.stringContaining('not available') });
+  });
+
+  it('reserves every model call of a multi-step turn before it is sent, and settles each to the usage it reported', async () => {
+    const tpm = `${tenantEventPrefix(tenantId)}limits:tpm`;
+    const before = (await events.counters.get(tpm)).value;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // The second step is held while it runs: the first is settled, the second reserved.
+    models.push(script.toolCalls([{ id: 'call_r', name: 'missing_tool', arguments: '{}' }], { inputTokens: 40, outputTokens: 2 }), [
+      { type: 'wait', until: held },
+      ...script.text('Done.', { inputTokens: 50, outputTokens: 3 }),
+    ]);
+    const turn = await startTurn('Two steps', { limits: { tpm_limit: 1_000_000 } });
+    await waitForFrame(turn, 'tool_end');
+    for (let tries = 0; models.calls.length < 2 && tries < 200; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+    const during = (await events.counters.get(tpm)).value - before;
+    // 42 settled, and the second call's estimate: its prompt and at least the output floor.
+    expect(during).toBeGreaterThan(42 + OUTPUT_ALLOWANCE_FLOOR);
+    release();
+    expect(terminal(await framesOf(turn))).toMatchObject({ type: 'done', content: 'Done.' });
+    expect((await events.counters.get(tpm)).value - before).toBe(42 + 53);
+  });
+
+  it('releases the reservation of a call that failed, and refuses the next with 429 once the cap is reached, adding nothing', async () => {
+    const keys = { tpm: `${tenantEventPrefix(tenantId)}limits:tpm`, rpm: `${tenantEventPrefix(tenantId)}limits:rpm` };
+    const value = async (key: string) => (await events.counters.get(key)).value;
+    // Some tokens counted already, whichever tests ran first: the cap below is then reached.
+    await events.counters.increment(keys.tpm, 1, 60);
+    const before = { tpm: await value(keys.tpm), rpm: await value(keys.rpm) };
+    models.push(script.error(new AppError('upstream_failed', 'the provider answered 500', { code: 'provider_error' })));
+    const failed = await startTurn('Fail', { limits: { tpm_limit: 1_000_000, rpm_limit: 1_000 } });
+    expect(terminal(await framesOf(failed))).toMatchObject({ type: 'error', status: 502 });
+    // It counts one request, and no tokens: it reported none.
+    expect(await value(keys.tpm)).toBe(before.tpm);
+    expect(await value(keys.rpm)).toBe(before.rpm + 1);
+
+    // A cap already reached: the call is never sent, and neither counter moves.
+    const refused = await startTurn('Refused', { limits: { tpm_limit: before.tpm, rpm_limit: 1_000 } });
+    const frames = await framesOf(refused);
+    expect(terminal(frames)).toMatchObject({ type: 'error', status: 429, code: 'rate_limited' });
+    expect(models.calls).toHaveLength(1);
+    expect(await value(keys.tpm)).toBe(before.tpm);
+    expect(await value(keys.rpm)).toBe(before.rpm + 1);
   });
 
   it('max_tool_iterations ends the turn after that many tool rounds', async () => {
