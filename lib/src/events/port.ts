@@ -170,7 +170,7 @@ export function checkSettlements(settlements: readonly { held: HeldClaim; used: 
 
 /**
  * How far apart two readings of a window's end may be and still be the same window. Redis tells a window's end only
- * as time left, read against its clock at another moment, so two readings may differ by a few milliseconds; a later
+ * as time left, read by the caller at another moment, so two readings differ by the round trips' delays; a later
  * window of the same counter ends at least its whole length later.
  */
 export function windowToleranceMs(windowSeconds: number): number {

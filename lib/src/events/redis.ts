@@ -11,7 +11,8 @@
 // Keys are arbitrary strings, yet no two (key, kind) pairs share a name: no kind holds ':', so a name ends in
 // exactly one `:<kind>` and the key is what comes before it (key `a`'s log is `a:log`; key `a:log`'s is
 // `a:log:log`, its counter `a:log:count`).
-// Appends and closes are Lua scripts: id assignment, append, TTLs and the notice are one atomic step.
+// Appends and closes are Lua scripts: id assignment, append, TTLs and the notice are one atomic step; so are a
+// reservation over several counters (every check, then every claim) and its settlement.
 import { createHash } from 'node:crypto';
 import { createClient } from 'redis';
 import { AppError, unavailable } from '../errors.js';
@@ -141,39 +142,35 @@ local value = redis.call('GET', KEYS[1])
 if not value then return {0, -2} end
 return {tonumber(value), redis.call('PTTL', KEYS[1])}`);
 
-// The server's clock in ms: a window's end is told as its time left, turned into a time on the same clock.
-const NOW_MS = `local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)`;
-
 // KEYS: counters. ARGV: per counter amount, limit, window ms. Refuses, changing nothing, when a counter is at or above
-// its limit: {0, index, value, ms left or -2}; else adds every non-zero amount: {1, end of each counter's window}.
-const reserveCounters = new Script(`${NOW_MS}
+// its limit: {0, index, value, ms left or -2}; else adds every non-zero amount: {1, ms left in each counter's window}.
+const reserveCounters = new Script(`
 for i, key in ipairs(KEYS) do
   local value = tonumber(redis.call('GET', key) or '0')
   if value >= tonumber(ARGV[3 * i - 1]) then return {0, i, value, redis.call('PTTL', key)} end
 end
-local ends = {1}
+local left = {1}
 for i, key in ipairs(KEYS) do
-  local ends_at = 0
+  local ttl = 0
   if ARGV[3 * i - 2] ~= '0' then
     redis.call('INCRBY', key, ARGV[3 * i - 2])
-    local ttl = redis.call('PTTL', key)
+    ttl = redis.call('PTTL', key)
     if ttl < 0 then
       redis.call('PEXPIRE', key, ARGV[3 * i])
       ttl = tonumber(ARGV[3 * i])
     end
-    ends_at = now + ttl
   end
-  ends[i + 1] = ends_at
+  left[i + 1] = ttl
 end
-return ends`);
+return left`);
 
-// KEYS: counters. ARGV: per counter the change, the end of the window the claim went into, the tolerance in ms (see
-// windowToleranceMs). A counter whose window has ended since, or was erased, is left alone.
-const settleCounters = new Script(`${NOW_MS}
+// KEYS: counters. ARGV: per counter the change, the ms its claim's window should have left now, the tolerance in ms
+// (windowToleranceMs). A counter whose window has ended since, or was erased, is left alone. A window's end is told as
+// time left both ways and turned into a time on the caller's clock, so Redis's clock is never compared with it.
+const settleCounters = new Script(`
 for i, key in ipairs(KEYS) do
   local ttl = redis.call('PTTL', key)
-  if ttl > 0 and math.abs(now + ttl - tonumber(ARGV[3 * i - 1])) < tonumber(ARGV[3 * i]) then
+  if ttl > 0 and math.abs(ttl - tonumber(ARGV[3 * i - 1])) < tonumber(ARGV[3 * i]) then
     redis.call('INCRBY', key, ARGV[3 * i - 2])
   end
 end
@@ -486,9 +483,10 @@ class RedisCounters implements Counters {
       const [, index, value, ttl] = reply.map(Number) as [number, number, number, number];
       return { admitted: false, refused: claims[index - 1]!, value, resetAt: ttl < 0 ? null : new Date(Date.now() + ttl) };
     }
+    const now = Date.now();
     const held: HeldClaim[] = [];
     claims.forEach((claim, i) => {
-      if (claim.amount > 0) held.push({ key: claim.key, amount: claim.amount, windowSeconds: claim.windowSeconds, windowEndsAt: Number(reply[i + 1]) });
+      if (claim.amount > 0) held.push({ key: claim.key, amount: claim.amount, windowSeconds: claim.windowSeconds, windowEndsAt: now + Number(reply[i + 1]) });
     });
     return { admitted: true, held };
   }
@@ -500,7 +498,7 @@ class RedisCounters implements Counters {
     await settleCounters.run(
       this.client,
       changed.map(({ held }) => this.names.counter(held.key)),
-      changed.flatMap(({ held, used }) => [`${used - held.amount}`, `${held.windowEndsAt}`, `${windowToleranceMs(held.windowSeconds)}`]),
+      changed.flatMap(({ held, used }) => [`${used - held.amount}`, `${held.windowEndsAt - Date.now()}`, `${windowToleranceMs(held.windowSeconds)}`]),
     );
   }
 }
