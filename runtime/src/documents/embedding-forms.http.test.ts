@@ -1,7 +1,8 @@
-// Embeddings on every OpenAI-compatible server, through HTTP in both setups: a document is read and found by meaning
-// whether the project's server honours `encoding_format` or ignores it and answers float arrays (or base64) whatever
-// was asked; and a document whose embeddings keep failing says so while it is retried (`failure` with the last
-// error, `ingest_attempts`), then is `failed` with the reason once the retry budget is spent.
+// Embeddings on every OpenAI-compatible server, through HTTP in both setups: a document is read and found by meaning,
+// and what the agent remembers is embedded, whether the project's server honours `encoding_format` or ignores it and
+// answers float arrays (or base64) whatever was asked; and a document whose embeddings keep failing says so while it
+// is retried (`failure` with the last error, `ingest_attempts`), then is `failed` with the reason once the retry
+// budget is spent.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer, type EmbeddingFormat } from '@agentplane/test/fakes/openai-server';
 import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime } from '@agentplane/test/harness/runtime';
@@ -38,7 +39,7 @@ describe.each(availableSetups())('embeddings on every OpenAI-compatible server (
   });
 
   async function tokenFor(fake: FakeOpenAIServer): Promise<string> {
-    const t = await configuredTenant(rt, { ceiling: { capabilities: ['documents:read', 'documents:write'] } });
+    const t = await configuredTenant(rt, { ceiling: { capabilities: ['chat', 'memory', 'documents:read', 'documents:write'] } });
     const pushed = await t.reconfigure({
       providers: [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models: ['chat-model'] }],
       retrieval: { embedding: { provider: 'cred-1', model: EMBEDDING_MODEL, dimensions: DIMENSIONS } },
@@ -57,7 +58,7 @@ describe.each(availableSetups())('embeddings on every OpenAI-compatible server (
     ['honours encoding_format', 'requested'],
     ['ignores encoding_format and answers float arrays', 'float'],
     ['ignores encoding_format and answers base64', 'base64'],
-  ] as const)('reads a document and finds it by meaning on a server that %s', async (_, format) => {
+  ] as const)('reads a document, finds it by meaning and embeds what the agent remembers, on a server that %s', async (_, format) => {
     const fake = fakes.get(format)!;
     const token = await tokenFor(fake);
     const before = fake.requestsTo('/embeddings').length;
@@ -69,6 +70,16 @@ describe.each(availableSetups())('embeddings on every OpenAI-compatible server (
     // Both calls, the chunk's and the query's, asked for the form every compatible server speaks.
     const asked = fake.requestsTo('/embeddings').slice(before).map((request) => (request.body as { encoding_format?: unknown }).encoding_format);
     expect(asked).toEqual(['float', 'float']);
+
+    // What the agent remembers is embedded through the same call, so it is found by meaning too.
+    const note = `Alice ships to Lisbon (${format}).`;
+    fake.script({ toolCalls: [{ name: 'remember', arguments: { content: note } }] }, 'Noted.');
+    const turn = await post('/chat', token, { message: 'Remember that I ship to Lisbon.', model: 'chat-model' });
+    expect(turn.status, await turn.clone().text()).toBe(200);
+    const remembered = await rt.runtime.database.db.selectFrom('memory_items').select(['content', 'embedding']).where('content', '=', note).execute();
+    expect(remembered).toHaveLength(1);
+    expect(remembered[0]!.embedding).not.toBeNull();
+    expect(JSON.parse(remembered[0]!.embedding!)).toHaveLength(DIMENSIONS);
   });
 
   it('shows the last error and the attempts while it retries, then fails with the reason once the budget is spent', async () => {
