@@ -5,6 +5,7 @@
 // replica of a shared store.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { forgottenSubjectDigest } from '@agentplane/lib/tokens/forgotten';
 import { runLogKey } from '@agentplane/runtime/chat/runs';
 import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } from '../harness/runtime.js';
 import { allEvents } from '../harness/sse.js';
@@ -199,10 +200,15 @@ describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
     // Another replica hears of the forget as of any change to the tenant (decision 0049).
     if (replica) await eventually(async () => (await replica!.endUser('/chat/sessions', frank)).status === 401, 'the other replica to refuse his token');
     expect((await world.rt.endUser('/chat/sessions', others)).status).toBe(200);
-    // Nothing in the record spells him out.
+    // Nothing in the record spells him out; the admin surface (for the control plane) lists digests, and only there.
     const recorded = await sql<{ row: string }>`select row_to_json(f)::text as row from forgotten_subjects f`.execute(world.rt.runtime.database.db);
     expect(recorded.rows.length).toBeGreaterThan(0);
     expect(recorded.rows.map((row) => row.row).join('\n')).not.toContain('frank');
+    const listed = await world.rt.admin(`/tenants/${world.tenant.tenantId}/forgotten-subjects`);
+    expect(listed.status).toBe(200);
+    const { subjects } = (await listed.json()) as { subjects: { digest: string; forgotten_at: string }[] };
+    expect(subjects.map((subject) => subject.digest)).toContain(forgottenSubjectDigest(world.tenant.tenantId, 'acme:eng:frank'));
+    expect((await world.rt.endUser(`/tenants/${world.tenant.tenantId}/forgotten-subjects`, await admin('acme:eng:lead', 'acme:eng'))).status).toBe(401);
 
     // A token issued after the forget (its `iat`, whole seconds, past the forget's second) starts from nothing.
     await eventually(async () => Math.floor(Date.now() / 1000) * 1000 > answeredAt, 'the second after the forget');
