@@ -41,11 +41,16 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
     return tenant;
   }
 
+  /** Model calls the provider received since the last burst began. */
+  let sent = () => 0;
+
   /** BURST turns at once, each in a new conversation; their statuses and bodies. */
   async function burst(tenant: TestTenant, reply: ChatReply): Promise<{ status: number; body: Record<string, unknown> }[]> {
     world.fake.clearScripts();
     for (let i = 0; i < 2 * BURST; i++) world.fake.script(reply);
     const token = await tenant.mint({ capabilities: tenant.configuration.ceiling.capabilities });
+    const before = world.fake.chatRequests().length;
+    sent = () => world.fake.chatRequests().length - before;
     try {
       return await Promise.all(
         Array.from({ length: BURST }, async (_, i) => {
@@ -89,6 +94,8 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
       expect(body.detail).toMatch(/^spend cap reached: \$20 per day for this project; it resets at \d{4}-\d\d-\d\dT00:00:00.000Z, or raise the cap$/);
     }
     const spent = await used(tenant);
+    // A refused turn sent nothing to the provider.
+    expect(sent()).toBe(admitted.length);
     expect(spent.calls).toBe(admitted.length);
     expect(spent.costUsd).toBe(15 * admitted.length);
     expect(spent.costUsd).toBeLessThanOrEqual(20 + 15);
@@ -106,6 +113,7 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
       expect(body.code).toBe('rate_limited');
       expect(body.detail).toMatch(/^token rate limit reached: 30 tokens per minute for this project; it resets at \d{4}-/);
     }
+    expect(sent()).toBe(admitted.length);
     expect((await used(tenant)).tokens).toBe(CALL_TOKENS * admitted.length);
   });
 
@@ -122,7 +130,7 @@ describe.each(setups)('usage caps under concurrent turns (%s events)', (setup) =
     const spent = await used(tenant);
     expect(spent.calls).toBeLessThanOrEqual(2);
     expect(spent.tokens).toBeLessThanOrEqual(30);
-    expect(world.fake.chatRequests().filter((request) => request.messages.some((m) => m.role === 'user' && String(m.content).startsWith('turn '))).length).toBeGreaterThan(0);
+    expect(sent()).toBe(spent.calls);
     for (const { status, body } of answers.filter((a) => a.status !== 200)) {
       expect(status).toBe(429);
       expect(body.code).toBe('rate_limited');
