@@ -11,7 +11,7 @@ import { availableSetups, ScaleServices, startTestRuntime, type TestRuntime } fr
 import { allEvents } from '../harness/sse.js';
 import { chatWorld, CHAT_CAPABILITIES, eventually, type ChatWorld } from './fixture.js';
 
-const capabilities = [...CHAT_CAPABILITIES, 'memory', 'documents:read', 'documents:write', 'tasks:read', 'tasks:write', 'triggers'];
+const capabilities = [...CHAT_CAPABILITIES, 'memory', 'documents:read', 'documents:write', 'tasks:read', 'tasks:write', 'triggers', 'plugins:write'];
 
 describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
   let services: ScaleServices | undefined;
@@ -39,7 +39,7 @@ describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
   const admin = (sub: string, scope = sub, extra: Record<string, unknown> = {}) => world.token({ capabilities, sub, scope, roles: ['admin'], ...extra });
   const forget = (token: string, subject: string) => world.rt.endUser('/audit/forget', token, json('POST', { subject }));
 
-  /** Everything of one subject's a destructive action could reach: a conversation with a vote, a document, a memory item, a task, a trigger. */
+  /** Everything of one subject's a destructive action could reach: a conversation with a vote, a document, a memory item, a task, a trigger, a skill package. */
   async function belongings(sub: string) {
     const token = await user(sub);
     world.fake.script({ toolCalls: [{ name: 'remember', arguments: { content: `${sub} likes tea.` } }] }, 'Noted.');
@@ -49,8 +49,12 @@ describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
     const memory = (await (await world.rt.endUser('/memory', token)).json()) as { items: { id: string }[] };
     const task = (await (await world.rt.endUser('/tasks', token, json('POST', { prompt: 'Remind me.', interval_seconds: 3600 }))).json()) as { id: string };
     const trigger = (await (await world.rt.endUser('/triggers', token, json('POST', { name: 'hook', prompt: 'x' }))).json()) as { id: string };
+    const skill = new FormData();
+    skill.append('file', new Blob([`---\nname: notes-${sub.replaceAll(':', '-')}\ndescription: How they file notes\n---\nBy date.\n`]), 'SKILL.md');
+    const plugin = await world.rt.endUser('/plugins', token, { method: 'POST', body: skill });
+    expect(plugin.status, await plugin.clone().text()).toBe(201);
     expect(memory.items).toHaveLength(1);
-    return { token, sessionId: turn.session_id, messageId: turn.message_id, documentId: document.id, memoryId: memory.items[0]!.id, taskId: task.id, triggerId: trigger.id };
+    return { token, sessionId: turn.session_id, messageId: turn.message_id, documentId: document.id, memoryId: memory.items[0]!.id, taskId: task.id, triggerId: trigger.id, pluginId: ((await plugin.json()) as { id: string }).id };
   }
 
   /** Whether each of those is still there, read by its owner. */
@@ -67,6 +71,8 @@ describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
     expect(triggers.triggers.map((trigger) => trigger.id)).toContain(b.triggerId);
     const messages = (await (await world.rt.endUser(`/chat/sessions/${b.sessionId}/messages`, b.token)).json()) as { id: string; feedback: unknown }[];
     expect(messages.find((message) => message.id === b.messageId)?.feedback).toMatchObject({ rating: 'up' });
+    const plugins = (await (await world.rt.endUser('/plugins', b.token)).json()) as { plugins: { id: string }[] };
+    expect(plugins.plugins.map((plugin) => plugin.id)).toContain(b.pluginId);
   }
 
   it("refuses to forget a subject outside the token's scope: another branch, an admin minted without a scope, a data_scope", async () => {
@@ -108,12 +114,13 @@ describe.each(availableSetups())('forgetting a subject (%s)', (setup) => {
       ['cancel the task', `/tasks/${bob.taskId}/cancel`, json('POST')],
       ['delete the trigger', `/triggers/${bob.triggerId}`, json('DELETE')],
       ['rotate the trigger', `/triggers/${bob.triggerId}/rotate`, json('POST')],
+      ['delete the skill package', `/plugins/${bob.pluginId}`, json('DELETE')],
     ];
     for (const [who, token, status] of administrators) {
       for (const [what, path, init] of actions) {
         const res = await world.rt.endUser(path, token, init);
-        // A vote is the caller's own: the data-scoped admin's delete finds none of its own either way.
-        if (what === 'delete a vote') expect([403, 404], `${who}: ${what}`).toContain(res.status);
+        // A vote is the caller's own, and a skill package is seen by its owner alone: either way it is not theirs.
+        if (what === 'delete a vote' || what === 'delete the skill package') expect([403, 404], `${who}: ${what}`).toContain(res.status);
         else expect(res.status, `${who}: ${what}`).toBe(status);
       }
       const res = await forget(token, 'acme:eng:bob');
