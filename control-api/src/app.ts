@@ -36,6 +36,7 @@ import { WebhookToolService } from './tools/webhook-tools.js';
 import { KnowledgeService } from './knowledge/service.js';
 import { LocalProvisioner } from './provisioning/local.js';
 import { OutboxRelay } from './provisioning/outbox.js';
+import { ConfigurationDelivery } from './provisioning/receipts.js';
 import type { Provisioner } from './provisioning/provisioner.js';
 import { ProvisioningReport } from './provisioning/status.js';
 import { providerRoutes } from './providers/routes.js';
@@ -96,7 +97,11 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const secretBox = new SecretBox(loadMasterKey(config.masterKey, join(config.dataDir, 'secrets')));
     const reach = provisioner ?? (await configuredProvisioner(config));
     let relay: OutboxRelay | undefined;
-    const projects = new ProjectService(db, secretBox, () => relay?.kick());
+    const delivery = new ConfigurationDelivery(() => relay, config.configurationWaitMs);
+    const projects = new ProjectService(db, secretBox, {
+      settle: (projectId, entryId, version) => delivery.settle(projectId, entryId, version),
+      kick: () => relay?.kick(),
+    });
     if (reach) {
       relay = new OutboxRelay(db, reach, (projectId) => projects.configurationDocument(projectId), logger);
       const stop = relay.start();
@@ -129,7 +134,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
-      routes: assertProjectRoutesAuthorize([
+      routes: delivery.carryReceipts(assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects, activity),
         ...keyRoutes(keys),
         ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning, activity), { control: config.publicUrl, data: config.dataPlaneUrl }),
@@ -142,7 +147,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...activityRoutes(activity, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
         ...controlAuditRoutes(audit, keys, forgottenMints),
-      ]),
+      ])),
       // Every answered write and mint joins the audit log, after its answer.
       onAnswered: (req, res) => {
         const entry = controlAuditEntry(req, res);

@@ -27,6 +27,11 @@ export interface ControlApiConfig extends ServiceBasics {
   allowPrivateUrls: boolean;
   /** How long a call to a customer's provider may wait for an answer, per request, before 504. */
   providerTimeoutMs: number;
+  /**
+   * How long a write that changes a project's configuration waits for its runtime to hold the change before it
+   * answers with `X-Configuration-State: pending` (docs/decisions/0070); 0 answers at once.
+   */
+  configurationWaitMs: number;
 }
 
 export interface LocalProvisionerConfig {
@@ -83,6 +88,7 @@ export function loadControlApiConfig(env: Env = process.env, defaults: { dataPla
     },
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 30_000, { min: 100, max: 10 * 60_000 }),
+    configurationWaitMs: read.integer('CONFIGURATION_WAIT_MS', 10_000, { min: 0, max: 60_000 }),
   };
   read.done();
   return config;

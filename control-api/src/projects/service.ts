@@ -68,6 +68,17 @@ export type ProjectChange = Partial<{
   guardrails: string | null;
 }>;
 
+/** How the project service hands its queued changes to the delivery (ConfigurationDelivery and the outbox relay). */
+export interface QueuedChanges {
+  /**
+   * A change committed with the outbox entry that carries it: resolves once the runtime holds it or the bounded wait
+   * is over, so the write's answer comes after the runtime has it (docs/decisions/0070). Never rejects.
+   */
+  settle(projectId: string, throughEntryId: number, version: number): Promise<unknown>;
+  /** An entry was queued that nobody waits for: deliver it soon. */
+  kick(): void;
+}
+
 /** The runtime's chunking when a project chose none (docs/decisions/0040). */
 export const DEFAULT_PROCESSOR = { chunk_tokens: 400, overlap_tokens: 60 };
 
@@ -75,8 +86,8 @@ export class ProjectService {
   constructor(
     private readonly db: Kysely<ControlSchema>,
     private readonly secrets: SecretBox,
-    /** Called after a change the runtime must hear of was committed (and queued): the relay delivers it soon. */
-    private readonly afterChange: () => void = () => {},
+    /** Told of every change the runtime must hear of, once committed and queued. */
+    private readonly changes: QueuedChanges = { settle: async () => {}, kick: () => {} },
   ) {}
 
   /** Resolves when the account belongs to the org; an org it cannot see answers exactly like one that does not exist. */
@@ -107,7 +118,7 @@ export class ProjectService {
     const id = randomUUID();
     const ring = await createKeyRing();
     const signingKeys = this.secrets.seal(JSON.stringify(await exportKeyRing(ring)), signingKeysAad(id));
-    const row = await this.db.transaction().execute(async (trx) => {
+    const { row, entryId } = await this.db.transaction().execute(async (trx) => {
       const inserted = await trx
         .insertInto('projects')
         .values({ id, org_id: orgId, name, tenant_id: randomUUID(), ceiling: JSON.stringify(defaultCeiling()), signing_keys: signingKeys })
@@ -115,10 +126,9 @@ export class ProjectService {
         .executeTakeFirstOrThrow();
       // The tenant first, then its configuration: the relay delivers a project's entries in this order.
       await enqueue(trx, { projectId: id, tenantId: inserted.tenant_id, kind: 'register_tenant', payload: { name } });
-      await enqueue(trx, { projectId: id, tenantId: inserted.tenant_id, kind: 'push_configuration' });
-      return inserted;
+      return { row: inserted, entryId: await enqueue(trx, { projectId: id, tenantId: inserted.tenant_id, kind: 'push_configuration' }) };
     });
-    this.afterChange();
+    await this.changes.settle(id, entryId, row.config_version);
     return present(row);
   }
 
@@ -135,7 +145,8 @@ export class ProjectService {
       await enqueue(trx, { projectId, tenantId: row.tenant_id, kind: 'remove_project', payload: { name: row.name } });
       return row;
     });
-    this.afterChange();
+    // The removal is under way, not awaited: nothing can reach the project's data plane after its row went.
+    this.changes.kick();
     return { id: removed.id, org_id: removed.org_id, name: removed.name, tenant_id: removed.tenant_id, deleted_at: new Date().toISOString(), removal: 'queued' };
   }
 
@@ -180,10 +191,13 @@ export class ProjectService {
     return { projectId, tenantId: (await this.row(projectId)).tenant_id };
   }
 
-  /** The ceiling with the models the project registered: what a mint is clamped against. */
-  async ceilingOf(projectId: string): Promise<{ tenantId: string; ceiling: StoredCeiling; registeredModels: string[] }> {
+  /**
+   * The ceiling with the models the project registered: what a mint is clamped against; and the configuration
+   * version they belong to, which the minted token carries.
+   */
+  async ceilingOf(projectId: string): Promise<{ tenantId: string; ceiling: StoredCeiling; registeredModels: string[]; configVersion: number }> {
     const row = await this.row(projectId);
-    return { tenantId: row.tenant_id, ceiling: row.ceiling, registeredModels: await registeredModels(this.db, projectId) };
+    return { tenantId: row.tenant_id, ceiling: row.ceiling, registeredModels: await registeredModels(this.db, projectId), configVersion: row.config_version };
   }
 
   async update(projectId: string, patch: { name?: string; ceiling?: z.infer<typeof CeilingPatch> }): Promise<ProjectDetail> {
@@ -354,11 +368,11 @@ export class ProjectService {
         .where('id', '=', projectId)
         .returningAll()
         .executeTakeFirstOrThrow();
-      await enqueue(trx, { projectId, tenantId: project.tenant_id, kind: 'push_configuration' });
-      return { project, result };
+      const entryId = await enqueue(trx, { projectId, tenantId: project.tenant_id, kind: 'push_configuration' });
+      return { project, result, entryId };
     });
-    this.afterChange();
-    return outcome;
+    await this.changes.settle(projectId, outcome.entryId, outcome.project.config_version);
+    return { project: outcome.project, result: outcome.result };
   }
 
   /** The project's default model, or null: none is configured and none is shared. */

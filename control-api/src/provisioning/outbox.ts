@@ -10,15 +10,17 @@ import type { Provisioner, TenantConfigurationDocument } from './provisioner.js'
 
 export type OutboxKind = 'register_tenant' | 'push_configuration' | 'remove_project';
 
-/** Queues a delivery inside the caller's transaction, so it exists exactly when the change committed. */
+/** Queues a delivery inside the caller's transaction, so it exists exactly when the change committed; resolves to its id. */
 export async function enqueue(
   trx: Transaction<ControlSchema> | Kysely<ControlSchema>,
   entry: { projectId: string; tenantId: string; kind: OutboxKind; payload?: Record<string, unknown> },
-): Promise<void> {
-  await trx
+): Promise<number> {
+  const { id } = await trx
     .insertInto('outbox')
     .values({ project_id: entry.projectId, tenant_id: entry.tenantId, kind: entry.kind, payload: JSON.stringify(entry.payload ?? {}) })
-    .execute();
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return id;
 }
 
 export interface OutboxRelayOptions {
@@ -34,11 +36,15 @@ export interface OutboxRelayOptions {
   resyncIntervalMs?: number;
 }
 
+/** How often a write waiting for its delivery looks whether another replica delivered it. */
+const DELIVERY_POLL_MS = 25;
+
 export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
   private lastResync = Date.now();
   private running: Promise<unknown> | undefined;
-  private again = false;
+  /** The pass asked for while one runs: it starts when that one ends, and everyone who asked waits for it. */
+  private next: Promise<void> | undefined;
 
   constructor(
     private readonly db: Kysely<ControlSchema>,
@@ -169,6 +175,38 @@ export class OutboxRelay {
     void this.pass();
   }
 
+  /**
+   * Waits until the project's entries up to `throughId` are delivered, for at most `timeoutMs`: a write answers once
+   * the runtime holds what it changed (read-your-writes, docs/decisions/0070). Passes are run here rather than left
+   * to the timer; an entry another replica claimed is seen delivered by looking again every few milliseconds.
+   * Resolves to whether they were delivered in time; never rejects (the entries stay queued either way).
+   */
+  async awaitDelivered(projectId: string, throughId: number, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    const undelivered = async () =>
+      (
+        await this.db
+          .selectFrom('outbox')
+          .select(sql<number>`count(*)::int`.as('n'))
+          .where('project_id', '=', projectId)
+          .where('id', '<=', throughId)
+          .where('delivered_at', 'is', null)
+          .executeTakeFirstOrThrow()
+      ).n;
+    try {
+      for (;;) {
+        await this.pass();
+        if ((await undelivered()) === 0) return true;
+        const left = deadline - Date.now();
+        if (left <= 0) return false;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(DELIVERY_POLL_MS, left)));
+      }
+    } catch (error) {
+      this.logger.warn({ err: error, project_id: projectId }, 'could not tell whether a change reached the runtime');
+      return false;
+    }
+  }
+
   /** The number of entries not yet delivered, for readiness and tests. */
   async pending(projectId?: string): Promise<number> {
     let query = this.db.selectFrom('outbox').select(sql<number>`count(*)::int`.as('n')).where('delivered_at', 'is', null);
@@ -176,24 +214,29 @@ export class OutboxRelay {
     return (await query.executeTakeFirstOrThrow()).n;
   }
 
-  private async pass(): Promise<void> {
+  /**
+   * Runs a pass, one at a time. Asked while one runs, it resolves once a pass that started after the asking has
+   * ended (what was queued meanwhile may have been claimed too late for the running one); callers asking together
+   * share that pass.
+   */
+  private pass(): Promise<void> {
     if (this.running) {
-      this.again = true;
-      return;
+      this.next ??= this.running.then(() => {
+        this.next = undefined;
+        return this.pass();
+      });
+      return this.next;
     }
     const resyncMs = this.options.resyncIntervalMs ?? 5 * 60_000;
     const resync = resyncMs > 0 && Date.now() - this.lastResync >= resyncMs ? this.resync() : Promise.resolve(0);
-    this.running = resync
+    const running = resync
       .then(() => this.deliverDue())
       .catch((err: unknown) => this.logger.error({ err }, 'outbox pass failed'))
-      .finally(() => {
+      .then(() => {
         this.running = undefined;
-        if (this.again) {
-          this.again = false;
-          void this.pass();
-        }
       });
-    await this.running;
+    this.running = running;
+    return running;
   }
 
   private async deliver(entry: { kind: OutboxKind; project_id: string; tenant_id: string; payload: Record<string, unknown> }): Promise<void> {

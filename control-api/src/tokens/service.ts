@@ -54,13 +54,14 @@ export class TokenMintService {
 
   async mint(caller: ProjectCaller, projectId: string, request: z.infer<typeof TokenRequest>): Promise<z.infer<typeof TokenResponse>> {
     await this.keys.authorize(caller, projectId, 'mint');
-    const { tenantId, ceiling, registeredModels } = await this.projects.ceilingOf(projectId);
+    const { tenantId, ceiling, registeredModels, configVersion } = await this.projects.ceilingOf(projectId);
     // The same registered list the runtime is pushed: a model no provider registered is refused (SPEC: 400, listed).
     const issued = clampMint(request, permissionCeiling(ceiling, registeredModels));
     const ring = await this.projects.signingKeys(projectId);
     const { token } = await signAccessToken(grantFromClaims(tenantId, issued.claims), ring.active, {
       issuer: issuerFor(projectId),
       lifetimeSeconds: issued.expiresIn,
+      configVersion,
     });
     const { claims } = issued;
     // Granted all the same: the ceiling may name what a later build serves, and the token then already carries it.

@@ -80,6 +80,12 @@ const registeredShape = {
   exp: numericDate,
   nbf: numericDate.optional(),
   jti: name,
+  /**
+   * The project's configuration version when the control plane minted the token: a runtime holding an older one
+   * reads the stored configuration afresh before it trusts what it cached (read-your-writes, docs/decisions/0070).
+   * Absent on tokens the runtime narrowed or made itself.
+   */
+  config_version: z.int().min(0).optional(),
 };
 
 const isWithin = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}:`);

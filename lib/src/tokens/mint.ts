@@ -18,6 +18,8 @@ export interface SignOptions {
   issuer: string;
   lifetimeSeconds: number;
   now?: Date;
+  /** The project's configuration version at mint (`config_version`); only the control plane's mint sets it. */
+  configVersion?: number;
 }
 
 export interface SignedAccessToken {
@@ -48,6 +50,7 @@ export async function signAccessToken(
     iat,
     exp: iat + options.lifetimeSeconds,
     jti: randomUUID(),
+    ...(options.configVersion === undefined ? {} : { config_version: options.configVersion }),
   };
   const token = await new SignJWT(claims)
     .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid: key.kid, typ: ACCESS_TOKEN_TYPE })

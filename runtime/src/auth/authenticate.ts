@@ -95,7 +95,7 @@ export class EndUserAuthenticator {
     const claimed = claimedOrigin(token);
     // The tenant must be configured whichever key signed: its ceiling bounds narrowed tokens too, and an erased
     // tenant's narrowed tokens die with it.
-    const identity = await this.identityOf(claimed.tenantId);
+    const identity = await this.identityOf(claimed.tenantId, claimed.configVersion);
     const narrowed = claimed.issuer === narrowingIssuerFor(claimed.tenantId);
     if (!narrowed) {
       const held = this.verified.get(token);
@@ -190,12 +190,13 @@ export class EndUserAuthenticator {
   }
 
   /**
-   * The verifier of the tenant's current configuration. One small read per request (version and digest) keeps
-   * every replica on the stored configuration: a push to any replica, or an erase, takes effect on the next request.
-   * The digest is part of the key because an erased tenant registered again starts over at version 1.
+   * The verifier of the tenant's current configuration, checked against the stored stamp (version and digest; read
+   * or trusted as TenantConfigurationService.stamp says), so a push to any replica, or an erase, takes effect on the
+   * next request. The digest is part of the key because an erased tenant registered again starts over at version 1.
+   * A token minted against a newer configuration version than the stamp held here has the stamp read afresh.
    */
-  private async identityOf(tenantId: string): Promise<TenantIdentity> {
-    const stamp = await this.configurations.stamp(tenantId);
+  private async identityOf(tenantId: string, atLeastVersion?: number): Promise<TenantIdentity> {
+    const stamp = await this.configurations.stamp(tenantId, atLeastVersion);
     const cached = this.identities.get(tenantId);
     if (!stamp) {
       this.identities.delete(tenantId);
@@ -256,9 +257,11 @@ function bearerTokenOf({ authorization, apiKey }: Credentials): string {
 
 /**
  * The tenant and issuer the token claims, read WITHOUT verifying: they only choose which keys to verify with. A
- * token that lies here is then checked against the keys it named and fails there.
+ * token that lies here is then checked against the keys it named and fails there. Its configuration version only
+ * decides whether the tenant's stamp is read afresh: a lie costs one small read, as every request did before stamps
+ * were trusted (docs/decisions/0049), and grants nothing.
  */
-function claimedOrigin(token: string): { tenantId: string; issuer: unknown } {
+function claimedOrigin(token: string): { tenantId: string; issuer: unknown; configVersion: number | undefined } {
   let payload: Record<string, unknown>;
   try {
     payload = decodeJwt(token);
@@ -267,7 +270,8 @@ function claimedOrigin(token: string): { tenantId: string; issuer: unknown } {
   }
   const tenantId = payload.tenant_id;
   if (typeof tenantId !== 'string' || !canonicalUuid.test(tenantId)) throw invalidToken();
-  return { tenantId, issuer: payload.iss };
+  const version = payload.config_version;
+  return { tenantId, issuer: payload.iss, configVersion: Number.isSafeInteger(version) ? (version as number) : undefined };
 }
 
 // The same wording and code as the verifier's refusals (lib/src/tokens/verify.ts), so a client cannot tell which
@@ -276,6 +280,6 @@ const invalidToken = (message = 'invalid token') => unauthenticated(message, { c
 
 /** What a verified token grants, without its registered claims: what an unattended run made from it acts with. */
 export function grantOf(claims: AccessTokenClaims): AccessTokenGrant {
-  const { iss: _iss, aud: _aud, iat: _iat, exp: _exp, nbf: _nbf, jti: _jti, parent_jti: _parent, ...grant } = claims;
+  const { iss: _iss, aud: _aud, iat: _iat, exp: _exp, nbf: _nbf, jti: _jti, parent_jti: _parent, config_version: _version, ...grant } = claims;
   return grant;
 }

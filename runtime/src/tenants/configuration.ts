@@ -247,16 +247,26 @@ export class TenantConfigurationService {
   }
 
   /**
-   * The version and digest, and when the tenant's settings last changed: one small read per request tells whether
-   * what a replica cached for the tenant (its configuration, verifier and model routing) is current.
+   * The version and digest, and when the tenant's settings last changed: tells whether what a replica cached for
+   * the tenant (its configuration, verifier and model routing) is current. Read from the store, or trusted as read
+   * before while no tenant write was counted since (and, on a shared store, for at most `trustMs`). A stamp held
+   * with a version below `atLeastVersion` (a token minted after a change this replica has not heard of yet) is read
+   * again: the write's answer came after the store had it (docs/decisions/0070).
    */
-  async stamp(tenantId: string): Promise<TenantStamp | undefined> {
+  async stamp(tenantId: string, atLeastVersion?: number): Promise<TenantStamp | undefined> {
     tenantId = canonicalTenantId(tenantId);
     // Taken before the read: a write sent meanwhile makes this entry stale rather than newer than it is.
     const writes = this.tenantWrites?.();
     const readAt = this.now();
     const held = writes === undefined ? undefined : this.stamps.get(tenantId);
-    if (held && held.writes === writes && (this.trustMs === undefined || readAt - held.readAt < this.trustMs)) return held.stamp;
+    if (
+      held &&
+      held.writes === writes &&
+      (this.trustMs === undefined || readAt - held.readAt < this.trustMs) &&
+      (atLeastVersion === undefined || held.stamp.version >= atLeastVersion)
+    ) {
+      return held.stamp;
+    }
     const stamp = await this.readStamp(tenantId);
     if (writes !== undefined) {
       if (stamp) this.stamps.set(tenantId, { writes, stamp, readAt });
