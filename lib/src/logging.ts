@@ -32,7 +32,10 @@ export function createLogger(options: LoggingOptions = {}): Logger {
     ...(options.name ? { name: options.name } : {}),
   };
   if (pretty) {
-    return pino({ ...base, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss' } } });
+    // One line per event (its fields on that line; an error's stack under it), coloured only for a terminal: a
+    // forced LOG_FORMAT=pretty into a file or a pipe gets no escape codes.
+    const options = { colorize: Boolean(process.stdout.isTTY), translateTime: 'SYS:HH:MM:ss', singleLine: true };
+    return pino({ ...base, transport: { target: 'pino-pretty', options } });
   }
   return pino(base);
 }
