@@ -14,6 +14,8 @@ import type { Registry } from 'prom-client';
 import { createHttpMetrics } from './metrics.js';
 import { operationalRoutes, type ReadinessCheck } from './operational.js';
 import { BODY_ERROR, mountRoutes, openApiPaths, type Guard, type RouteDefinition, type SecurityScheme } from './routes.js';
+import { declareStorableText } from './text.js';
+import { jsonValue } from '../schemas/json.js';
 
 export const apiVersion = '0.1.0';
 
@@ -54,6 +56,15 @@ export function rawBodyOf(req: { [RAW_BODY]?: Buffer }): Buffer | undefined {
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * What every request schema must say beside its own rules (docs/decisions/0076): the text no store holds, which the
+ * server refuses before any schema runs. A value that may be any JSON is JsonValue, whose text follows the same rule.
+ */
+function declareRequestText(jsonSchema: Record<string, unknown>, kind: string): void {
+  if ((kind === 'unknown' || kind === 'any') && Object.keys(jsonSchema).length === 0) jsonSchema.$ref = '#/components/schemas/JsonValue';
+  else declareStorableText(jsonSchema);
+}
 
 /** `openapi` makes the document on its first call (GET /openapi.json), not at start. */
 export function createHttpApp(options: HttpAppOptions): { app: Express; openapi: () => OpenApiDocument } {
@@ -133,12 +144,19 @@ export function createHttpApp(options: HttpAppOptions): { app: Express; openapi:
   // fixed from here on, so the document is made once, when first asked for.
   let document: OpenApiDocument | undefined;
   const openapi = (): OpenApiDocument =>
-    (document ??= createDocument({
-      openapi: '3.1.0',
-      info: { title: options.title, version: apiVersion, description: options.description },
-      paths: openApiPaths(allRoutes),
-      components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject> },
-    }));
+    (document ??= createDocument(
+      {
+        openapi: '3.1.0',
+        info: { title: options.title, version: apiVersion, description: options.description },
+        paths: openApiPaths(allRoutes),
+        components: { securitySchemes: options.securitySchemes as Record<string, ZodOpenApiSecuritySchemeObject>, schemas: { JsonValue: jsonValue } },
+      },
+      {
+        override: ({ jsonSchema, zodSchema, io }) => {
+          if (io === 'input') declareRequestText(jsonSchema, zodSchema._zod.def.type);
+        },
+      },
+    ));
   const allRoutes = [
     ...operationalRoutes({
       lifecycle: options.lifecycle,

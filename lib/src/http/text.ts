@@ -45,3 +45,34 @@ export function storableText(text: string): string {
   if (!text.includes(NUL) && text.isWellFormed()) return text;
   return text.replaceAll(NUL, '\uFFFD').toWellFormed();
 }
+
+/**
+ * The JSON Schema `pattern` that admits exactly the text `textProblem` admits: any code point except U+0000 and the
+ * surrogates (U+0001-U+D7FF, U+E000-U+FFFF, or any above U+FFFF). ECMA-262, read with the `u` flag as JSON Schema
+ * means it: without that flag an engine sees a character above U+FFFF as two lone surrogates. It names no surrogate,
+ * since engines that match over UTF-8 (Rust's regex, behind schemathesis's validator) refuse a pattern that does.
+ */
+export const TEXT_PATTERN = '^(?:[\\u0001-\\uD7FF\\uE000-\\uFFFF]|[^\\u0000-\\uFFFF])*$';
+
+type JsonSchema = Record<string, unknown>;
+
+/** Whether a schema already states the rule (the same schema object may be rendered more than once). */
+const says = (schema: JsonSchema) =>
+  schema.pattern === TEXT_PATTERN || ((schema.allOf as JsonSchema[] | undefined) ?? []).some((part) => part.pattern === TEXT_PATTERN);
+
+/**
+ * Says in one request schema what `untextualFields` refuses before any schema runs, so a document built from the
+ * schemas admits no text the server refuses: a string gets TEXT_PATTERN (beside a pattern of its own, in `allOf`), an
+ * object that takes names it does not list gets TEXT_PATTERN on its `propertyNames`. Left alone: fixed values
+ * (`enum`, `const`), file parts (`format: binary`) and formats whose own pattern admits only ASCII (uuid, date-time).
+ */
+export function declareStorableText(schema: JsonSchema): void {
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  if (types.includes('string') && !('enum' in schema) && !('const' in schema) && schema.format !== 'binary') {
+    if (schema.pattern === undefined) schema.pattern = TEXT_PATTERN;
+    else if (schema.format === undefined && !says(schema)) schema.allOf = [...((schema.allOf as JsonSchema[] | undefined) ?? []), { pattern: TEXT_PATTERN }];
+  }
+  if (types.includes('object') && schema.additionalProperties !== false && schema.propertyNames === undefined) {
+    schema.propertyNames = { pattern: TEXT_PATTERN };
+  }
+}
