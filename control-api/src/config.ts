@@ -88,7 +88,7 @@ export function loadControlApiConfig(env: Env = process.env, defaults: { dataPla
     },
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 30_000, { min: 100, max: 10 * 60_000 }),
-    configurationWaitMs: read.integer('CONFIGURATION_WAIT_MS', 10_000, { min: 0, max: 60_000 }),
+    configurationWaitMs: read.integer('CONFIGURATION_WAIT_MS', 5_000, { min: 0, max: 60_000 }),
   };
   read.done();
   return config;

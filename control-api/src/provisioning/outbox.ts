@@ -178,25 +178,28 @@ export class OutboxRelay {
   /**
    * Waits until the project's entries up to `throughId` are delivered, for at most `timeoutMs`: a write answers once
    * the runtime holds what it changed (read-your-writes, docs/decisions/0070). Passes are run here rather than left
-   * to the timer; an entry another replica claimed is seen delivered by looking again every few milliseconds.
-   * Resolves to whether they were delivered in time; never rejects (the entries stay queued either way).
+   * to the timer; an entry another replica claimed is seen delivered by looking again every few milliseconds. Gives
+   * up at once when one of those entries has failed (it is backing off). Resolves to whether they were delivered;
+   * never rejects (the entries stay queued either way).
    */
   async awaitDelivered(projectId: string, throughId: number, timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    const undelivered = async () =>
-      (
-        await this.db
-          .selectFrom('outbox')
-          .select(sql<number>`count(*)::int`.as('n'))
-          .where('project_id', '=', projectId)
-          .where('id', '<=', throughId)
-          .where('delivered_at', 'is', null)
-          .executeTakeFirstOrThrow()
-      ).n;
+    const waiting = () =>
+      this.db
+        .selectFrom('outbox')
+        .select([sql<number>`count(*)::int`.as('undelivered'), sql<number>`count(*) filter (where last_error is not null)::int`.as('failing')])
+        .where('project_id', '=', projectId)
+        .where('id', '<=', throughId)
+        .where('delivered_at', 'is', null)
+        .executeTakeFirstOrThrow();
     try {
       for (;;) {
         await this.pass();
-        if ((await undelivered()) === 0) return true;
+        const { undelivered, failing } = await waiting();
+        if (undelivered === 0) return true;
+        // The runtime refused or could not be reached, and the entry waits out its backoff: waiting longer here
+        // would only hold the write's answer back (a Kubernetes project whose runtime is still coming up, say).
+        if (failing > 0) return false;
         const left = deadline - Date.now();
         if (left <= 0) return false;
         await new Promise((resolve) => setTimeout(resolve, Math.min(DELIVERY_POLL_MS, left)));
