@@ -38,7 +38,12 @@ const streamDescription =
   'A failed turn is still HTTP 200: its `error` frame carries the status a blocking POST /chat would answer with.';
 
 const turnErrors = {
-  400: { description: 'A model the project did not register, a provider rejection, a malformed tool list, or answers to nothing pending' },
+  400: {
+    description:
+      'A model the project did not register, a provider rejection, a malformed tool list, or answers nothing is waiting for: ' +
+      '`question_answers`, `approval_decisions` or `tool_results` with no `session_id`, to a conversation not paused (`nothing_pending`), ' +
+      'or naming a `tool_call_id` its pause does not wait on (`not_pending`)',
+  },
   403: {
     description:
       'Capability `chat` (or `system_prompt` for a per-request system prompt) missing, a model outside the token\'s allow-list, ' +
@@ -114,7 +119,11 @@ export function chatRoutes(chat: ChatService, side: SideGenerations): RouteDefin
       body: ChatRequest,
       responses: {
         200: { description: 'The run\'s frames', contentType: 'text/event-stream', schema: RunStreamEvent },
-        400: { description: 'A malformed tool list, answers with no session, or `Last-Event-ID` with neither `X-Run-Id` nor `session_id` (`nothing_to_resume`)' },
+        400: {
+          description:
+            'A malformed tool list, answers with no `session_id`, or `Last-Event-ID` with neither `X-Run-Id` nor `session_id` (`nothing_to_resume`). ' +
+            'Answers to a conversation that names no pause or call waiting for them are a 200 whose one `error` frame has status 400 (`nothing_pending`, `not_pending`)',
+        },
         403: turnErrors[403],
         404: { description: 'The session does not exist or is not visible to this token; with `Last-Event-ID`, no such run in it, or it has none' },
         422: { description: 'Invalid body, a `Last-Event-ID` that is not a non-negative integer, or an `X-Run-Id` that is not a run id' },
