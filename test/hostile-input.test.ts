@@ -83,7 +83,8 @@ function exampleOf(document: Json, input: Schema | undefined, depth = 0): unknow
   if (depth > 6) return undefined;
   if ('const' in schema) return schema.const;
   if (Array.isArray(schema.enum)) return schema.enum[0];
-  if (Array.isArray(schema.allOf)) return Object.assign({}, ...schema.allOf.map((part) => exampleOf(document, part as Schema, depth + 1)));
+  // A typed schema's `allOf` only adds rules to its own (a string's second pattern): its example is of its own type.
+  if (Array.isArray(schema.allOf) && schema.type === undefined) return Object.assign({}, ...schema.allOf.map((part) => exampleOf(document, part as Schema, depth + 1)));
   for (const key of ['anyOf', 'oneOf'] as const) {
     const options = schema[key] as Schema[] | undefined;
     if (options) return exampleOf(document, options.find((option) => resolve(document, option).type !== 'null') ?? options[0], depth + 1);
