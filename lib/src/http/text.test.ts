@@ -34,14 +34,16 @@ describe('the text rule as the OpenAPI documents state it', () => {
   it('is put on every request string and on the names of open objects, beside a pattern of their own', () => {
     const string = { type: 'string' };
     const named = { type: 'string', pattern: '^[^/]+$' };
+    const listed = { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,100}$' };
     const uuid = { type: 'string', format: 'uuid', pattern: '^[0-9a-f-]{36}$' };
     const fixed = { type: 'string', enum: ['a', 'b'] };
     const file = { type: 'string', format: 'binary' };
     const open = { type: 'object', additionalProperties: {} };
     const closed = { type: 'object', additionalProperties: false };
-    for (const schema of [string, named, uuid, fixed, file, open, closed]) declareStorableText(schema);
+    for (const schema of [string, named, listed, uuid, fixed, file, open, closed]) declareStorableText(schema);
     expect(string).toEqual({ type: 'string', pattern: TEXT_PATTERN });
     expect(named).toEqual({ type: 'string', pattern: '^[^/]+$', allOf: [{ pattern: TEXT_PATTERN }] });
+    expect(listed).toEqual({ type: 'string', pattern: '^[A-Za-z0-9_.-]{1,100}$' });
     expect(uuid).toEqual({ type: 'string', format: 'uuid', pattern: '^[0-9a-f-]{36}$' });
     expect(fixed).toEqual({ type: 'string', enum: ['a', 'b'] });
     expect(file).toEqual({ type: 'string', format: 'binary' });

@@ -57,13 +57,22 @@ export const TEXT_PATTERN = '^(?:[^\\u0000\\uD7FF-\\uE000]|[\\uD7FF\\uE000])*$';
 
 type JsonSchema = Record<string, unknown>;
 
+/**
+ * Whether a pattern admits only characters it lists (`^[a-z0-9_-]{1,64}$`): no negated class, no `.` outside a class,
+ * no escape that stands for a wide set or a code point. Such a pattern admits no NUL and no surrogate already, and a
+ * second pattern beside it would only make generators discard what they draw.
+ */
+const listsWhatItAdmits = (pattern: string) =>
+  !/\[\^|\\[SDWPpuxc0]/.test(pattern) && !pattern.replace(/\\./g, '').replace(/\[[^\]]*\]/g, '').includes('.');
+
 /** Whether a schema already states the rule (the same schema object may be rendered more than once). */
 const says = (schema: JsonSchema) =>
   schema.pattern === TEXT_PATTERN || ((schema.allOf as JsonSchema[] | undefined) ?? []).some((part) => part.pattern === TEXT_PATTERN);
 
 /**
  * Says in one request schema what `untextualFields` refuses before any schema runs, so a document built from the
- * schemas admits no text the server refuses: a string gets TEXT_PATTERN (beside a pattern of its own, in `allOf`), an
+ * schemas admits no text the server refuses: a string gets TEXT_PATTERN (beside a pattern of its own that admits more
+ * than the characters it lists, in `allOf`), an
  * object that takes names it does not list gets TEXT_PATTERN on its `propertyNames`. Left alone: fixed values
  * (`enum`, `const`), file parts (`format: binary`) and formats whose own pattern admits only ASCII (uuid, date-time).
  */
@@ -71,7 +80,7 @@ export function declareStorableText(schema: JsonSchema): void {
   const types = Array.isArray(schema.type) ? schema.type : [schema.type];
   if (types.includes('string') && !('enum' in schema) && !('const' in schema) && schema.format !== 'binary') {
     if (schema.pattern === undefined) schema.pattern = TEXT_PATTERN;
-    else if (schema.format === undefined && !says(schema)) schema.allOf = [...((schema.allOf as JsonSchema[] | undefined) ?? []), { pattern: TEXT_PATTERN }];
+    else if (schema.format === undefined && !listsWhatItAdmits(String(schema.pattern)) && !says(schema)) schema.allOf = [...((schema.allOf as JsonSchema[] | undefined) ?? []), { pattern: TEXT_PATTERN }];
   }
   if (types.includes('object') && schema.additionalProperties !== false && schema.propertyNames === undefined) {
     schema.propertyNames = { pattern: TEXT_PATTERN };
