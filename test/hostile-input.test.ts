@@ -284,7 +284,9 @@ describe('hostile input on every operation of both planes', () => {
 
     // The control plane reaches the same runtime, so the routes it relays there (the corpus) are probed through.
     control = await startTestControl(
-      { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' },
+      // No periodic resync: it queues a push of every project on its own clock, which the digest would take for a
+      // change made by whichever refused request it fell beside.
+      { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password', AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', CONFIGURATION_RESYNC_MS: '0' },
       { provisioner: new LocalProvisioner({ runtimeUrl: world.rt.url, adminKey: world.rt.adminKey, timeoutMs: 5000 }) },
     );
     const { token: session, account } = await control.control.accounts.signIn('owner@example.com', 'a long enough password', 'test');

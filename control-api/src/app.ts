@@ -103,7 +103,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       kick: () => relay?.kick(),
     });
     if (reach) {
-      relay = new OutboxRelay(db, reach, (projectId) => projects.configurationDocument(projectId), logger);
+      relay = new OutboxRelay(db, reach, (projectId) => projects.configurationDocument(projectId), logger, { resyncIntervalMs: config.configurationResyncMs });
       const stop = relay.start();
       closers.unshift(stop);
     } else {

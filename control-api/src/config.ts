@@ -32,6 +32,8 @@ export interface ControlApiConfig extends ServiceBasics {
    * answers with `X-Configuration-State: pending` (docs/decisions/0070); 0 answers at once.
    */
   configurationWaitMs: number;
+  /** How often every project's configuration is pushed again although nothing changed, to catch drift (0025); 0: never. */
+  configurationResyncMs: number;
 }
 
 export interface LocalProvisionerConfig {
@@ -89,6 +91,7 @@ export function loadControlApiConfig(env: Env = process.env, defaults: { dataPla
     allowPrivateUrls: read.boolean('AGENTPLANE_ALLOW_PRIVATE_URLS', false),
     providerTimeoutMs: read.integer('PROVIDER_TIMEOUT_MS', 30_000, { min: 100, max: 10 * 60_000 }),
     configurationWaitMs: read.integer('CONFIGURATION_WAIT_MS', 5_000, { min: 0, max: 60_000 }),
+    configurationResyncMs: read.integer('CONFIGURATION_RESYNC_MS', 5 * 60_000, { min: 0, max: 24 * 3600_000 }),
   };
   read.done();
   return config;
