@@ -72,10 +72,7 @@ import { unattendedRequest, type StartUnattended } from './chat/unattended.js';
 import { TaskService } from './tasks/service.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
-import type { Principal } from './auth/authenticate.js';
-import type { EffectivePermission } from '@agentplane/lib/permissions';
-import type { RequestNarrowing } from './chat/service.js';
-import type { ServerTool } from './chat/tools.js';
+import { ToolRegistry } from './chat/tool-registry.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
@@ -417,27 +414,37 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.eraseRows({ table: 'audit_log', purge: (trx, tenantId) => AuditLog.purge(trx, tenantId) });
     features.eraseRows({ table: 'forget_records', purge: (trx, tenantId) => SubjectForgetter.purge(trx, tenantId) });
     features.eraseRows({ table: 'forgotten_subjects', purge: (trx, tenantId) => purgeForgotten(trx, tenantId) });
-    const serverTools = async (principal: Principal, permission: EffectivePermission, request: RequestNarrowing): Promise<ServerTool[]> => {
-      const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
-      const own = [
-        ...(loadSkill ? [loadSkill] : []),
-        documentSearchTool(documents, principal),
-        ...memoryTools(memory, principal),
-        todos.tool(principal.tenantId),
-        ...tasks.tools(principal, permission, request),
-        subagents.tool(principal, permission, request),
-        ...web.for(principal.configuration.document.web_search),
-        ...webhookTools.for(principal),
-      ];
-      // MCP servers: the project's, the packages' (their mcp.json, while skills are not declined) and the caller's own.
-      const packaged = permission.switches.enable_plugins ? await skills.mcpServersFor(principal) : { project: [], personal: [] };
-      const project = [...(principal.configuration.document.mcp_servers ?? []), ...packaged.project];
-      const personal = [...(await userMcp.serversOf(principal)), ...packaged.personal];
-      if (project.length === 0 && personal.length === 0) return own;
-      // Each person calls through a session of their own (a server's per-session state is never shared).
-      const caller = `${principal.tenantId}:${principal.claims.sub}`;
-      return [...own, ...(await mcp.toolsOf(project, [], caller)), ...(await mcp.toolsOf(personal, ['mcp:manage'], caller))];
-    };
+    // The tools the service runs for a caller, family by family, in the order a turn offers them: a turn's, and what
+    // GET /tools lists. A project's MCP servers and the caller's own are listed from their kept lists (a call to a
+    // server only when its list is stale).
+    const tools = new ToolRegistry();
+    tools.register({
+      name: 'skills',
+      forTurn: async ({ principal, permission }) => {
+        const loadSkill = skills.toolFor(principal.tenantId, await skills.skillsFor(principal, permission));
+        return loadSkill ? [loadSkill] : [];
+      },
+    });
+    tools.register({ name: 'documents', forTurn: ({ principal }) => [documentSearchTool(documents, principal)] });
+    tools.register({ name: 'memory', forTurn: ({ principal }) => memoryTools(memory, principal) });
+    tools.register({ name: 'todos', forTurn: ({ principal }) => [todos.tool(principal.tenantId)] });
+    tools.register({ name: 'tasks', forTurn: ({ principal, permission, request }) => tasks.tools(principal, permission, request) });
+    tools.register({ name: 'subagents', forTurn: ({ principal, permission, request }) => [subagents.tool(principal, permission, request)] });
+    tools.register({ name: 'web', forTurn: ({ principal }) => web.for(principal.configuration.document.web_search) });
+    tools.register({ name: 'webhooks', forTurn: ({ principal }) => webhookTools.for(principal) });
+    tools.register({
+      name: 'mcp',
+      forTurn: async ({ principal, permission }) => {
+        // The project's servers, the packages' (their mcp.json, while skills are not declined) and the caller's own.
+        const packaged = permission.switches.enable_plugins ? await skills.mcpServersFor(principal) : { project: [], personal: [] };
+        const project = [...(principal.configuration.document.mcp_servers ?? []), ...packaged.project];
+        const personal = [...(await userMcp.serversOf(principal)), ...packaged.personal];
+        if (project.length === 0 && personal.length === 0) return [];
+        // Each person calls through a session of their own (a server's per-session state is never shared).
+        const caller = `${principal.tenantId}:${principal.claims.sub}`;
+        return [...(await mcp.toolsOf(project, [], caller)), ...(await mcp.toolsOf(personal, ['mcp:manage'], caller))];
+      },
+    });
     const chat = new ChatService({
       db: database.db,
       events,
@@ -448,7 +455,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       engine,
       limiter,
       logger,
-      serverTools,
+      tools,
       documentContext: { tool: SEARCH_DOCUMENTS, find: (principal, message) => documentContext(documents, principal, message) },
     });
     subagents.attach(chat);
@@ -492,7 +499,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...activityRoutes(new TenantActivity(database.db), tenants, configurations, new UsageReports(database.db)),
         ...sessionAdminRoutes(sessions, tenants, authenticator),
         ...auditRoutes(audit, forgetter),
-        ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ serverTools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
+        ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ tools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator), fireKey: fireKeyGuard(config.taskFireKey) },
       securitySchemes: {

@@ -19,6 +19,8 @@ import { UsageLimiter } from './limits.js';
 import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
 import type { Frame } from './schemas.js';
 import { ToolSet } from './tools.js';
+import { ToolRegistry } from './tool-registry.js';
+import { eventually } from '@agentplane/test/harness/eventually';
 import { DraftKeeper } from './drafts.js';
 import { TurnRecords } from './turn-records.js';
 import { UsageRecorder } from './usage.js';
@@ -291,6 +293,38 @@ describe('TurnEngine', () => {
     ]);
     expect(terminal(frames)).toMatchObject({ type: 'done', content: 'I cannot do that.' });
     expect(models.calls[1]!.request.messages.at(-1)).toMatchObject({ role: 'tool', toolCallId: 'call_x', content: expect.stringContaining('not available') });
+  });
+
+  it("runs each tool family's end-of-turn work once the run ended, paused or failed, and a failing one harms nothing", async () => {
+    const ended: string[] = [];
+    const registry = new ToolRegistry();
+    // A family whose tool the model calls; it notes the turn's end, as the computer pauses its sandbox.
+    registry.register({
+      name: 'probe',
+      forTurn: () => ({
+        tools: [{ definition: { name: 'probe', description: 'Probe', parameters: { type: 'object' } }, needs: [], run: async () => ({ ok: true as const, text: 'probed' }) }],
+        ended: async () => void ended.push('probe'),
+      }),
+    });
+    registry.register({ name: 'broken', forTurn: () => ({ tools: [], ended: async () => Promise.reject(new Error('cannot pause')) }) });
+    const withFamilies = async () => ToolSet.forTurn(permission, { tools: clientTools }, await registry.forTurn({ principal: undefined as never, permission, request: {} }));
+
+    // Completed after a server call; then paused on a client call; then failed by the model.
+    models.push(script.toolCalls([{ id: 'call_p', name: 'probe', arguments: '{}' }]), script.text('Done.'));
+    const completed = await startTurn('Probe it', { tools: await withFamilies() });
+    expect(terminal(await framesOf(completed))).toMatchObject({ type: 'done', content: 'Done.' });
+    await eventually(() => ended.length === 1);
+    expect(ended).toEqual(['probe']);
+
+    models.push(script.toolCalls([{ id: 'call_w', name: 'get_weather', arguments: '{"city":"Oslo"}' }]));
+    const paused = await startTurn('Weather?', { tools: await withFamilies() });
+    expect(terminal(await framesOf(paused))).toMatchObject({ type: 'done', requires_action: true });
+    await eventually(() => ended.length === 2);
+
+    models.push([{ type: 'error', error: new AppError('upstream_failed', 'the provider answered 500', { code: 'provider_error' }) }]);
+    const failed = await startTurn('Again', { tools: await withFamilies() });
+    expect(terminal(await framesOf(failed))).toMatchObject({ type: 'error' });
+    await eventually(() => ended.length === 3);
   });
 
   it('reserves every model call of a multi-step turn before it is sent, and settles each to the usage it reported', async () => {

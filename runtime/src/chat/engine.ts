@@ -483,6 +483,8 @@ export class TurnEngine {
       this.release(turn.runId);
       // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
       run.ended?.(undefined);
+      // The tool families' end-of-turn work (a sandbox paused), after the answer: never delays or fails the turn.
+      void turn.tools.ended((family, error) => this.deps.logger.warn({ err: error, run_id: turn.runId, family }, "a tool family's end-of-turn work failed"));
     }
   }
 

@@ -7,7 +7,7 @@ import { AppError, conflict, invalidArgument, notFound, permissionDenied } from 
 import type { EventBus, RunLogEvent } from '@agentplane/lib/events/port';
 import { kindOfStatus } from '@agentplane/lib/http/errors';
 import type { Logger } from '@agentplane/lib/logging';
-import { effectivePermission, requireCapability, tighterEffort, type EffectivePermission, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
+import { effectivePermission, requireCapability, tighterEffort, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner, ownsConversation } from '../sessions/access.js';
@@ -20,7 +20,8 @@ import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
 import type { CitationStyle, Source } from './citations.js';
-import { approvalMessage, refusalMessage, ToolSet, type ServerTool } from './tools.js';
+import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
+import type { ToolRegistry } from './tool-registry.js';
 import type { TurnRecords } from './turn-records.js';
 import { guardrailsOf } from './guardrails.js';
 
@@ -51,9 +52,11 @@ export interface ChatServiceDeps {
   engine: TurnEngine;
   limiter: UsageLimiter;
   logger: Logger;
-  /** The tools this service runs for a caller (the document search), offered when their capabilities are held. */
-  /** The tools the service runs for this caller; MCP servers' lists may take a call to learn (then they are kept). */
-  serverTools?: (principal: Principal, permission: EffectivePermission, request: RequestNarrowing) => ServerTool[] | Promise<ServerTool[]>;
+  /**
+   * The tool families that run tools for a caller (documents, memory, webhooks, MCP...), offered when their
+   * capabilities are held; an MCP server's list may take a call to learn (then it is kept).
+   */
+  tools?: ToolRegistry;
   /**
    * The automatic document context: the best passages for a message, as the person's own search finds them; given
    * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
@@ -109,7 +112,7 @@ export class ChatService {
       request: requestFlagsOf(request),
     });
     if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request, (await deps.serverTools?.(principal, permission, narrowingOf(request))) ?? []);
+    const tools = ToolSet.forTurn(permission, request, (await deps.tools?.forTurn({ principal, permission, request: narrowingOf(request) })) ?? []);
     const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
     checkUniqueIds(request);
     // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's

@@ -6,6 +6,7 @@ import type { Capability, EffectivePermission } from '@agentplane/lib/permission
 import type { ModelTool } from '../models/port.js';
 import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
+import type { TurnTools } from './tool-registry.js';
 import type { DeliveryRecord } from './turn-records.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
@@ -90,10 +91,17 @@ export const REQUEST_APPROVAL: ModelTool = {
 const BUILTIN_NAMES = new Set([ASK_USER.name, REQUEST_APPROVAL.name]);
 
 export class ToolSet {
-  private constructor(private readonly tools: Map<string, OfferedTool>) {}
+  private constructor(
+    private readonly tools: Map<string, OfferedTool>,
+    private readonly endings: TurnTools['ended'],
+  ) {}
 
-  /** Refuses (400) client tools that collide with each other or with a built-in or server tool. */
-  static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>, serverTools: readonly ServerTool[] = []): ToolSet {
+  /**
+   * Refuses (400) client tools that collide with each other or with a built-in or server tool. `server` is what the
+   * tool families offer this caller (ToolRegistry.forTurn), or a plain list of server tools.
+   */
+  static forTurn(permission: EffectivePermission, request: Pick<ChatRequestInput, 'tools'>, server: TurnTools | readonly ServerTool[] = []): ToolSet {
+    const { tools: serverTools, ended } = 'tools' in server ? server : { tools: server, ended: [] };
     const tools = new Map<string, OfferedTool>();
     for (const server of serverTools) {
       // The service's own tools come first: a published tool cannot take a built-in's name (the control plane refuses
@@ -120,7 +128,12 @@ export class ToolSet {
         requiresApproval: tool.requiresApproval === true,
       });
     }
-    return new ToolSet(tools);
+    return new ToolSet(tools, ended);
+  }
+
+  /** The families' end-of-turn work, once the turn's run ended; a failure is reported, never thrown. */
+  async ended(onFailure: (family: string, error: unknown) => void): Promise<void> {
+    await Promise.all(this.endings.map(({ family, run }) => run().catch((error: unknown) => onFailure(family, error))));
   }
 
   get(name: string): OfferedTool | undefined {

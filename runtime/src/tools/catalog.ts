@@ -2,11 +2,11 @@
 // permission arithmetic over the same server tools), each with where it comes from and whether it waits for
 // approval, and what the loader says of each MCP server they reach. Client tools are declared by each chat request,
 // so none is listed here.
-import { effectivePermission, type EffectivePermission, type RequestFlags } from '@agentplane/lib/permissions';
+import { effectivePermission, type RequestFlags } from '@agentplane/lib/permissions';
 import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
 import type { Principal } from '../auth/authenticate.js';
-import type { RequestNarrowing } from '../chat/service.js';
-import { ToolSet, type ServerTool } from '../chat/tools.js';
+import type { ToolRegistry } from '../chat/tool-registry.js';
+import { ToolSet } from '../chat/tools.js';
 import type { McpServer, McpTools } from './mcp.js';
 import type { UserMcpServers } from './user-mcp.js';
 
@@ -18,7 +18,7 @@ export interface ToolListing {
 export class ToolCatalog {
   constructor(
     private readonly deps: {
-      serverTools: (principal: Principal, permission: EffectivePermission, request: RequestNarrowing) => Promise<ServerTool[]>;
+      tools: ToolRegistry;
       mcp: McpTools;
       userMcp: UserMcpServers;
     },
@@ -26,7 +26,7 @@ export class ToolCatalog {
 
   async list(principal: Principal, flags: RequestFlags): Promise<ToolListing> {
     const permission = effectivePermission({ ceiling: principal.configuration.document.ceiling, token: claimsFromToken(principal.claims), request: flags });
-    const set = ToolSet.forTurn(permission, {}, await this.deps.serverTools(principal, permission, {}));
+    const set = ToolSet.forTurn(permission, {}, await this.deps.tools.forTurn({ principal, permission, request: {} }));
     const servers: Array<{ server: McpServer; origin: 'project' | 'personal' }> = [
       ...(principal.configuration.document.mcp_servers ?? []).map((server) => ({ server, origin: 'project' as const })),
       ...(await this.deps.userMcp.serversOf(principal)).map((server) => ({ server, origin: 'personal' as const })),

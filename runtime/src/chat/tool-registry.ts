@@ -1,0 +1,56 @@
+// Where tool families plug into the turn (DESIGN.md "Runs"): each feature that runs tools for a caller (documents,
+// memory, tasks, the web, webhooks, MCP, the computer...) registers a family at the composition root, and a turn asks
+// the registry for what every family offers this caller. The turn engine knows tools, never the families: a family
+// that keeps something per turn (a sandbox it made on first use) is told when the turn's run ended, however it ended.
+import type { EffectivePermission } from '@agentplane/lib/permissions';
+import type { Principal } from '../auth/authenticate.js';
+import type { RequestNarrowing } from './service.js';
+import type { ServerTool } from './tools.js';
+
+/** Who a turn (or a `GET /tools` listing) is for. */
+export interface ToolCaller {
+  principal: Principal;
+  permission: EffectivePermission;
+  request: RequestNarrowing;
+}
+
+/** What a family offers one turn: its tools, and what to do once the turn's run ended. */
+export interface FamilyTools {
+  tools: ServerTool[];
+  /** Runs once the run ended (completed, paused, failed or cancelled); best effort, never delays the answer. */
+  ended?: () => Promise<void>;
+}
+
+export interface ToolFamily {
+  /** Named in logs when its end-of-turn work fails. */
+  name: string;
+  /** Its tools for this caller; the turn's permission arithmetic still decides which are offered. */
+  forTurn(caller: ToolCaller): ServerTool[] | FamilyTools | Promise<ServerTool[] | FamilyTools>;
+}
+
+/** Every family's tools for one turn, in registration order, and the families' end-of-turn work. */
+export interface TurnTools {
+  tools: ServerTool[];
+  ended: Array<{ family: string; run: () => Promise<void> }>;
+}
+
+export class ToolRegistry {
+  private readonly families: ToolFamily[] = [];
+
+  /** Families are asked in registration order, which is the order their tools are offered in. */
+  register(family: ToolFamily): void {
+    if (this.families.some((known) => known.name === family.name)) throw new Error(`tool family '${family.name}' is registered twice`);
+    this.families.push(family);
+  }
+
+  async forTurn(caller: ToolCaller): Promise<TurnTools> {
+    const offered = await Promise.all(this.families.map(async (family) => ({ family: family.name, offered: await family.forTurn(caller) })));
+    const turn: TurnTools = { tools: [], ended: [] };
+    for (const { family, offered: each } of offered) {
+      const { tools, ended } = Array.isArray(each) ? { tools: each, ended: undefined } : each;
+      turn.tools.push(...tools);
+      if (ended) turn.ended.push({ family, run: ended });
+    }
+    return turn;
+  }
+}
