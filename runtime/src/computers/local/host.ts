@@ -1,0 +1,387 @@
+// The local sandbox host (docs/decisions/0079): bubblewrap process trees on this machine, limited by cgroups where
+// the runtime may write them (rlimits and signals where it may not), each /workspace an ext4 image where it may
+// mount (a directory where not). The default for npm start. A sandbox's processes end with the runtime
+// (--die-with-parent); its /workspace stays, and starting it again mounts it again.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+import { mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import type { Logger } from '@agentplane/lib/logging';
+import {
+  SandboxNotRunningError,
+  type ExecOutcome,
+  type ExecSpec,
+  type HeldState,
+  type HostDescription,
+  type SandboxHost,
+  type SandboxStart,
+  type SandboxUsage,
+} from '../host.js';
+import { baseEnvironment, execArgs, HOST_ETC, LAUNCHER, sandboxArgs, sandboxFiles, type SandboxLayout } from './bwrap.js';
+import { detectCgroups, type SandboxCgroups } from './cgroups.js';
+import { detectWorkspaces, type Workspaces } from './workspaces.js';
+
+export interface LocalHostOptions {
+  /** Where sandboxes' workspaces live (inside the data dir). */
+  root: string;
+  logger: Logger;
+  /** The host user a sandbox runs as when the runtime is root; never root. */
+  hostUid?: number;
+  /** /tmp inside each sandbox (memory, held apart from the memory limit). */
+  tmpMiB?: number;
+  /** Set by tests to run without cgroups (the rlimit path) on a machine that has them. */
+  cgroups?: false;
+}
+
+interface Held {
+  tree: ChildProcess;
+  /** bubblewrap's PID 1 in the sandbox, as the host sees it: what each exec joins. */
+  initPid: number;
+  pidNamespace: number;
+  paused: boolean;
+  exited: Promise<void>;
+}
+
+const DEFAULT_HOST_UID = 61000;
+
+export class LocalSandboxHost implements SandboxHost {
+  readonly kind = 'local' as const;
+  private readonly held = new Map<string, Held>();
+  private readonly starting = new Map<string, Promise<void>>();
+  private readonly layout: SandboxLayout;
+  private readonly asRoot = process.getuid?.() === 0;
+  private readonly hostUid: number;
+
+  private constructor(
+    private readonly options: LocalHostOptions,
+    private readonly cgroups: SandboxCgroups | undefined,
+    private readonly workspaces: Workspaces,
+  ) {
+    this.hostUid = this.asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
+    this.layout = {
+      hostname: 'sandbox',
+      tmpMiB: options.tmpMiB ?? 256,
+      etc: HOST_ETC.filter((entry) => existsSync(join('/etc', entry))),
+      usrLinks: ['bin', 'lib', 'lib64', 'sbin', 'lib32', 'libx32'].flatMap((name) => {
+        try {
+          const path = join('/', name);
+          return lstatSync(path).isSymbolicLink() ? [{ name, target: readlinkSync(path) }] : [];
+        } catch {
+          return [];
+        }
+      }),
+    };
+  }
+
+  /** Finds what this machine offers (bubblewrap is required; cgroups and loop mounts are used when allowed). */
+  static async create(options: LocalHostOptions): Promise<LocalSandboxHost> {
+    if (!existsSync('/usr/bin/bwrap')) throw new Error('the local sandbox host needs bubblewrap (/usr/bin/bwrap): apt-get install bubblewrap');
+    const asRoot = process.getuid?.() === 0;
+    const hostUid = asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
+    if (asRoot && hostUid === 0) throw new Error('a sandbox never runs as root on the host: choose another host uid');
+    const cgroups = options.cgroups === false || !asRoot ? undefined : await detectCgroups();
+    const workspaces = await detectWorkspaces(options.root, { uid: hostUid, gid: hostUid });
+    return new LocalSandboxHost(options, cgroups, workspaces);
+  }
+
+  describe(): HostDescription {
+    const cgroup = this.cgroups ? `cgroup ${this.cgroups.version}` : undefined;
+    return {
+      kind: 'local',
+      isolation: ['bubblewrap', 'user, mount, PID, IPC, UTS, network and cgroup namespaces', 'host programs read-only', 'no new privileges'],
+      enforcement: {
+        cpu: cgroup ?? 'not enforced (no writable cgroup hierarchy)',
+        memory: cgroup ?? 'rlimit (address space)',
+        processes: cgroup ?? 'rlimit (per host user, shared by all sandboxes)',
+        disk: this.workspaces.kind === 'ext4 image' ? 'ext4 image of the sandbox\'s size' : 'rlimit (largest file)',
+        pause: cgroup ? `${cgroup} freezer` : 'SIGSTOP of every process',
+      },
+      network: 'none',
+    };
+  }
+
+  async start(sandbox: SandboxStart): Promise<void> {
+    if (this.held.has(sandbox.id)) return;
+    let starting = this.starting.get(sandbox.id);
+    if (!starting) {
+      starting = this.launch(sandbox).finally(() => this.starting.delete(sandbox.id));
+      this.starting.set(sandbox.id, starting);
+    }
+    await starting;
+  }
+
+  private async launch(sandbox: SandboxStart): Promise<void> {
+    const { id, limits } = sandbox;
+    const workspace = await this.workspaces.ensure(id, limits.diskMiB);
+    const home = this.workspaces.home(id);
+    const files = sandboxFiles(this.layout.hostname);
+    await mkdir(join(home, 'etc'), { recursive: true, mode: 0o700 });
+    await Promise.all(Object.entries(files).map(([name, text]) => writeFile(join(home, 'etc', name), text)));
+    if (this.cgroups) {
+      // A group left by an earlier life of the runtime (its processes died with it) is made afresh.
+      await this.cgroups.remove(id).catch(() => undefined);
+      await this.cgroups.create(id, limits);
+    }
+    const command = ['/usr/bin/bwrap', ...sandboxArgs(this.layout, workspace)];
+    // Without cgroups the kernel's per-process limits are what there is (decision 0079 says what they hold).
+    const wrapped = this.cgroups
+      ? command
+      : ['/usr/bin/prlimit', `--as=${limits.memoryMiB * 1024 * 1024}`, `--nproc=${limits.processes}`, `--fsize=${limits.diskMiB * 1024 * 1024}`, '--', ...command];
+    const tree = spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', ...wrapped], {
+      env: {
+        ...baseEnvironment(),
+        AP_HOME: home,
+        AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id).join('\n') : '',
+        ...(this.asRoot ? { AP_AS: String(this.hostUid) } : {}),
+      },
+      // fds 6 to 8 are the launcher's to open; 9 is bubblewrap's report of the sandbox's PID 1.
+      stdio: ['ignore', 'ignore', 'pipe', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    tree.stderr?.on('data', (chunk: Buffer) => {
+      if (stderr.length < 4096) stderr += chunk.toString();
+    });
+    const exited = new Promise<void>((resolve) => tree.once('exit', () => resolve()));
+    const info = await new Promise<{ 'child-pid': number; 'pid-namespace': number }>((resolve, reject) => {
+      let text = '';
+      const report = (tree.stdio as unknown as Readable[])[9]!;
+      report.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+        try {
+          resolve(JSON.parse(text));
+        } catch {
+          // not whole yet
+        }
+      });
+      tree.once('exit', (code, signal) => reject(new Error(`the sandbox did not start (bubblewrap ended with ${code ?? signal}): ${stderr.trim()}`)));
+      tree.once('error', reject);
+    });
+    // bubblewrap reports its PID 1 before it has finished the sandbox (user and group maps, mounts): the sandbox is
+    // ready once its one program runs.
+    await programRunning(info['child-pid'], exited);
+    const held: Held = { tree, initPid: info['child-pid'], pidNamespace: info['pid-namespace'], paused: false, exited };
+    this.held.set(id, held);
+    void exited.then(() => {
+      if (this.held.get(id) === held) {
+        this.held.delete(id);
+        if (stderr.trim()) this.options.logger.warn({ sandbox_id: id, stderr: stderr.trim() }, 'a sandbox ended on its own');
+      }
+    });
+  }
+
+  private heldRunning(id: string): Held {
+    const held = this.held.get(id);
+    if (!held) throw new SandboxNotRunningError(id, 'stopped');
+    if (held.paused) throw new SandboxNotRunningError(id, 'paused');
+    return held;
+  }
+
+  async exec(id: string, spec: ExecSpec): Promise<ExecOutcome> {
+    const held = this.heldRunning(id);
+    const started = performance.now();
+    const group = `exec-${randomBytes(6).toString('hex')}`;
+    if (this.cgroups) await this.cgroups.prepareExec(id, group);
+    const child = spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv)], {
+      env: { ...baseEnvironment(), ...spec.env, AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id, group).join('\n') : '' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      // Its own process group: without cgroups, what a timeout kills.
+      detached: !this.cgroups,
+    });
+    const output = { stdout: new Capture(spec.outputLimitBytes), stderr: new Capture(spec.outputLimitBytes) };
+    for (const stream of ['stdout', 'stderr'] as const) {
+      child[stream]?.on('data', (chunk: Buffer) => {
+        const kept = output[stream].add(chunk);
+        if (kept && spec.onOutput) spec.onOutput(stream, kept);
+      });
+    }
+    feed(child.stdin!, spec.stdin);
+    let timedOut = false;
+    const killTree = async () => {
+      if (this.cgroups) await this.cgroups.kill(id, group).catch((error: unknown) => this.options.logger.warn({ err: error, sandbox_id: id }, 'could not end an exec\'s processes'));
+      else if (child.pid) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // ended already
+        }
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      void killTree();
+    }, spec.timeoutMs);
+    const onAbort = () => {
+      timedOut = true;
+      void killTree();
+    };
+    spec.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+      });
+      // What the command wrote before it ended is read; a process it left running in the background may hold the
+      // pipes open for good, so the wait is short.
+      await Promise.race([Promise.all([ended(child.stdout!), ended(child.stderr!)]), new Promise((resolve) => setTimeout(resolve, 100))]);
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      if (timedOut) await killTree();
+      // The exec's group goes once its processes have; one it left running in the background keeps it until the
+      // sandbox stops.
+      else if (this.cgroups) void this.cgroups.release(id, group).catch(() => undefined);
+      return {
+        exitCode: timedOut ? null : code,
+        signal: timedOut ? 'SIGKILL' : signal,
+        timedOut,
+        stdout: output.stdout.bytes(),
+        stderr: output.stderr.bytes(),
+        stdoutTruncated: output.stdout.truncated,
+        stderrTruncated: output.stderr.truncated,
+        durationMs: performance.now() - started,
+      };
+    } finally {
+      clearTimeout(timer);
+      spec.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async pause(id: string): Promise<void> {
+    const held = this.held.get(id);
+    if (!held) throw new SandboxNotRunningError(id, 'stopped');
+    if (held.paused) return;
+    if (this.cgroups) await this.cgroups.freeze(id);
+    else for (const pid of await this.processesOf(held)) signal(pid, 'SIGSTOP');
+    held.paused = true;
+  }
+
+  async resume(sandbox: SandboxStart): Promise<void> {
+    const held = this.held.get(sandbox.id);
+    if (!held) return this.start(sandbox);
+    if (!held.paused) return;
+    if (this.cgroups) await this.cgroups.thaw(sandbox.id);
+    else for (const pid of await this.processesOf(held)) signal(pid, 'SIGCONT');
+    held.paused = false;
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.starting.get(id)?.catch(() => undefined);
+    const held = this.held.get(id);
+    this.held.delete(id);
+    if (this.cgroups) await this.cgroups.remove(id);
+    if (held) {
+      // PID 1 of the sandbox ends, and the kernel ends everything else in its PID namespace with it.
+      if (!this.cgroups) for (const pid of await this.processesOf(held)) signal(pid, 'SIGKILL');
+      signal(held.tree.pid, 'SIGKILL');
+      await held.exited;
+    }
+    await this.workspaces.release(id);
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.stop(id);
+    await this.workspaces.remove(id);
+  }
+
+  async state(id: string): Promise<HeldState> {
+    const held = this.held.get(id);
+    if (held) return held.paused ? 'paused' : 'running';
+    return this.workspaces.exists(id) ? 'stopped' : 'absent';
+  }
+
+  async usage(id: string): Promise<SandboxUsage> {
+    const diskBytes = await this.workspaces.used(id);
+    if (this.cgroups && this.held.has(id)) return { ...(await this.cgroups.usage(id)), diskBytes };
+    const held = this.held.get(id);
+    return { memoryBytes: null, cpuSeconds: null, processes: held ? (await this.processesOf(held)).length : null, diskBytes };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.held.keys()].map((id) => this.stop(id).catch(() => undefined)));
+    await this.workspaces.close();
+  }
+
+  /** Every process in the sandbox's PID namespace, as the host numbers them (the path without cgroups). */
+  private async processesOf(held: Held): Promise<number[]> {
+    const found: number[] = [];
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const link = await readlink(`/proc/${entry}/ns/pid`);
+        if (link === `pid:[${held.pidNamespace}]`) found.push(Number(entry));
+      } catch {
+        // ended, or not ours to read
+      }
+    }
+    return found;
+  }
+}
+
+/** Resolves once the process `initPid` has a child (the sandbox's program); throws when the tree ends first. */
+async function programRunning(initPid: number, exited: Promise<void>): Promise<void> {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  for (let attempt = 0; attempt < 5_000; attempt++) {
+    try {
+      if ((await readFile(`/proc/${initPid}/task/${initPid}/children`, 'utf8')).trim() !== '') return;
+    } catch {
+      // not there yet, or gone (below)
+    }
+    if (gone) throw new Error('the sandbox ended while it was being made');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  throw new Error('the sandbox did not start its program within 5 s');
+}
+
+function signal(pid: number | undefined, name: NodeJS.Signals): void {
+  if (!pid) return;
+  try {
+    process.kill(pid, name);
+  } catch {
+    // ended already
+  }
+}
+
+function feed(stdin: Writable, input: Buffer | Readable | undefined): void {
+  // A command that does not read its input closes the pipe early: that is its business, not an error.
+  stdin.on('error', () => undefined);
+  if (input === undefined) stdin.end();
+  else if (Buffer.isBuffer(input)) stdin.end(input);
+  else input.pipe(stdin);
+}
+
+function ended(stream: Readable): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.readableEnded || stream.destroyed) return resolve();
+    stream.once('end', () => resolve());
+    stream.once('close', () => resolve());
+  });
+}
+
+/** Keeps up to `limit` bytes of a stream and counts the rest. */
+class Capture {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+
+  constructor(private readonly limit: number) {}
+
+  /** The part of `chunk` kept, or undefined when none of it was. */
+  add(chunk: Buffer): Buffer | undefined {
+    const room = this.limit - this.size;
+    if (room <= 0) {
+      this.truncated = true;
+      return undefined;
+    }
+    const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    if (kept.length < chunk.length) this.truncated = true;
+    this.chunks.push(kept);
+    this.size += kept.length;
+    return kept;
+  }
+
+  bytes(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}

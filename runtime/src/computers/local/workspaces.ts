@@ -1,0 +1,229 @@
+// A local sandbox's /workspace (docs/decisions/0079). Where the runtime may mount (root, with mkfs.ext4), each is an
+// ext4 image of the sandbox's disk size, mounted nosuid and nodev: the disk limit is the file system's size, held by
+// the kernel, and it outlives the processes and a restart of the runtime (mounted again when the sandbox starts).
+// Elsewhere it is a plain directory and the disk limit is only a per-file one (RLIMIT_FSIZE); the host says so.
+//
+// A sandbox started by a root runtime runs as another host user, which bubblewrap must be able to reach its
+// /workspace as: the data dir may sit under a home only root can enter, so there each workspace is mounted (the
+// image, or the directory bound) under a directory in /run that any user may pass through but not list.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmod, chown, copyFile, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export interface Workspaces {
+  readonly kind: 'ext4 image' | 'directory';
+  /** The host directory bound at /workspace (reachable by the sandbox's host user), made (and mounted) when missing. */
+  ensure(id: string, diskMiB: number): Promise<string>;
+  /** Whether the sandbox has a workspace (its processes may be gone). */
+  exists(id: string): boolean;
+  /** Where the sandbox's own files (its passwd, group, hosts) are kept: root's alone. */
+  home(id: string): string;
+  /** Bytes used, or null when unknown. */
+  used(id: string): Promise<number | null>;
+  remove(id: string): Promise<void>;
+  /** Unmounts it while its sandbox is stopped (kept; mounted again at the next start). */
+  release(id: string): Promise<void>;
+  /** Removes the mount directory once no workspace is mounted in it (they are mounted again at the next start). */
+  close(): Promise<void>;
+}
+
+/** The owner the sandbox's user is on the host: what /workspace belongs to. */
+export interface HostOwner {
+  uid: number;
+  gid: number;
+}
+
+async function mounted(dir: string): Promise<boolean> {
+  try {
+    const [inner, outer] = await Promise.all([stat(dir), stat(dirname(dir))]);
+    return inner.dev !== outer.dev;
+  } catch {
+    return false;
+  }
+}
+
+/** Where a root runtime mounts the workspaces of the sandboxes kept under `root`: one directory per data dir. */
+export function mountRootFor(root: string): string {
+  return join('/run/agentplane-sandboxes', createHash('sha256').update(root).digest('hex').slice(0, 12));
+}
+
+export async function detectWorkspaces(root: string, owner: HostOwner): Promise<Workspaces> {
+  await mkdir(root, { recursive: true, mode: 0o700 });
+  const asRoot = process.getuid?.() === 0;
+  const mountRoot = asRoot ? mountRootFor(root) : undefined;
+  if (mountRoot) {
+    await mkdir(mountRoot, { recursive: true, mode: 0o711 });
+    await chmod(mountRoot, 0o711);
+    await chmod(dirname(mountRoot), 0o711);
+  }
+  if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) {
+    const images = new ImageWorkspaces(root, mountRoot, owner);
+    if (await images.works()) return images;
+  }
+  return new DirectoryWorkspaces(root, mountRoot, owner);
+}
+
+class ImageWorkspaces implements Workspaces {
+  readonly kind = 'ext4 image' as const;
+  /** Empty file systems of each size made once, copied (sparse) for each new sandbox: a copy is ~4 ms, mkfs ~25. */
+  private readonly templates = new Map<number, Promise<string>>();
+
+  constructor(
+    private readonly root: string,
+    private readonly mountRoot: string,
+    private readonly owner: HostOwner,
+  ) {}
+
+  async works(): Promise<boolean> {
+    const probe = join(this.root, '.probe');
+    try {
+      await rm(probe, { recursive: true, force: true });
+      await mkdir(probe);
+      await this.template(16).then((image) => copyFile(image, join(probe, 'image')));
+      await mkdir(join(probe, 'mnt'));
+      await run('mount', ['-o', 'loop,nosuid,nodev', join(probe, 'image'), join(probe, 'mnt')]);
+      await run('umount', [join(probe, 'mnt')]);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await rm(probe, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  private template(diskMiB: number): Promise<string> {
+    let made = this.templates.get(diskMiB);
+    if (!made) {
+      made = (async () => {
+        const path = join(this.root, '.templates', `${diskMiB}MiB.ext4`);
+        if (!existsSync(path)) {
+          await mkdir(dirname(path), { recursive: true });
+          const partial = `${path}.partial`;
+          await run('truncate', ['-s', `${diskMiB}M`, partial]);
+          // No reserved blocks (the sandbox gets all of it), a small journal, the root owned by the sandbox's user.
+          await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-J', 'size=4', '-E', `root_owner=${this.owner.uid}:${this.owner.gid}`, partial]);
+          await rename(partial, path);
+        }
+        return path;
+      })();
+      made.catch(() => this.templates.delete(diskMiB));
+      this.templates.set(diskMiB, made);
+    }
+    return made;
+  }
+
+  async ensure(id: string, diskMiB: number): Promise<string> {
+    const home = join(this.root, id);
+    const image = join(home, 'workspace.ext4');
+    const dir = join(this.mountRoot, id);
+    await mkdir(home, { recursive: true, mode: 0o700 });
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    if (!existsSync(image)) {
+      const partial = `${image}.partial`;
+      await run('cp', ['--sparse=always', await this.template(diskMiB), partial]);
+      await rename(partial, image);
+    }
+    if (!(await mounted(dir))) await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
+    // lost+found is root's, in the sandbox's way: nothing in it matters to a workspace.
+    await rm(join(dir, 'lost+found'), { recursive: true, force: true });
+    return dir;
+  }
+
+  async used(id: string): Promise<number | null> {
+    const dir = join(this.mountRoot, id);
+    if (!(await mounted(dir))) return null;
+    const fs = await statfs(dir);
+    return (fs.blocks - fs.bfree) * fs.bsize;
+  }
+
+  async remove(id: string): Promise<void> {
+    const dir = join(this.mountRoot, id);
+    // Lazily: a process still holding a file there (being killed) would keep a plain umount busy.
+    if (await mounted(dir)) await run('umount', ['-l', dir]);
+    await rm(dir, { recursive: true, force: true });
+    await rm(join(this.root, id), { recursive: true, force: true });
+  }
+
+  exists(id: string): boolean {
+    return existsSync(join(this.root, id, 'workspace.ext4'));
+  }
+
+  async release(id: string): Promise<void> {
+    const dir = join(this.mountRoot, id);
+    if (await mounted(dir)) await run('umount', ['-l', dir]);
+    await rmdir(dir).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    await rmdir(this.mountRoot).catch(() => undefined);
+  }
+
+  home(id: string): string {
+    return join(this.root, id);
+  }
+}
+
+class DirectoryWorkspaces implements Workspaces {
+  readonly kind = 'directory' as const;
+
+  constructor(
+    private readonly root: string,
+    private readonly mountRoot: string | undefined,
+    private readonly owner: HostOwner,
+  ) {}
+
+  async ensure(id: string): Promise<string> {
+    const dir = join(this.root, id, 'workspace');
+    if (!existsSync(dir)) {
+      await mkdir(dir, { recursive: true, mode: 0o755 });
+      if (this.mountRoot) await chown(dir, this.owner.uid, this.owner.gid);
+    }
+    if (!this.mountRoot) return dir;
+    const bound = join(this.mountRoot, id);
+    await mkdir(bound, { recursive: true, mode: 0o755 });
+    if (!(await mounted(bound))) await run('mount', ['--bind', dir, bound]);
+    return bound;
+  }
+
+  exists(id: string): boolean {
+    return existsSync(join(this.root, id, 'workspace'));
+  }
+
+  async release(id: string): Promise<void> {
+    if (!this.mountRoot) return;
+    const bound = join(this.mountRoot, id);
+    if (await mounted(bound)) await run('umount', ['-l', bound]);
+    await rmdir(bound).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    if (this.mountRoot) await rmdir(this.mountRoot).catch(() => undefined);
+  }
+
+  home(id: string): string {
+    return join(this.root, id);
+  }
+
+  async used(id: string): Promise<number | null> {
+    try {
+      const { stdout } = await run('du', ['-sb', join(this.root, id, 'workspace')]);
+      return Number(stdout.split('\t')[0]);
+    } catch {
+      return null;
+    }
+  }
+
+  async remove(id: string): Promise<void> {
+    if (this.mountRoot) {
+      const bound = join(this.mountRoot, id);
+      if (await mounted(bound)) await run('umount', ['-l', bound]);
+      await rm(bound, { recursive: true, force: true });
+    }
+    await rm(join(this.root, id), { recursive: true, force: true });
+  }
+}
