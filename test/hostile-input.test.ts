@@ -214,9 +214,10 @@ describe('hostile input on every operation of both planes', () => {
 
   beforeAll(async () => {
     // With a fire key, the route tasks' CronJobs fire through is open to the same hostile input.
-    world = await chatWorld({ TASK_FIRE_KEY: hostileFireKey });
+    // No sandbox sweep: an idle pause on its own clock would read as a change a refused request stored.
+    world = await chatWorld({ TASK_FIRE_KEY: hostileFireKey, COMPUTER_HOST: 'local', COMPUTER_SWEEP_MS: '3600000' });
     // Every capability a route checks, so hostile values reach each body's checks rather than stopping at 403.
-    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write', 'triggers'];
+    const documentCapabilities = ['documents:read', 'documents:write', 'memory', 'mcp:manage', 'plugins:write', 'todo', 'webhook_tools', 'web_search', 'subagents', 'tasks:read', 'tasks:write', 'triggers', 'computer'];
     const ceiling = world.tenant.configuration.ceiling;
     const widened = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, ...documentCapabilities] } });
     if (widened.status !== 200) throw new Error(`widening the ceiling answered ${widened.status}`);
@@ -259,6 +260,10 @@ describe('hostile input on every operation of both planes', () => {
     const made = await world.rt.endUser('/triggers', token, { method: 'POST', body: JSON.stringify({ name: 'seeded', prompt: 'seeded' }) });
     if (made.status !== 201) throw new Error(`the seeding trigger answered ${made.status}: ${await made.text()}`);
     const { id: triggerId, url: triggerUrl } = (await made.json()) as { id: string; url: string };
+    // A sandbox of this subject's, for the computer routes' ids.
+    const box = await world.rt.endUser('/computers/sessions', token, { method: 'POST', body: JSON.stringify({ name: 'seeded' }) });
+    if (box.status !== 201) throw new Error(`the seeding sandbox answered ${box.status}: ${await box.text()}`);
+    const { id: sandboxId } = (await box.json()) as { id: string };
     const runtimeDocument = (await (await fetch(`${world.rt.url}/openapi.json`)).json()) as Json;
     planes.push({
       name: 'data plane',
@@ -270,7 +275,9 @@ describe('hostile input on every operation of both planes', () => {
         ({
           tenant_id: world.tenant.tenantId,
           session_id: sessionId,
-          id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : sessionId,
+          id: operation.path.startsWith('/documents/') ? documentIdFor(operation) : operation.path.startsWith('/computers/') ? sandboxId : sessionId,
+          sandbox_id: sandboxId,
+          action: 'pause',
           run_id: runId,
           document_id: corpusDocument.id,
           server_id: serverId,

@@ -73,6 +73,10 @@ import { TaskService } from './tasks/service.js';
 import { ToolDeliveries } from './tools/deliveries.js';
 import { toolRoutes } from './tools/routes.js';
 import { ToolRegistry } from './chat/tool-registry.js';
+import { registerComputers } from './computers/feature.js';
+import { createSandboxHost } from './computers/index.js';
+import { computerRoutes, sandboxAdminRoutes } from './computers/routes.js';
+import { ComputerService } from './computers/service.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
@@ -128,6 +132,7 @@ export interface Runtime {
   engine: TurnEngine;
   runs: RunStore;
   documents: DocumentService;
+  computers: ComputerService;
   close(): Promise<void>;
 }
 
@@ -414,6 +419,15 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     features.eraseRows({ table: 'audit_log', purge: (trx, tenantId) => AuditLog.purge(trx, tenantId) });
     features.eraseRows({ table: 'forget_records', purge: (trx, tenantId) => SubjectForgetter.purge(trx, tenantId) });
     features.eraseRows({ table: 'forgotten_subjects', purge: (trx, tenantId) => purgeForgotten(trx, tenantId) });
+    // Sandboxes: on this machine (bubblewrap) where it can; removed before a tenant's rows go.
+    const computers = new ComputerService({
+      db: database.db,
+      host: await createSandboxHost({ kind: config.computerHost, root: join(config.dataDir, 'runtime', 'sandboxes'), hostUid: config.computerLocalUid, logger }),
+      holder: runs.owner,
+      logger,
+      audit: (entries) => audit.recordLater(entries),
+    });
+    await registerComputers(features, { computers, configurations, logger, sweepMs: config.computerSweepMs, storeIsExclusive: database.driver === 'pglite' });
     // The tools the service runs for a caller, family by family, in the order a turn offers them: a turn's, and what
     // GET /tools lists. A project's MCP servers and the caller's own are listed from their kept lists (a call to a
     // server only when its list is stale).
@@ -500,6 +514,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...sessionAdminRoutes(sessions, tenants, authenticator),
         ...auditRoutes(audit, forgetter),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ tools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
+        ...computerRoutes(computers),
+        ...sandboxAdminRoutes(computers, tenants),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator), fireKey: fireKeyGuard(config.taskFireKey) },
       securitySchemes: {
@@ -561,6 +577,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       engine,
       runs,
       documents,
+      computers,
       async close() {
         for (const close of closers) await close().catch((err: unknown) => logger.error({ err }, 'error while closing'));
       },

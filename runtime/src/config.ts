@@ -67,6 +67,15 @@ export interface RuntimeConfig extends ServiceBasics {
   taskCronJobs: (CronJobSettings & { kubeconfig: string | undefined }) | undefined;
   /** The key a task's CronJob fires with (X-Fire-Key); unset, the fire route refuses every call. */
   taskFireKey: string | undefined;
+  /**
+   * Where sandboxes run (docs/decisions/0079): `local` (bubblewrap on this machine), `none`, or `auto`: local where
+   * bubblewrap is installed, none where it is not.
+   */
+  computerHost: 'auto' | 'local' | 'none';
+  /** The host user a local sandbox runs as when the runtime is root (never root). */
+  computerLocalUid: number;
+  /** How often idle sandboxes are paused and those past their lifetime stopped. */
+  computerSweepMs: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -185,6 +194,9 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     taskCronJobs,
     taskFireKey,
     vectors,
+    computerHost: read.oneOf('COMPUTER_HOST', ['auto', 'local', 'none'], 'auto'),
+    computerLocalUid: read.integer('COMPUTER_LOCAL_UID', 61_000, { min: 1, max: 4_294_967_294 }),
+    computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
   };
   read.done();
   return config;

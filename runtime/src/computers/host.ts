@@ -39,6 +39,8 @@ export interface ExecSpec {
   timeoutMs: number;
   /** stdout and stderr are each kept up to this many bytes; more is read and dropped, and the outcome says so. */
   outputLimitBytes: number;
+  /** false: the output is only handed to onOutput, never kept (a download); the limit still holds. */
+  keep?: boolean;
   /** Each chunk as it comes (within the limit), for a streamed exec or a download. */
   onOutput?: (stream: OutputStream, chunk: Buffer) => void;
   /** Aborting ends the command as a timeout does (its whole process tree). */

@@ -696,4 +696,36 @@ export const runtimeMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    // Sandboxes (docs/decisions/0079): who made each, which conversation's agent uses it, its state and limits; the
+    // host holds its processes and /workspace. A deleted one keeps its row (state `deleted`) until the tenant goes.
+    version: 29,
+    name: 'sandboxes',
+    statements: [
+      `create table sandboxes (
+        id uuid primary key,
+        tenant_id uuid not null references tenants (tenant_id),
+        owner text not null,
+        session_id uuid,
+        name text,
+        host text not null,
+        holder text,
+        state text not null,
+        limits jsonb not null,
+        image text,
+        failure text,
+        exec_count integer not null default 0,
+        created_at timestamptz not null default now(),
+        updated_at timestamptz not null default now(),
+        last_active_at timestamptz not null default now(),
+        expires_at timestamptz not null,
+        paused_at timestamptz,
+        stopped_at timestamptz,
+        deleted_at timestamptz
+      )`,
+      'create index sandboxes_tenant_created on sandboxes (tenant_id, created_at desc, id)',
+      "create unique index sandboxes_conversation on sandboxes (session_id) where session_id is not null and state not in ('deleted', 'failed')",
+      "create index sandboxes_live on sandboxes (state, last_active_at) where state in ('running', 'paused', 'creating')",
+    ],
+  },
 ];

@@ -301,6 +301,7 @@ export interface RuntimeSchema {
   plugins: PluginsTable;
   plugin_files: PluginFilesTable;
   tasks: TasksTable;
+  sandboxes: SandboxesTable;
   task_fires: TaskFiresTable;
   event_deliveries: EventDeliveriesTable;
   triggers: TriggersTable;
@@ -577,4 +578,32 @@ export interface ForgetRecordsTable {
   at: Generated<Date>;
   requested_by: string;
   erased: ColumnType<Record<string, number>, string, string>;
+}
+
+export const SANDBOX_STATES = ['creating', 'running', 'paused', 'stopped', 'failed', 'deleted'] as const;
+export type SandboxState = (typeof SANDBOX_STATES)[number];
+
+export interface SandboxesTable {
+  id: string;
+  tenant_id: string;
+  /** The subject that made it: the only one who may use or change it. */
+  owner: string;
+  /** The conversation whose agent uses it; null for one a person made. */
+  session_id: string | null;
+  name: string | null;
+  host: 'local' | 'kubernetes';
+  /** The runtime process holding a local sandbox's processes. */
+  holder: string | null;
+  state: SandboxState;
+  limits: ColumnType<{ cpus: number; memoryMiB: number; processes: number; diskMiB: number }, string, string>;
+  image: string | null;
+  failure: string | null;
+  exec_count: Generated<number>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  last_active_at: Generated<Date>;
+  expires_at: Date;
+  paused_at: Date | null;
+  stopped_at: Date | null;
+  deleted_at: Date | null;
 }

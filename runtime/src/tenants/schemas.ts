@@ -2,6 +2,7 @@
 // SPEC.md leaves these "not shown": docs/decisions/0003-tenant-schemas.md records the choices.
 import { z } from 'zod';
 import { GuardrailsSchema } from '@agentplane/lib/guardrails';
+import { ComputerSettingsSchema } from '@agentplane/lib/computer';
 import { MCP_SERVER_NAME, mcpHeaderEntries } from '@agentplane/lib/mcp';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
@@ -420,6 +421,7 @@ const configurationShape = z.strictObject({
   webhook: WebhookSectionSchema.optional().meta({ description: "Where the project's events go; unset: only tasks' callback URLs receive them" }),
   guardrails: GuardrailsSchema.optional().meta({ description: "Checks on what end-users send and what the agent answers; unset: none" }),
   web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
+  computer: ComputerSettingsSchema.optional().meta({ description: "The project's sandboxes: command timeout, count, limits, idle pause, lifetime, image; unset: the defaults" }),
   mcp_servers: mcpServerSections
     .optional()
     .meta({ description: `The project's MCP servers (at most ${maxMcpServers}); their tools are offered to every turn of the project. Unset: none` }),

@@ -189,7 +189,8 @@ export class LocalSandboxHost implements SandboxHost {
       // Its own process group: without cgroups, what a timeout kills.
       detached: !this.cgroups,
     });
-    const output = { stdout: new Capture(spec.outputLimitBytes), stderr: new Capture(spec.outputLimitBytes) };
+    const keep = spec.keep !== false;
+    const output = { stdout: new Capture(spec.outputLimitBytes, keep), stderr: new Capture(spec.outputLimitBytes, keep) };
     for (const stream of ['stdout', 'stderr'] as const) {
       child[stream]?.on('data', (chunk: Buffer) => {
         const kept = output[stream].add(chunk);
@@ -365,7 +366,10 @@ class Capture {
   private size = 0;
   truncated = false;
 
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly keep = true,
+  ) {}
 
   /** The part of `chunk` kept, or undefined when none of it was. */
   add(chunk: Buffer): Buffer | undefined {
@@ -376,7 +380,7 @@ class Capture {
     }
     const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
     if (kept.length < chunk.length) this.truncated = true;
-    this.chunks.push(kept);
+    if (this.keep) this.chunks.push(kept);
     this.size += kept.length;
     return kept;
   }

@@ -9,7 +9,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { chmod, chown, copyFile, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { chmod, chown, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -61,10 +61,8 @@ export async function detectWorkspaces(root: string, owner: HostOwner): Promise<
     await chmod(mountRoot, 0o711);
     await chmod(dirname(mountRoot), 0o711);
   }
-  if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) {
-    const images = new ImageWorkspaces(root, mountRoot, owner);
-    if (await images.works()) return images;
-  }
+  // Nothing is mounted until a sandbox is made: a start of the runtime costs no loop device.
+  if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) return new ImageWorkspaces(root, mountRoot, owner);
   return new DirectoryWorkspaces(root, mountRoot, owner);
 }
 
@@ -78,23 +76,6 @@ class ImageWorkspaces implements Workspaces {
     private readonly mountRoot: string,
     private readonly owner: HostOwner,
   ) {}
-
-  async works(): Promise<boolean> {
-    const probe = join(this.root, '.probe');
-    try {
-      await rm(probe, { recursive: true, force: true });
-      await mkdir(probe);
-      await this.template(16).then((image) => copyFile(image, join(probe, 'image')));
-      await mkdir(join(probe, 'mnt'));
-      await run('mount', ['-o', 'loop,nosuid,nodev', join(probe, 'image'), join(probe, 'mnt')]);
-      await run('umount', [join(probe, 'mnt')]);
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await rm(probe, { recursive: true, force: true }).catch(() => undefined);
-    }
-  }
 
   private template(diskMiB: number): Promise<string> {
     let made = this.templates.get(diskMiB);
