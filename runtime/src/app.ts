@@ -77,6 +77,7 @@ import { registerComputers } from './computers/feature.js';
 import { createSandboxHost } from './computers/index.js';
 import { computerRoutes, sandboxAdminRoutes } from './computers/routes.js';
 import { ComputerService } from './computers/service.js';
+import { computerFamily } from './computers/tools.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
@@ -446,6 +447,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     tools.register({ name: 'subagents', forTurn: ({ principal, permission, request }) => [subagents.tool(principal, permission, request)] });
     tools.register({ name: 'web', forTurn: ({ principal }) => web.for(principal.configuration.document.web_search) });
     tools.register({ name: 'webhooks', forTurn: ({ principal }) => webhookTools.for(principal) });
+    tools.register(computerFamily(computers));
     tools.register({
       name: 'mcp',
       forTurn: async ({ principal, permission }) => {
@@ -499,7 +501,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...wikiAdminRoutes(memory, tenants),
         ...forgottenSubjectRoutes(database.db, tenants),
         ...tenantConfigurationRoutes(configurations),
-        ...capabilityRoutes(),
+        ...capabilityRoutes({ sandboxHost: computers.host !== undefined }),
         ...narrowingRoutes(narrowing),
         ...chatRoutes(chat, side),
         ...sessionRoutes(sessions, todos, lifecycle.drainSignal),

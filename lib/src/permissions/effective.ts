@@ -53,6 +53,10 @@ export const BUILTIN_TOOL_CAPABILITIES: Readonly<Record<string, readonly Capabil
   screenshot_url: ['web_search'],
   ask_user: ['ask_user'],
   request_approval: ['approvals'],
+  // The agent's computer (runtime/src/computers/tools.ts).
+  run_command: ['computer'],
+  read_file: ['computer'],
+  write_file: ['computer'],
   // Handing a page over is part of the browser family and also has a capability of its own.
   browser_handoff: ['browser', 'browser_handoff'],
 };

@@ -27,6 +27,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'skills (runtime/src/skills)', capabilities: ['plugins:write'], flags: ['enable_plugins'] },
   { name: 'scheduled tasks (runtime/src/tasks)', capabilities: ['tasks:read', 'tasks:write'] },
   { name: 'webhook triggers (runtime/src/triggers)', capabilities: ['triggers'] },
+  { name: 'sandboxes and the agent\'s computer (runtime/src/computers)', capabilities: ['computer'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -49,21 +49,28 @@ export type CapabilitiesOutput = z.infer<typeof Capabilities>;
  * Whether the project has what a switch turns on: held webhook tools do nothing until the project publishes one.
  * Skills and MCP servers are per person as well as per project, so their switches are not judged here.
  */
-function configured(flag: RequestFlag, document: Principal['configuration']['document']): boolean {
+function configured(flag: RequestFlag, document: Principal['configuration']['document'], runtime: RuntimeOffers): boolean {
   if (flag === 'enable_webhook_tools') return (document.webhook_tools?.length ?? 0) > 0;
+  // A computer needs a sandbox host on this runtime, and a project that allows it at least one sandbox.
+  if (flag === 'enable_computer') return runtime.sandboxHost && (document.computer?.max_sandboxes ?? 1) > 0;
   return true;
+}
+
+/** What this runtime has that a switch depends on. */
+export interface RuntimeOffers {
+  sandboxHost: boolean;
 }
 
 /** SPEC.md: `screenshot_url` may wait for the browser; until then it is not offered, and this says so. */
 const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it needs the browser, which this build does not have yet' }];
 
-export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal): CapabilitiesOutput {
+export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal, runtime: RuntimeOffers = { sandboxHost: false }): CapabilitiesOutput {
   return {
     tenant_id: tenantId,
     subject: claims.sub,
     scope: claims.scope,
     capabilities: [...permission.capabilities].sort(),
-    switches: Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, permission.switches[flag] && configured(flag, configuration.document)])),
+    switches: Object.fromEntries(IMPLEMENTED_FLAGS.map((flag) => [flag, permission.switches[flag] && configured(flag, configuration.document, runtime)])),
     // A model the project has since unregistered is no longer usable, whatever the token lists.
     allowed_models: intersectAllowList(permission.allowedModels, configuration.document.ceiling.registeredModels) ?? null,
     max_effort: permission.maxEffort ?? null,

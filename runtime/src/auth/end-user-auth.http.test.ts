@@ -30,7 +30,7 @@ const ceiling = {
 };
 
 /** The switches this build has a feature behind (docs/decisions/0030), with those named on. */
-const BUILT_SWITCHES = ['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_memory', 'enable_plugins', 'enable_rag', 'enable_scheduling', 'enable_subagents', 'enable_todo', 'enable_web_search', 'enable_webhook_tools'];
+const BUILT_SWITCHES = ['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_computer', 'enable_memory', 'enable_plugins', 'enable_rag', 'enable_scheduling', 'enable_subagents', 'enable_todo', 'enable_web_search', 'enable_webhook_tools'];
 const switchesWith = (...on: string[]) => Object.fromEntries(BUILT_SWITCHES.map((flag) => [flag, on.includes(flag)]));
 
 describe.each(availableSetups())('end-user authentication (%s)', (setup) => {

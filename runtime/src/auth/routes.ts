@@ -1,11 +1,11 @@
 // HTTP adapters for what an end-user token may do (bearer): parse, ask, answer.
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { PROJECT_KEY_ON_DATA_PLANE } from '@agentplane/lib/tokens/verify';
-import { Capabilities, capabilitiesOf } from './capabilities.js';
+import { Capabilities, capabilitiesOf, type RuntimeOffers } from './capabilities.js';
 import { principalOf } from './guard.js';
 import { TokenRequest, TokenResponse, type TokenNarrowingService } from './narrowing.js';
 
-export function capabilityRoutes(): RouteDefinition[] {
+export function capabilityRoutes(runtime: RuntimeOffers = { sandboxHost: false }): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get',
@@ -19,7 +19,7 @@ export function capabilityRoutes(): RouteDefinition[] {
         401: { description: 'Missing, invalid or expired token, or a project key (pk_...) sent to the data plane' },
       },
       async handle({ res }) {
-        return { body: capabilitiesOf(principalOf(res)) };
+        return { body: capabilitiesOf(principalOf(res), runtime) };
       },
     }),
   ];
