@@ -13,14 +13,15 @@ import { eventually } from './harness/eventually.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-/** The shell block that follows the README's "A first chat" heading. */
-function firstChatBlock(): string {
+/** The shell block that follows a heading of the README. */
+function blockUnder(heading: string): string {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### A first chat'));
+  const section = readme.slice(readme.indexOf(heading));
   const block = /```sh\n([\s\S]*?)```/.exec(section);
-  if (!block) throw new Error('the README has no shell block under "A first chat"');
+  if (!block) throw new Error(`the README has no shell block under "${heading}"`);
   return block[1]!;
 }
+const firstChatBlock = () => blockUnder('### A first chat');
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
@@ -80,5 +81,29 @@ describe('the README', () => {
     expect(events).toContain('token');
     expect(events.at(-1)).toBe('done');
     expect(fake.chatRequests().length).toBeGreaterThanOrEqual(2);
+  }, 120_000);
+
+  it('walks the computer section as written: a sandbox, a file in, a command, the result out, and the agent\'s own', async () => {
+    // The first block's setup (sign in, project, key, provider), then the section's block, in one shell.
+    const setup = firstChatBlock().slice(0, firstChatBlock().indexOf('# 4.'));
+    const script = `${setup}\n${blockUnder('### A computer: sandboxes for people and for the agent')}`
+      .split('\n')
+      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
+      .join('\n')
+      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
+      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
+      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
+      .replaceAll('.agentplane/', `${dataDir}/`);
+    // The model uses its computer as a model would: one command, then its answer.
+    fake.script({ toolCalls: [{ id: 'c1', name: 'run_command', arguments: JSON.stringify({ command: 'wc -l < /usr/share/common-licenses/GPL-3' }) }] }, 'It has 674 lines.');
+    const { code, output } = await run('bash', ['-euo', 'pipefail', '-c', `cd ${dataDir} && ${script}`], {});
+    expect(code, output).toBe(0);
+    expect(output).toContain('{"files":[{"path":"/workspace/sum.py","size":23}]}');
+    expect(output).toMatch(/"exit_code": 0,\s*"stdout": "5050\\n"/);
+    expect(output).toContain('5050\n"It has 674 lines."');
+    const ran = fake.chatRequests().at(-1)!.messages.filter((message) => message.role === 'tool').at(-1) as { content: string };
+    expect(ran.content).toBe('exit code 0\nstdout:\n674\n');
+    expect(output).toMatch(/\{"name":"agent","state":"(paused|running)","session_id":"[0-9a-f-]{36}"\}/);
+    expect(output).toContain('{"name":"scratch","state":"running","session_id":null}');
   }, 120_000);
 });
