@@ -21,6 +21,8 @@ import type { ControlApiConfig } from './config.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
+import { computerRoutes } from './computers/routes.js';
+import { ProjectComputers } from './computers/service.js';
 import { ControlAuditLog, controlAuditEntry } from './audit/log.js';
 import { controlAuditRoutes } from './audit/routes.js';
 import { ForgottenMints } from './audit/forgotten.js';
@@ -124,6 +126,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const generatedOwner = await ensureOwner(accounts, config);
 
     const activity = new ActivityService(projects, reach);
+    const computers = new ProjectComputers(projects, reach);
     const audit = new ControlAuditLog(db, logger);
     const forgottenMints = new ForgottenMints(db, projects, reach, logger);
     if (reach) closers.unshift(forgottenMints.start());
@@ -137,7 +140,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       routes: delivery.carryReceipts(assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects, activity),
         ...keyRoutes(keys),
-        ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning, activity), { control: config.publicUrl, data: config.dataPlaneUrl }),
+        ...projectRoutes(projects, keys, mint, provisioning, new ProjectReadiness(projects, provisioning, activity), { control: config.publicUrl, data: config.dataPlaneUrl }, computers),
         ...providerRoutes(providers, keys),
         ...knowledgeRoutes(new KnowledgeService(projects, reach), keys),
         ...webhookToolRoutes(new WebhookToolService(db, secretBox, projects, urlPolicy, reach), keys),
@@ -145,6 +148,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...webSearchRoutes(new WebSearchService(projects, secretBox, urlPolicy, config.providerTimeoutMs), keys),
         ...skillRoutes(new SkillRelay(projects, reach), keys),
         ...activityRoutes(activity, keys),
+        ...computerRoutes(computers, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
         ...controlAuditRoutes(audit, keys, forgottenMints),
       ])),

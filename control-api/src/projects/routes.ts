@@ -111,6 +111,7 @@ export function projectRoutes(
   provisioning: ProvisioningReport,
   readiness: ProjectReadiness,
   urls: { control: string; data: string },
+  computer: { offered(projectId: string): Promise<boolean> },
 ): RouteDefinition[] {
   const admin = authorizeAdmin(keys);
   return [
@@ -189,6 +190,8 @@ export function projectRoutes(
       path: '/api/projects/{id}/capabilities',
       operationId: 'getProjectCapabilities',
       summary: 'The ceiling alone: every capability with whether it is enabled and its per-request flag, plus supported modalities (mint keys may read it)',
+      description:
+        "`computer`'s flag `enable_computer` is given only where the project's runtime has a sandbox host and the project allows at least one sandbox (PUT /api/projects/{id}/computer); elsewhere it is null.",
       tags: ['projects'],
       security: ['apiKey', 'session'],
       params: ProjectParams,
@@ -197,6 +200,9 @@ export function projectRoutes(
       async handle({ params, res }) {
         const ceiling = ceilingView((await projects.ceilingOf(params.id)).ceiling);
         const enabled = new Set(ceiling.capabilities);
+        // A switch is offered only where setting it would do something: `enable_computer` needs a sandbox host on the
+        // project's runtime and at least one sandbox allowed, as the runtime's own /capabilities judges it.
+        const computerOffered = await computer.offered(params.id);
         const kinds = (side: 'input' | 'output') =>
           ceiling.capabilities.filter((name) => modalitySide(name) === side).map((name) => name.slice(side.length + 1));
         return {
@@ -205,7 +211,7 @@ export function projectRoutes(
               name: row.name,
               group: row.group,
               grants: row.grants,
-              per_request_flag: row.flag,
+              per_request_flag: row.flag === 'enable_computer' && !computerOffered ? null : row.flag,
               enabled: enabled.has(row.name) && !(row.name === 'documents:write' && ceiling.read_only),
             })),
             modalities: { input: kinds('input'), output: kinds('output') },

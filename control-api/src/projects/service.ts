@@ -1,5 +1,6 @@
 // Projects of an org: each is one customer's hard-isolation unit with its own tenant on a runtime, its own
 // capability ceiling and configuration, and its own token signing key ring (sealed at rest).
+import { computerSettingsOf, type ComputerSettings } from '@agentplane/lib/computer';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
@@ -66,6 +67,8 @@ export type ProjectChange = Partial<{
   subagents: string | null;
   webhook_url: string | null;
   guardrails: string | null;
+  /** JSON of the computer settings, whole, or null. */
+  computer: string | null;
 }>;
 
 /** How the project service hands its queued changes to the delivery (ConfigurationDelivery and the outbox relay). */
@@ -174,6 +177,20 @@ export class ProjectService {
   async setGuardrails(projectId: string, guardrails: Guardrails): Promise<Guardrails> {
     await this.applyChange(projectId, async () => ({ set: { guardrails: JSON.stringify(guardrails) }, result: undefined }));
     return guardrails;
+  }
+
+  /** The project's computer settings, the defaults filled where it set none. */
+  async computerOf(projectId: string): Promise<ComputerSettings> {
+    return computerSettingsOf((await this.row(projectId)).computer ?? undefined);
+  }
+
+  /**
+   * Replaces the project's computer settings with these, whole: a setting left out is the default, not what was
+   * stored before. Pushed like any change; the runtime applies them to every sandbox it makes or wakes from then on.
+   */
+  async setComputer(projectId: string, settings: ComputerSettings): Promise<ComputerSettings> {
+    await this.applyChange(projectId, async () => ({ set: { computer: JSON.stringify(settings) }, result: undefined }));
+    return computerSettingsOf(settings);
   }
 
   /** Where the project's events go, or null. */
@@ -331,6 +348,8 @@ export class ProjectService {
       ...(row.subagents ? { subagents: row.subagents } : {}),
       ...(row.webhook_url ? { webhook: { url: row.webhook_url } } : {}),
       ...(row.guardrails && (row.guardrails.input.length > 0 || row.guardrails.output.length > 0) ? { guardrails: row.guardrails } : {}),
+      // Only once the project set it: until then the runtime's defaults (the same lib/computer ones) hold.
+      ...(row.computer ? { computer: row.computer } : {}),
       ...(row.web_search
         ? {
             web_search: {

@@ -3,6 +3,7 @@
 // runtime's admin surface over HTTP; `kubernetes` writes Project and Tenant resources and reads their status
 // (docs/decisions/0024).
 import { AppError } from '@agentplane/lib/errors';
+import type { ComputerSettings } from '@agentplane/lib/computer';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
 import type { PushedMcpServer, PushedWebhookTool } from '../tools/configuration.js';
@@ -73,6 +74,8 @@ export interface TenantConfigurationDocument {
   guardrails?: Guardrails;
   /** Present when the project chose a web search engine; its key in clear on the admin channel. */
   web_search?: { provider: 'brave' | 'searxng'; base_url: string; api_key?: string };
+  /** Present when the project set its computer settings (every one, defaults filled). */
+  computer?: ComputerSettings;
 }
 
 /** Which project and tenant an outbox entry is about. */

@@ -320,4 +320,12 @@ export const controlMigrations: Migration[] = [
       $$`,
     ],
   },
+  {
+    version: 22,
+    name: 'computer',
+    statements: [
+      // The project's computer settings (lib/src/computer.ts; docs/decisions/0080); null: the runtime's defaults.
+      'alter table control.projects add column computer jsonb',
+    ],
+  },
 ];

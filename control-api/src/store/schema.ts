@@ -1,4 +1,5 @@
 // The control-api's tables as Kysely sees them (queried through `withSchema('control')`).
+import type { ComputerSettings } from '@agentplane/lib/computer';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { ColumnType, Generated } from 'kysely';
 
@@ -85,6 +86,8 @@ export interface ControlSchema {
     webhook_url: ColumnType<string | null, string | null | undefined, string | null>;
     /** The project's input and output checks (docs/decisions/0064); null: none. */
     guardrails: ColumnType<Guardrails | null, string | null | undefined, string | null>;
+    /** The project's computer settings as it last set them, whole (docs/decisions/0080); null: the defaults. */
+    computer: ColumnType<ComputerSettings | null, string | null | undefined, string | null>;
   };
   /** Every control-plane write and token mint (docs/decisions/0065); append-only. */
   audit_log: {
