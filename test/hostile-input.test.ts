@@ -319,7 +319,7 @@ describe('hostile input on every operation of both planes', () => {
       document: (await (await fetch(`${control.url}/openapi.json`)).json()) as Json,
       db: control.control.database.db as Kysely<unknown>,
       credentials: { apiKey: { 'x-api-key': adminKey }, session: { authorization: `Bearer ${session}` } },
-      pathValues: (_operation, name) => ({ id: project.id, orgId, documentId: projectDocument.id, toolId })[name] ?? randomUUID(),
+      pathValues: (_operation, name) => ({ id: project.id, orgId, documentId: projectDocument.id, toolId, action: 'pause' })[name] ?? randomUUID(),
     });
   }, 120_000);
 
