@@ -15,12 +15,13 @@ import { run as operator } from './operator.bench.js';
 import { run as provider } from './provider.bench.js';
 import { run as relational } from './relational.bench.js';
 import { run as retrieval } from './retrieval.bench.js';
+import { run as sandboxes } from './sandboxes.bench.js';
 import { run as scheduler } from './scheduler.bench.js';
 import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
 import { run as tools } from './tools.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, tools, operator, provider, startup, retrieval, ingest, soak, scheduler };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, tools, operator, provider, startup, retrieval, ingest, soak, scheduler, sandboxes };
 /** Run only when named: the soak takes an hour. */
 const byNameOnly = new Set(['soak']);
 

@@ -19,6 +19,7 @@ import {
   MAX_STDIN_BYTES,
   UPLOAD_LIMITS,
   type ComputerService,
+  type SandboxRow,
 } from './service.js';
 
 const uuid = (name: string) => z.uuid({ error: `${name} must be a UUID` }).overwrite((id) => id.toLowerCase());
@@ -128,7 +129,10 @@ const conflicts = {
 export function computerRoutes(computers: ComputerService): RouteDefinition[] {
   const authorize = ({ res }: { res: import('express').Response }) => void computers.authorize(principalOf(res));
   // Changing a sandbox: found (404), then owned (403), before the body is read.
-  const owner = async ({ params, res }: { params: { id: string }; res: import('express').Response }) => void (await computers.owned(principalOf(res), params.id));
+  const owner = async ({ params, res }: { params: { id: string }; res: import('express').Response }) => {
+    res.locals.sandbox = await computers.owned(principalOf(res), params.id);
+  };
+  const found = (res: import('express').Response) => res.locals.sandbox as SandboxRow | undefined;
   return [
     defineRoute({
       method: 'get',
@@ -251,7 +255,7 @@ export function computerRoutes(computers: ComputerService): RouteDefinition[] {
       authorize: owner,
       async handle({ params, body, req, res }) {
         const principal = principalOf(res);
-        if (!(req.get('accept') ?? '').includes('text/event-stream')) return { body: await computers.exec(principal, params.id, body) };
+        if (!(req.get('accept') ?? '').includes('text/event-stream')) return { body: await computers.exec(principal, params.id, body, undefined, undefined, found(res)) };
         // Validated and found before the stream opens, so a refusal is a plain answer with its status.
         computers.execSpecOf(principal, body);
         const controller = new AbortController();
@@ -266,6 +270,7 @@ export function computerRoutes(computers: ComputerService): RouteDefinition[] {
             body,
             (stream, chunk) => void writer.write({ id: ++id, event: stream, data: { data: decoders[stream].decode(chunk, { stream: true }) } }),
             controller.signal,
+            found(res),
           );
           const { stdout: _stdout, stderr: _stderr, ...exit } = result;
           await writer.write({ id: ++id, event: 'exit', data: exit });

@@ -262,8 +262,16 @@ export class ComputerService {
   }
 
   /** Runs a command in a sandbox of the caller's; `onOutput` hears each chunk as it comes (a streamed exec). */
-  async exec(principal: Principal, id: string, request: ExecRequest, onOutput?: (stream: OutputStream, chunk: Buffer) => void, signal?: AbortSignal): Promise<ExecResult> {
-    const row = await this.owned(principal, id);
+  async exec(
+    principal: Principal,
+    id: string,
+    request: ExecRequest,
+    onOutput?: (stream: OutputStream, chunk: Buffer) => void,
+    signal?: AbortSignal,
+    /** The row the route's authorize step found and checked, for this same caller. */
+    authorized?: SandboxRow,
+  ): Promise<ExecResult> {
+    const row = authorized?.id === id ? authorized : await this.owned(principal, id);
     return this.execRow(principal, row, request, { actor: principal.claims.sub, actorKind: 'end_user' }, onOutput, signal);
   }
 
@@ -296,10 +304,11 @@ export class ComputerService {
     try {
       outcome = await this.deps.host!.exec(row.id, { ...spec, outputLimitBytes: EXEC_OUTPUT_LIMIT_BYTES, ...(onOutput ? { onOutput } : {}), ...(signal ? { signal } : {}) });
     } catch (error) {
+      await this.touch(row.id, false);
       if (error instanceof SandboxNotRunningError) throw this.notRunning(await this.settle(await this.row(row.id)), 'used');
       throw error;
     }
-    await this.touch(row.id, false);
+    await this.touch(row.id, false, true);
     this.deps.audit([
       {
         tenantId: row.tenant_id,
@@ -351,14 +360,17 @@ export class ComputerService {
       }
     }
     if (entries.size === 0) throw invalidArgument('files: nothing to write (send a `file` part with `path`, or `files` parts named by path)');
+    const paths = [...entries.keys()];
+    // The paths go to the check inside as arguments: bounded well under the kernel's limit on them.
+    if (paths.reduce((sum, path) => sum + Buffer.byteLength(path) + 1, 0) > 1024 * 1024) {
+      throw invalidArgument('files: their paths come to more than 1 MiB together; send fewer at a time', { code: 'upload_too_large' });
+    }
     const settled = await this.settle(row);
     if (settled.state !== 'running') throw this.notRunning(settled, 'written to');
-    await this.touch(row.id, true);
     const { pack } = await import('tar-stream');
     const tar = pack();
     for (const [path, bytes] of entries) tar.entry({ name: path.slice(WORKSPACE.length + 1), size: bytes.length, mode: 0o644 }, bytes);
     tar.finalize();
-    const paths = [...entries.keys()];
     // Each target's real parent must stay inside /workspace (a symlink the sandbox made may point anywhere); then
     // tar writes them as the sandbox's user, owning nothing it unpacks to anyone else.
     const script = [
@@ -371,15 +383,20 @@ export class ComputerService {
     ].join('\n');
     const chunks: Buffer[] = [];
     for await (const chunk of tar) chunks.push(chunk as Buffer);
-    const outcome = await this.deps.host!.exec(row.id, {
-      argv: ['/bin/sh', '-c', script, 'upload', ...paths],
-      cwd: WORKSPACE,
-      env: {},
-      stdin: Buffer.concat(chunks),
-      timeoutMs: 120_000,
-      outputLimitBytes: 64 * 1024,
-    });
-    await this.touch(row.id, false);
+    await this.touch(row.id, true);
+    let outcome: ExecOutcome;
+    try {
+      outcome = await this.deps.host!.exec(row.id, {
+        argv: ['/bin/sh', '-c', script, 'upload', ...paths],
+        cwd: WORKSPACE,
+        env: {},
+        stdin: Buffer.concat(chunks),
+        timeoutMs: 120_000,
+        outputLimitBytes: 64 * 1024,
+      });
+    } finally {
+      await this.touch(row.id, false);
+    }
     const culprit = outcome.stderr.toString().trim().split('\n')[0] ?? '';
     if (outcome.exitCode === 91) throw invalidArgument(`path: ${culprit} leads outside /workspace (through a symbolic link)`, { code: 'unsafe_path' });
     if (outcome.exitCode === 92) throw invalidArgument(`path: ${culprit} is a directory or a symbolic link; a file is written only over a file`, { code: 'unsafe_path' });
@@ -573,13 +590,18 @@ export class ComputerService {
   /** Execs under way, by sandbox: an idle sweep leaves those alone. */
   private readonly busy = new Map<string, number>();
 
-  private async touch(id: string, starting: boolean): Promise<void> {
+  /**
+   * A command or a transfer starts (the sweep leaves the sandbox alone meanwhile) or ends: its end is written, with
+   * the count of commands, in one statement after it, none before.
+   */
+  private async touch(id: string, starting: boolean, counted = false): Promise<void> {
     const count = (this.busy.get(id) ?? 0) + (starting ? 1 : -1);
     if (count > 0) this.busy.set(id, count);
     else this.busy.delete(id);
+    if (starting) return;
     await this.deps.db
       .updateTable('sandboxes')
-      .set({ last_active_at: this.now(), ...(starting ? { exec_count: sql<number>`exec_count + 1` } : {}) })
+      .set({ last_active_at: this.now(), ...(counted ? { exec_count: sql<number>`exec_count + 1` } : {}) })
       .where('id', '=', id)
       .execute();
   }

@@ -8,12 +8,14 @@
 // image, or the directory bound) under a directory in /run that any user may pass through but not list.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { chmod, chown, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
+/** Empty workspaces kept ready per size. */
+const READY_IMAGES = 2;
 
 export interface Workspaces {
   readonly kind: 'ext4 image' | 'directory';
@@ -62,7 +64,11 @@ export async function detectWorkspaces(root: string, owner: HostOwner): Promise<
     await chmod(dirname(mountRoot), 0o711);
   }
   // Nothing is mounted until a sandbox is made: a start of the runtime costs no loop device.
-  if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) return new ImageWorkspaces(root, mountRoot, owner);
+  if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) {
+    // Copies an earlier life made ahead are not trusted to be whole.
+    await rm(join(root, '.ready'), { recursive: true, force: true });
+    return new ImageWorkspaces(root, mountRoot, owner);
+  }
   return new DirectoryWorkspaces(root, mountRoot, owner);
 }
 
@@ -98,6 +104,27 @@ class ImageWorkspaces implements Workspaces {
     return made;
   }
 
+  /** Copies of the empty file system made ahead, per size: a new sandbox takes one (a rename) instead of copying. */
+  private readonly ready = new Map<number, string[]>();
+  private readonly refills = new Map<number, Promise<void>>();
+
+  private refill(diskMiB: number): void {
+    if (this.refills.has(diskMiB)) return;
+    const pool = this.ready.get(diskMiB) ?? [];
+    this.ready.set(diskMiB, pool);
+    const filling = (async () => {
+      await mkdir(join(this.root, '.ready'), { recursive: true });
+      while (pool.length < READY_IMAGES) {
+        const path = join(this.root, '.ready', `${diskMiB}MiB-${randomUUID()}.ext4`);
+        await run('cp', ['--sparse=always', await this.template(diskMiB), path]);
+        pool.push(path);
+      }
+    })()
+      .catch(() => undefined)
+      .finally(() => this.refills.delete(diskMiB));
+    this.refills.set(diskMiB, filling);
+  }
+
   async ensure(id: string, diskMiB: number): Promise<string> {
     const home = join(this.root, id);
     const image = join(home, 'workspace.ext4');
@@ -105,9 +132,14 @@ class ImageWorkspaces implements Workspaces {
     await mkdir(home, { recursive: true, mode: 0o700 });
     await mkdir(dir, { recursive: true, mode: 0o755 });
     if (!existsSync(image)) {
-      const partial = `${image}.partial`;
-      await run('cp', ['--sparse=always', await this.template(diskMiB), partial]);
-      await rename(partial, image);
+      const taken = this.ready.get(diskMiB)?.shift();
+      if (taken) await rename(taken, image);
+      else {
+        const partial = `${image}.partial`;
+        await run('cp', ['--sparse=always', await this.template(diskMiB), partial]);
+        await rename(partial, image);
+      }
+      this.refill(diskMiB);
     }
     if (!(await mounted(dir))) await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
     // lost+found is root's, in the sandbox's way: nothing in it matters to a workspace.
@@ -141,6 +173,9 @@ class ImageWorkspaces implements Workspaces {
   }
 
   async close(): Promise<void> {
+    await Promise.all(this.refills.values());
+    await rm(join(this.root, '.ready'), { recursive: true, force: true });
+    this.ready.clear();
     await rmdir(this.mountRoot).catch(() => undefined);
   }
 
