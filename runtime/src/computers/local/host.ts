@@ -2,12 +2,11 @@
 // the runtime may write them (rlimits and signals where it may not), each /workspace an ext4 image where it may
 // mount (a directory where not). The default for npm start. A sandbox's processes end with the runtime
 // (--die-with-parent); its /workspace stays, and starting it again mounts it again.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { Logger } from '@agentplane/lib/logging';
 import {
   SandboxNotRunningError,
@@ -19,7 +18,8 @@ import {
   type SandboxStart,
   type SandboxUsage,
 } from '../host.js';
-import { baseEnvironment, execArgs, HOST_ETC, LAUNCHER, sandboxArgs, sandboxFiles, type SandboxLayout } from './bwrap.js';
+import { baseEnvironment, execArgs, FD, HOST_ETC, LAUNCHER, sandboxArgs, sandboxFiles, type SandboxLayout } from './bwrap.js';
+import { Spawner, type SpawnedProgram } from './spawner.js';
 import { detectCgroups, type SandboxCgroups } from './cgroups.js';
 import { detectWorkspaces, type Workspaces } from './workspaces.js';
 
@@ -36,7 +36,8 @@ export interface LocalHostOptions {
 }
 
 interface Held {
-  tree: ChildProcess;
+  /** The launcher's PID, which became bubblewrap's (the sandbox's outermost process). */
+  treePid: number;
   /** bubblewrap's PID 1 in the sandbox, as the host sees it: what each exec joins. */
   initPid: number;
   pidNamespace: number;
@@ -58,6 +59,7 @@ export class LocalSandboxHost implements SandboxHost {
     private readonly options: LocalHostOptions,
     private readonly cgroups: SandboxCgroups | undefined,
     private readonly workspaces: Workspaces,
+    private readonly spawner: Spawner,
   ) {
     this.hostUid = this.asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
     this.layout = {
@@ -82,8 +84,10 @@ export class LocalSandboxHost implements SandboxHost {
     const hostUid = asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
     if (asRoot && hostUid === 0) throw new Error('a sandbox never runs as root on the host: choose another host uid');
     const cgroups = options.cgroups === false || !asRoot ? undefined : await detectCgroups();
-    const workspaces = await detectWorkspaces(options.root, { uid: hostUid, gid: hostUid });
-    return new LocalSandboxHost(options, cgroups, workspaces);
+    // Every program the host runs is started by a small process of its own: a fork from the runtime costs what it holds.
+    const spawner = new Spawner();
+    const workspaces = await detectWorkspaces(options.root, { uid: hostUid, gid: hostUid }, spawner);
+    return new LocalSandboxHost(options, cgroups, workspaces, spawner);
   }
 
   describe(): HostDescription {
@@ -129,7 +133,11 @@ export class LocalSandboxHost implements SandboxHost {
     const wrapped = this.cgroups
       ? command
       : ['/usr/bin/prlimit', `--as=${limits.memoryMiB * 1024 * 1024}`, `--nproc=${limits.processes}`, `--fsize=${limits.diskMiB * 1024 * 1024}`, '--', ...command];
-    const tree = spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', ...wrapped], {
+    let stderr = '';
+    let report = '';
+    let reported: (info: { 'child-pid': number; 'pid-namespace': number }) => void;
+    const info = new Promise<{ 'child-pid': number; 'pid-namespace': number }>((resolve) => (reported = resolve));
+    const tree = this.spawner.spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', ...wrapped], {
       env: {
         ...baseEnvironment(),
         AP_HOME: home,
@@ -137,31 +145,33 @@ export class LocalSandboxHost implements SandboxHost {
         ...(this.asRoot ? { AP_AS: String(this.hostUid) } : {}),
       },
       // fds 6 to 8 are the launcher's to open; 9 is bubblewrap's report of the sandbox's PID 1.
-      stdio: ['ignore', 'ignore', 'pipe', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    tree.stderr?.on('data', (chunk: Buffer) => {
-      if (stderr.length < 4096) stderr += chunk.toString();
-    });
-    const exited = new Promise<void>((resolve) => tree.once('exit', () => resolve()));
-    const info = await new Promise<{ 'child-pid': number; 'pid-namespace': number }>((resolve, reject) => {
-      let text = '';
-      const report = (tree.stdio as unknown as Readable[])[9]!;
-      report.on('data', (chunk: Buffer) => {
-        text += chunk.toString();
-        try {
-          resolve(JSON.parse(text));
-        } catch {
-          // not whole yet
+      extraPipes: [FD.info],
+      onData: (stream: string, chunk: Buffer) => {
+        if (stream === 'stderr' && stderr.length < 4096) stderr += chunk.toString();
+        if (stream === `fd${FD.info}`) {
+          report += chunk.toString();
+          try {
+            reported(JSON.parse(report));
+          } catch {
+            // not whole yet
+          }
         }
-      });
-      tree.once('exit', (code, signal) => reject(new Error(`the sandbox did not start (bubblewrap ended with ${code ?? signal}): ${stderr.trim()}`)));
-      tree.once('error', reject);
+      },
     });
+    tree.end();
+    const exited = tree.exited.then(
+      () => undefined,
+      () => undefined,
+    );
+    const early = exited.then(() => {
+      throw new Error(`the sandbox did not start (bubblewrap ended): ${stderr.trim()}`);
+    });
+    const started = await Promise.race([info, early]);
+    const treePid = await tree.pid;
     // bubblewrap reports its PID 1 before it has finished the sandbox (user and group maps, mounts): the sandbox is
     // ready once its one program runs.
-    await programRunning(info['child-pid'], exited);
-    const held: Held = { tree, initPid: info['child-pid'], pidNamespace: info['pid-namespace'], paused: false, exited };
+    await programRunning(started['child-pid'], exited);
+    const held: Held = { treePid, initPid: started['child-pid'], pidNamespace: started['pid-namespace'], paused: false, exited };
     this.held.set(id, held);
     void exited.then(() => {
       if (this.held.get(id) === held) {
@@ -183,30 +193,25 @@ export class LocalSandboxHost implements SandboxHost {
     const started = performance.now();
     const group = `exec-${randomBytes(6).toString('hex')}`;
     if (this.cgroups) await this.cgroups.prepareExec(id, group);
-    const child = spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv)], {
-      env: { ...baseEnvironment(), ...spec.env, AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id, group).join('\n') : '' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-      // Its own process group: without cgroups, what a timeout kills.
-      detached: !this.cgroups,
-    });
     const keep = spec.keep !== false;
     const output = { stdout: new Capture(spec.outputLimitBytes, keep), stderr: new Capture(spec.outputLimitBytes, keep) };
-    for (const stream of ['stdout', 'stderr'] as const) {
-      child[stream]?.on('data', (chunk: Buffer) => {
+    const child = this.spawner.spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv)], {
+      env: { ...baseEnvironment(), ...spec.env, AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id, group).join('\n') : '' },
+      // Its own process group: without cgroups, what a timeout kills.
+      detached: !this.cgroups,
+      onData: (stream: string, chunk: Buffer) => {
+        if (stream !== 'stdout' && stream !== 'stderr') return;
         const kept = output[stream].add(chunk);
         if (kept && spec.onOutput) spec.onOutput(stream, kept);
-      });
-    }
-    feed(child.stdin!, spec.stdin);
+      },
+    });
+    feed(child, spec.stdin);
     let timedOut = false;
     const killTree = async () => {
       if (this.cgroups) await this.cgroups.kill(id, group).catch((error: unknown) => this.options.logger.warn({ err: error, sandbox_id: id }, 'could not end an exec\'s processes'));
-      else if (child.pid) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {
-          // ended already
-        }
+      else {
+        const pid = await child.pid.catch(() => undefined);
+        if (pid) signal(-pid, 'SIGKILL');
       }
     };
     const timer = setTimeout(() => {
@@ -219,22 +224,18 @@ export class LocalSandboxHost implements SandboxHost {
     };
     spec.signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-        child.once('error', reject);
-        child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
-      });
+      const { code, signal: endedBy } = await child.exited;
       // What the command wrote before it ended is read; a process it left running in the background may hold the
       // pipes open for good, so the wait is short.
-      await Promise.race([Promise.all([ended(child.stdout!), ended(child.stderr!)]), new Promise((resolve) => setTimeout(resolve, 100))]);
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      await Promise.race([child.closed, new Promise((resolve) => setTimeout(resolve, 100))]);
+      child.release();
       if (timedOut) await killTree();
       // The exec's group goes once its processes have; one it left running in the background keeps it until the
       // sandbox stops.
       else if (this.cgroups) void this.cgroups.release(id, group).catch(() => undefined);
       return {
         exitCode: timedOut ? null : code,
-        signal: timedOut ? 'SIGKILL' : signal,
+        signal: timedOut ? 'SIGKILL' : endedBy,
         timedOut,
         stdout: output.stdout.bytes(),
         stderr: output.stderr.bytes(),
@@ -274,7 +275,7 @@ export class LocalSandboxHost implements SandboxHost {
     if (held) {
       // PID 1 of the sandbox ends, and the kernel ends everything else in its PID namespace with it.
       if (!this.cgroups) for (const pid of await this.processesOf(held)) signal(pid, 'SIGKILL');
-      signal(held.tree.pid, 'SIGKILL');
+      signal(held.treePid, 'SIGKILL');
       await held.exited;
     }
     await this.workspaces.release(id);
@@ -301,6 +302,7 @@ export class LocalSandboxHost implements SandboxHost {
   async close(): Promise<void> {
     await Promise.all([...this.held.keys()].map((id) => this.stop(id).catch(() => undefined)));
     await this.workspaces.close();
+    this.spawner.close();
   }
 
   /** Every process in the sandbox's PID namespace, as the host numbers them (the path without cgroups). */
@@ -344,20 +346,16 @@ function signal(pid: number | undefined, name: NodeJS.Signals): void {
   }
 }
 
-function feed(stdin: Writable, input: Buffer | Readable | undefined): void {
-  // A command that does not read its input closes the pipe early: that is its business, not an error.
-  stdin.on('error', () => undefined);
-  if (input === undefined) stdin.end();
-  else if (Buffer.isBuffer(input)) stdin.end(input);
-  else input.pipe(stdin);
-}
-
-function ended(stream: Readable): Promise<void> {
-  return new Promise((resolve) => {
-    if (stream.readableEnded || stream.destroyed) return resolve();
-    stream.once('end', () => resolve());
-    stream.once('close', () => resolve());
-  });
+function feed(program: SpawnedProgram, input: Buffer | Readable | undefined): void {
+  if (input === undefined) program.end();
+  else if (Buffer.isBuffer(input)) {
+    if (input.length > 0) program.write(input);
+    program.end();
+  } else {
+    input.on('data', (chunk: Buffer) => program.write(chunk));
+    input.once('end', () => program.end());
+    input.once('error', () => program.end());
+  }
 }
 
 /** Keeps up to `limit` bytes of a stream and counts the rest. */

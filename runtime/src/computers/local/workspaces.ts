@@ -6,14 +6,12 @@
 // A sandbox started by a root runtime runs as another host user, which bubblewrap must be able to reach its
 // /workspace as: the data dir may sit under a home only root can enter, so there each workspace is mounted (the
 // image, or the directory bound) under a directory in /run that any user may pass through but not list.
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createHash, randomUUID } from 'node:crypto';
 import { chmod, chown, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
+import type { Spawner } from './spawner.js';
 
-const run = promisify(execFile);
 /** Empty workspaces kept ready per size. */
 const READY_IMAGES = 2;
 
@@ -33,6 +31,9 @@ export interface Workspaces {
   /** Removes the mount directory once no workspace is mounted in it (they are mounted again at the next start). */
   close(): Promise<void>;
 }
+
+/** Runs a program to its end (through the host's spawner); its stdout. */
+type Run = (command: string, args: string[]) => Promise<string>;
 
 /** The owner the sandbox's user is on the host: what /workspace belongs to. */
 export interface HostOwner {
@@ -54,7 +55,8 @@ export function mountRootFor(root: string): string {
   return join('/run/agentplane-sandboxes', createHash('sha256').update(root).digest('hex').slice(0, 12));
 }
 
-export async function detectWorkspaces(root: string, owner: HostOwner): Promise<Workspaces> {
+export async function detectWorkspaces(root: string, owner: HostOwner, spawner: Spawner): Promise<Workspaces> {
+  const run = (command: string, args: string[]) => spawner.run(command, args);
   await mkdir(root, { recursive: true, mode: 0o700 });
   const asRoot = process.getuid?.() === 0;
   const mountRoot = asRoot ? mountRootFor(root) : undefined;
@@ -67,9 +69,9 @@ export async function detectWorkspaces(root: string, owner: HostOwner): Promise<
   if (mountRoot && existsSync('/usr/sbin/mkfs.ext4') && existsSync('/dev/loop-control')) {
     // Copies an earlier life made ahead are not trusted to be whole.
     await rm(join(root, '.ready'), { recursive: true, force: true });
-    return new ImageWorkspaces(root, mountRoot, owner);
+    return new ImageWorkspaces(root, mountRoot, owner, run);
   }
-  return new DirectoryWorkspaces(root, mountRoot, owner);
+  return new DirectoryWorkspaces(root, mountRoot, owner, run);
 }
 
 class ImageWorkspaces implements Workspaces {
@@ -81,6 +83,7 @@ class ImageWorkspaces implements Workspaces {
     private readonly root: string,
     private readonly mountRoot: string,
     private readonly owner: HostOwner,
+    private readonly run: Run,
   ) {}
 
   private template(diskMiB: number): Promise<string> {
@@ -91,9 +94,9 @@ class ImageWorkspaces implements Workspaces {
         if (!existsSync(path)) {
           await mkdir(dirname(path), { recursive: true });
           const partial = `${path}.partial`;
-          await run('truncate', ['-s', `${diskMiB}M`, partial]);
+          await this.run('truncate', ['-s', `${diskMiB}M`, partial]);
           // No reserved blocks (the sandbox gets all of it), a small journal, the root owned by the sandbox's user.
-          await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-J', 'size=4', '-E', `root_owner=${this.owner.uid}:${this.owner.gid}`, partial]);
+          await this.run('mkfs.ext4', ['-q', '-F', '-m', '0', '-J', 'size=4', '-E', `root_owner=${this.owner.uid}:${this.owner.gid}`, partial]);
           await rename(partial, path);
         }
         return path;
@@ -116,7 +119,7 @@ class ImageWorkspaces implements Workspaces {
       await mkdir(join(this.root, '.ready'), { recursive: true });
       while (pool.length < READY_IMAGES) {
         const path = join(this.root, '.ready', `${diskMiB}MiB-${randomUUID()}.ext4`);
-        await run('cp', ['--sparse=always', await this.template(diskMiB), path]);
+        await this.run('cp', ['--sparse=always', await this.template(diskMiB), path]);
         pool.push(path);
       }
     })()
@@ -136,12 +139,12 @@ class ImageWorkspaces implements Workspaces {
       if (taken) await rename(taken, image);
       else {
         const partial = `${image}.partial`;
-        await run('cp', ['--sparse=always', await this.template(diskMiB), partial]);
+        await this.run('cp', ['--sparse=always', await this.template(diskMiB), partial]);
         await rename(partial, image);
       }
       this.refill(diskMiB);
     }
-    if (!(await mounted(dir))) await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
+    if (!(await mounted(dir))) await this.run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
     // lost+found is root's, in the sandbox's way: nothing in it matters to a workspace.
     await rm(join(dir, 'lost+found'), { recursive: true, force: true });
     return dir;
@@ -157,7 +160,7 @@ class ImageWorkspaces implements Workspaces {
   async remove(id: string): Promise<void> {
     const dir = join(this.mountRoot, id);
     // Lazily: a process still holding a file there (being killed) would keep a plain umount busy.
-    if (await mounted(dir)) await run('umount', ['-l', dir]);
+    if (await mounted(dir)) await this.run('umount', ['-l', dir]);
     await rm(dir, { recursive: true, force: true });
     await rm(join(this.root, id), { recursive: true, force: true });
   }
@@ -168,7 +171,7 @@ class ImageWorkspaces implements Workspaces {
 
   async release(id: string): Promise<void> {
     const dir = join(this.mountRoot, id);
-    if (await mounted(dir)) await run('umount', ['-l', dir]);
+    if (await mounted(dir)) await this.run('umount', ['-l', dir]);
     await rmdir(dir).catch(() => undefined);
   }
 
@@ -191,6 +194,7 @@ class DirectoryWorkspaces implements Workspaces {
     private readonly root: string,
     private readonly mountRoot: string | undefined,
     private readonly owner: HostOwner,
+    private readonly run: Run,
   ) {}
 
   async ensure(id: string): Promise<string> {
@@ -202,7 +206,7 @@ class DirectoryWorkspaces implements Workspaces {
     if (!this.mountRoot) return dir;
     const bound = join(this.mountRoot, id);
     await mkdir(bound, { recursive: true, mode: 0o755 });
-    if (!(await mounted(bound))) await run('mount', ['--bind', dir, bound]);
+    if (!(await mounted(bound))) await this.run('mount', ['--bind', dir, bound]);
     return bound;
   }
 
@@ -213,7 +217,7 @@ class DirectoryWorkspaces implements Workspaces {
   async release(id: string): Promise<void> {
     if (!this.mountRoot) return;
     const bound = join(this.mountRoot, id);
-    if (await mounted(bound)) await run('umount', ['-l', bound]);
+    if (await mounted(bound)) await this.run('umount', ['-l', bound]);
     await rmdir(bound).catch(() => undefined);
   }
 
@@ -227,7 +231,7 @@ class DirectoryWorkspaces implements Workspaces {
 
   async used(id: string): Promise<number | null> {
     try {
-      const { stdout } = await run('du', ['-sb', join(this.root, id, 'workspace')]);
+      const stdout = await this.run('du', ['-sb', join(this.root, id, 'workspace')]);
       return Number(stdout.split('\t')[0]);
     } catch {
       return null;
@@ -237,7 +241,7 @@ class DirectoryWorkspaces implements Workspaces {
   async remove(id: string): Promise<void> {
     if (this.mountRoot) {
       const bound = join(this.mountRoot, id);
-      if (await mounted(bound)) await run('umount', ['-l', bound]);
+      if (await mounted(bound)) await this.run('umount', ['-l', bound]);
       await rm(bound, { recursive: true, force: true });
     }
     await rm(join(this.root, id), { recursive: true, force: true });
