@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane the operator suites run against: kube-apiserver, kube-controller-manager,
-# kube-scheduler (kwok fakes kubelets, not scheduling), kubectl and etcd from one wrapper Go module, plus kwok
-# (fake nodes) and helm. Everything lands in the cache under a versioned name, so a warm cache rebuilds nothing
+# kube-scheduler (kwok fakes kubelets, not scheduling), kubectl, kubelet (a real node for the suites that run Pods,
+# test/harness/kubelet.ts) and etcd from one wrapper Go module, plus kwok (fake nodes) and helm. Everything lands in the cache under a versioned name, so a warm cache rebuilds nothing
 # and a version bump never reuses a stale binary.
 #
 # Usage: hack/k8s-binaries.sh CACHE_DIR   (called by hack/test-deps.sh)
@@ -18,11 +18,12 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 log() { printf '[k8s-binaries] %s\n' "$*"; }
 
 K8S_DIR="$CACHE/kubernetes-$K8S_VERSION"
-K8S_COMMANDS="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+K8S_COMMANDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet"
 missing=""
 for b in $K8S_COMMANDS etcd; do [ -x "$K8S_DIR/$b" ] || missing+=" $b"; done
 if [ -n "$missing" ]; then
-  log "building Kubernetes $K8S_VERSION and its etcd (first run only; takes a while on two cores)"
+  # Only what is missing is built: a command added to the list later costs one build, not all of them.
+  log "building Kubernetes $K8S_VERSION:$missing (first run only; takes a while on two cores)"
   work="$CACHE/kubernetes-build.partial"
   rm -rf "$work" && mkdir -p "$work"
   gomod="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
@@ -55,20 +56,25 @@ EOF
     cd "$work"
     go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" \
-      "go.etcd.io/etcd/server/v3@$etcd_version"
+      "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" "go.etcd.io/etcd/server/v3@$etcd_version"
     ldflags=""
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
       ldflags+=" -X $pkg.gitTreeState=clean"
     done
-    for cmd in $K8S_COMMANDS; do
+    for cmd in $missing; do
       log "go build $cmd"
-      go build -trimpath -ldflags "-s -w $ldflags" -o "$work/out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      if [ "$cmd" = etcd ]; then
+        go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" "go.etcd.io/etcd/server/v3"
+      else
+        go build -trimpath -ldflags "-s -w $ldflags" -o "$work/out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      fi
     done
-    log "go build etcd $etcd_version"
-    go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" "go.etcd.io/etcd/server/v3"
   )
-  rm -rf "$K8S_DIR" && mv "$work/out" "$K8S_DIR" && rm -rf "$work"
+  # Each binary is renamed into place once built, so an interrupted build never leaves one that looks complete.
+  mkdir -p "$K8S_DIR"
+  for b in $missing; do mv "$work/out/$b" "$K8S_DIR/$b"; done
+  rm -rf "$work"
 fi
 for b in $K8S_COMMANDS etcd; do ln -sf "$K8S_DIR/$b" "$BIN/$b"; done
 log "kubernetes: $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | awk 'NR == 1 { print $3 }')"

