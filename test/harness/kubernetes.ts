@@ -1,7 +1,8 @@
 // A real Kubernetes control plane for tests: etcd, kube-apiserver (its own CA, service-account tokens, RBAC),
 // kube-controller-manager, kube-scheduler and kwok with one fake node, so Pods of Deployments reach Running
 // without a kubelet. All are local child processes on free loopback ports in one temp dir, built from source
-// by hack/k8s-binaries.sh (docs/decisions/0020-kubernetes-test-cluster.md says why and how).
+// by hack/k8s-binaries.sh (docs/decisions/0020-kubernetes-test-cluster.md says why and how). With `kubelet: true` the
+// control plane is ready for a real kubelet beside it (test/harness/kubelet.ts, decision 0078).
 import { spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,6 +58,12 @@ export interface KubernetesCluster {
   caData: string;
   /** A client for the admin kubeconfig. */
   kubeConfig(): k8s.KubeConfig;
+  /** The cluster's temp dir, removed by stop(); a kubelet started beside the cluster keeps its state here. */
+  dir: string;
+  /** The CA (certificate and key) the cluster trusts, for certificates of components started beside it. */
+  ca: { certPath: string; keyPath: string };
+  /** Runs `stop` first when the cluster stops (something started beside it, such as a kubelet). */
+  onStop(stop: () => Promise<void>): void;
   /** Writes a kubeconfig that authenticates with `token` (say, a ServiceAccount's) and returns its path. */
   kubeconfigForToken(token: string, name: string): string;
   kubectl(args: string[], options?: { input?: string; kubeconfig?: string }): Promise<CommandResult>;
@@ -69,6 +76,13 @@ export interface KubernetesOptions {
   controllerManager?: boolean;
   /** kube-scheduler plus kwok with the fake node `kwok-node-0`, so Pods run. Default true. */
   kwok?: boolean;
+  /**
+   * Ready for a real kubelet (test/harness/kubelet.ts): kube-apiserver reaches kubelets by InternalIP with client
+   * credentials, checks their serving certificates against the cluster's CA and allows privileged Pods (Pod
+   * Security admission refuses them per namespace), kube-controller-manager provisions
+   * host-path volumes (`--enable-hostpath-provisioner`), and kube-scheduler runs even without kwok. Default false.
+   */
+  kubelet?: boolean;
 }
 
 /** The fake node Pods are scheduled on; kwok plays its kubelet. */
@@ -84,14 +98,14 @@ const clusterName = 'agentplane-test';
 export async function startKubernetes(binaries: KubernetesBinaries, options: KubernetesOptions = {}): Promise<KubernetesCluster> {
   const root = makeTempDir('kubernetes');
   // Every process that was started, stopped in reverse order by stop() or when a later one fails to start.
-  const running: RunningProcess[] = [];
+  const running: Pick<RunningProcess, 'stop'>[] = [];
   const stopAll = async () => {
     for (const component of running.reverse()) await component.stop();
     running.length = 0;
     rmSync(root, { recursive: true, force: true });
   };
   try {
-    const pki = writePki(join(root, 'pki'));
+    const pki = writePki(join(root, 'pki'), options.kubelet === true);
     const adminToken = randomBytes(24).toString('hex');
     writeFileSync(join(root, 'pki', 'tokens.csv'), `${adminToken},${adminUser},${adminUser},"system:masters"\n`);
 
@@ -124,6 +138,16 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
           '--endpoint-reconciler-type=none',
           '--enable-priority-and-fairness=false',
           '--profiling=false',
+          ...(pki.kubeletClient
+            ? [
+                `--kubelet-client-certificate=${pki.kubeletClient.cert}`,
+                `--kubelet-client-key=${pki.kubeletClient.key}`,
+                `--kubelet-certificate-authority=${pki.caCert}`,
+                '--kubelet-preferred-address-types=InternalIP',
+                // As a real cluster: privileged Pods are for Pod Security admission to refuse per namespace.
+                '--allow-privileged=true',
+              ]
+            : []),
         ],
         dir: mkdirIn(root, 'kube-apiserver'),
         ready: async () => (await httpsGet(`${server}/readyz`, pki.caPem, adminToken)) === 200,
@@ -160,6 +184,8 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
             `--secure-port=${healthPort}`,
             `--cert-dir=${join(root, 'kube-controller-manager')}`,
             '--profiling=false',
+            // PersistentVolumes for a real kubelet: directories under /tmp/hostpath_pv on this machine.
+            ...(options.kubelet ? ['--enable-hostpath-provisioner'] : []),
           ],
           dir: mkdirIn(root, 'kube-controller-manager'),
           // The ServiceAccount controller creating `default` shows the controllers run; Pods need that account.
@@ -169,7 +195,7 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
       );
     }
 
-    if (options.kwok !== false) {
+    if (options.kwok !== false || options.kubelet) {
       const schedulerPort = await freePort();
       running.push(
         await startProcess({
@@ -190,6 +216,9 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
           readyTimeoutMs: 60_000,
         }),
       );
+    }
+
+    if (options.kwok !== false) {
       const kwokDir = mkdirIn(root, 'kwok');
       const kwok = await startProcess({
         name: 'kwok',
@@ -238,6 +267,9 @@ export async function startKubernetes(binaries: KubernetesBinaries, options: Kub
       server,
       kubeconfigPath,
       caData: pki.caPem,
+      dir: root,
+      ca: { certPath: pki.caCert, keyPath: pki.caKey },
+      onStop: (stop) => running.push({ stop }),
       kubeConfig: () => adminClient(kubeconfigPath),
       kubeconfigForToken(token, name) {
         const safeName = name.replace(/[^a-zA-Z0-9_.-]/g, '-');
@@ -295,18 +327,21 @@ function startEtcd(binary: string, dir: string, clientPort: number, peerPort: nu
 
 interface Pki {
   caCert: string;
+  caKey: string;
   caPem: string;
   servingCert: string;
   servingKey: string;
   serviceAccountKey: string;
   serviceAccountPublicKey: string;
+  /** kube-apiserver's client certificate for kubelets (exec, logs), when a kubelet is wanted. */
+  kubeletClient?: { cert: string; key: string };
 }
 
 /**
  * A CA and the API server's serving certificate for 127.0.0.1 and the in-cluster names (openssl: node:crypto
  * cannot issue certificates), and the key that signs service-account tokens.
  */
-function writePki(dir: string): Pki {
+function writePki(dir: string, kubeletClient: boolean): Pki {
   mkdirSync(dir, { recursive: true });
   const file = (name: string) => join(dir, name);
   writeFileSync(
@@ -325,6 +360,11 @@ function writePki(dir: string): Pki {
       'extendedKeyUsage = serverAuth',
       'subjectAltName = IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1',
       'authorityKeyIdentifier = keyid',
+      '[client]',
+      'basicConstraints = critical,CA:FALSE',
+      'keyUsage = critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage = clientAuth',
+      'authorityKeyIdentifier = keyid',
       '',
     ].join('\n'),
   );
@@ -332,16 +372,23 @@ function writePki(dir: string): Pki {
   openssl(['req', '-x509', '-config', file('openssl.cnf'), '-extensions', 'ca', ...ec, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '7', '-subj', '/CN=agentplane-test-ca']);
   openssl(['req', '-new', '-config', file('openssl.cnf'), ...ec, '-keyout', file('serving.key'), '-out', file('serving.csr'), '-subj', '/CN=kube-apiserver']);
   openssl(['x509', '-req', '-in', file('serving.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-set_serial', '2', '-days', '7', '-extfile', file('openssl.cnf'), '-extensions', 'serving', '-out', file('serving.crt')]);
+  if (kubeletClient) {
+    // In system:masters, so a kubelet that asks the API server whether a caller may exec lets it.
+    openssl(['req', '-new', '-config', file('openssl.cnf'), ...ec, '-keyout', file('kubelet-client.key'), '-out', file('kubelet-client.csr'), '-subj', '/O=system:masters/CN=kube-apiserver-kubelet-client']);
+    openssl(['x509', '-req', '-in', file('kubelet-client.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-set_serial', '3', '-days', '7', '-extfile', file('openssl.cnf'), '-extensions', 'client', '-out', file('kubelet-client.crt')]);
+  }
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   writeFileSync(file('service-account.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }));
   writeFileSync(file('service-account.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
   return {
     caCert: file('ca.crt'),
+    caKey: file('ca.key'),
     caPem: readFileSync(file('ca.crt'), 'utf8'),
     servingCert: file('serving.crt'),
     servingKey: file('serving.key'),
     serviceAccountKey: file('service-account.key'),
     serviceAccountPublicKey: file('service-account.pub'),
+    ...(kubeletClient ? { kubeletClient: { cert: file('kubelet-client.crt'), key: file('kubelet-client.key') } } : {}),
   };
 }
 
