@@ -12,7 +12,7 @@ describe('the agent\'s computer', () => {
   beforeAll(async () => {
     world = await chatWorld({ COMPUTER_HOST: 'local' });
     const ceiling = world.tenant.configuration.ceiling;
-    const pushed = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'computer'] } });
+    const pushed = await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'computer', 'triggers'] } });
     if (pushed.status !== 200) throw new Error(`widening the ceiling answered ${pushed.status}`);
   }, 120_000);
   afterAll(async () => {
@@ -54,6 +54,28 @@ describe('the agent\'s computer', () => {
     expect(lastToolMessage()).toBe('42\n');
     const again = (await (await world.rt.endUser('/computers/sessions', token)).json()) as { sandboxes: Array<{ id: string }> };
     expect(again.sandboxes.map((sandbox) => sandbox.id)).toEqual([box.id]);
+  });
+
+  it('serves an unattended run: a trigger\'s turn runs a command in its conversation\'s sandbox, audited as unattended', async () => {
+    const token = await world.token({ capabilities: ['chat', 'computer', 'triggers'], sub: 'acme:dora', scope: 'acme:dora' });
+    const made = await world.rt.endUser('/triggers', token, { method: 'POST', body: JSON.stringify({ name: 'build', prompt: 'Build what the event names.' }) });
+    expect(made.status, await made.clone().text()).toBe(201);
+    const trigger = (await made.json()) as { url: string };
+    world.fake.script({ toolCalls: [{ id: 'c1', name: 'run_command', arguments: JSON.stringify({ command: 'echo built > artifact.txt; echo done' }) }] }, 'Built.');
+    const fired = await fetch(trigger.url.replace(/^https?:\/\/[^/]+/, world.rt.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"target":"x"}' });
+    expect(fired.status).toBe(200);
+    const box = await eventually(async () => {
+      const listed = (await (await world.rt.endUser('/computers/sessions', token)).json()) as { sandboxes: Array<{ id: string; session_id: string | null; state: string; exec_count: number }> };
+      return listed.sandboxes.find((sandbox) => sandbox.session_id !== null && sandbox.exec_count === 1 && sandbox.state === 'paused');
+    });
+    expect(await (await world.rt.endUser(`/computers/sessions/${box.id}/files?path=artifact.txt`, token)).text()).toBe('built\n');
+    expect(lastToolMessage()).toBe('exit code 0\nstdout:\ndone\n');
+    // Audit entries are written in batches, a moment after.
+    const audit = await eventually(async () => {
+      const rows = await world.rt.runtime.database.db.selectFrom('audit_log').select(['actor', 'actor_kind']).where('action', '=', 'sandbox.exec').where('actor', '=', 'acme:dora').execute();
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(audit).toEqual([{ actor: 'acme:dora', actor_kind: 'unattended' }]);
   });
 
   it('cuts a long output before the model sees it, and says so', async () => {
