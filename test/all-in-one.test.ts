@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { REPEATED_SIGNAL_SECONDS } from '@agentplane/lib/http/lifecycle';
 import { walkThrough } from '../hack/identity-walkthrough.js';
-import { freePort, makeTempDir, typeScriptNodeArgs } from './harness/process.js';
+import { freePort, makeTempDir, outputLines, typeScriptNodeArgs } from './harness/process.js';
 
 const root = join(import.meta.dirname, '..');
 
@@ -28,16 +28,7 @@ async function startAllInOne(env: Record<string, string>, nodeArgs: string[] = [
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_FORMAT: 'json', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const lines: string[] = [];
-  let buffer = '';
-  const collect = (chunk: Buffer) => {
-    buffer += chunk.toString();
-    const parts = buffer.split('\n');
-    buffer = parts.pop() ?? '';
-    lines.push(...parts);
-  };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
+  const lines = outputLines(child);
   running.add(child);
   const exited = new Promise<number | null>((resolve) =>
     child.once('exit', (code) => {

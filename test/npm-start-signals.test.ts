@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer } from './fakes/openai-server.js';
 import { eventually } from './harness/eventually.js';
-import { freePort, makeTempDir } from './harness/process.js';
+import { freePort, makeTempDir, outputLines } from './harness/process.js';
 import { sseEvents, type SseEvent } from './harness/sse.js';
 
 const root = join(import.meta.dirname, '..');
@@ -34,16 +34,7 @@ function npmStart(env: Record<string, string>): NpmStart {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   groups.add(npm.pid!);
-  const lines: string[] = [];
-  let buffer = '';
-  const collect = (chunk: Buffer) => {
-    buffer += chunk.toString();
-    const parts = buffer.split('\n');
-    buffer = parts.pop() ?? '';
-    lines.push(...parts);
-  };
-  npm.stdout!.on('data', collect);
-  npm.stderr!.on('data', collect);
+  const lines = outputLines(npm);
   const exited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
   return { npm, lines, exited };
 }

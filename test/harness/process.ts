@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 
 // Root's home is not readable by the unprivileged user PostgreSQL must run as, so root caches in /var/cache.
 // hack/test-deps.sh makes the same choice.
@@ -154,4 +155,19 @@ export async function startProcess(options: StartOptions): Promise<RunningProces
     await new Promise((r) => setTimeout(r, 100));
   }
   return { child, dir: options.dir, output: () => tail, stop };
+}
+
+/** Collects a child's stdout and stderr as whole lines, in the order they come (a partial last line waits). */
+export function outputLines(child: { stdout: Readable | null; stderr: Readable | null }): string[] {
+  const lines: string[] = [];
+  let buffer = '';
+  const collect = (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const parts = buffer.split('\n');
+    buffer = parts.pop() ?? '';
+    lines.push(...parts);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  return lines;
 }
