@@ -139,13 +139,19 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     (stopping ??= (async () => {
       stopWatch();
       // Pods first, through the API while the kubelet runs: it stops each sandbox as a kubelet does (CNI DEL, the
-      // network namespace removed). Then whatever is left is killed through containerd, then by cgroup.
-      await deletePodsOnNode(core, nodeName).catch(() => {});
-      await eventually(async () => (await ctr(['tasks', 'list', '--quiet'], 5_000)).stdout.trim() === '', {
-        what: 'every container stopped',
-        timeoutMs: 30_000,
-        intervalMs: 250,
-      }).catch(() => {});
+      // network namespace removed). Then whatever is left is killed through containerd, then by cgroup (all of it,
+      // without the wait, when the API server is gone).
+      const deleted = await deletePodsOnNode(core, nodeName).then(
+        () => true,
+        () => false,
+      );
+      if (deleted) {
+        await eventually(async () => (await ctr(['tasks', 'list', '--quiet'], 5_000)).stdout.trim() === '', {
+          what: 'every container stopped',
+          timeoutMs: 30_000,
+          intervalMs: 250,
+        }).catch(() => {});
+      }
       await kubelet?.stop().catch(() => {});
       await removeContainers(ctr).catch(() => {});
       await containerd?.stop().catch(() => {});
