@@ -119,7 +119,8 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
 
   let containerd: RunningProcess | undefined;
   let kubelet: RunningProcess | undefined;
-  const netnsBefore = new Set(networkNamespaces());
+  // The Pods' network namespaces, noted as stop() begins: they live in a directory every containerd shares.
+  let podNetworkNamespaces: string[] = [];
   const ownedVolumes = new Set<string>();
   let stopWatch = () => {};
   const ctr = (args: string[], timeoutMs = 60_000) => run(binaries.ctr, ['--address', paths.socket, '--namespace', 'k8s.io', ...args], timeoutMs);
@@ -130,7 +131,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     for (const mount of mountsUnder(base)) found.push(`mount ${mount}`);
     for (const dir of cgroupDirs(cgroupName)) if (existsSync(dir)) found.push(`cgroup ${dir}`);
     if (existsSync(`/sys/class/net/${bridge}`)) found.push(`bridge ${bridge}`);
-    for (const netns of networkNamespaces()) if (!netnsBefore.has(netns)) found.push(`network namespace ${netns}`);
+    for (const netns of podNetworkNamespaces) if (existsSync(netns)) found.push(`network namespace ${netns}`);
     return found;
   };
 
@@ -138,6 +139,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
   const stop = () =>
     (stopping ??= (async () => {
       stopWatch();
+      podNetworkNamespaces = await networkNamespacesOf(ctr).catch(() => []);
       // Pods first, through the API while the kubelet runs: it stops each sandbox as a kubelet does (CNI DEL, the
       // network namespace removed). Then whatever is left is killed through containerd, then by cgroup (all of it,
       // without the wait, when the API server is gone).
@@ -461,15 +463,6 @@ function mkdirIn(root: string, name: string): string {
   return dir;
 }
 
-/** The network namespaces containerd's CRI plugin makes (cni-<uuid>), a fixed place shared by every containerd. */
-function networkNamespaces(): string[] {
-  try {
-    return readdirSync('/var/run/netns').map((name) => join('/var/run/netns', name));
-  } catch {
-    return [];
-  }
-}
-
 function commandLine(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
@@ -542,18 +535,41 @@ async function deletePodsOnNode(core: k8s.CoreV1Api, nodeName: string): Promise<
   );
 }
 
+type Ctr = (args: string[], timeoutMs?: number) => Promise<CommandOutput>;
+
+/**
+ * The network namespace a container's spec names when it is one containerd's CRI plugin made for a Pod sandbox
+ * (/var/run/netns/cni-<uuid>, a directory every containerd shares); a Pod's other containers name their sandbox's
+ * process instead.
+ */
+async function networkNamespaceOf(ctr: Ctr, id: string): Promise<string | undefined> {
+  const info = await ctr(['containers', 'info', id], 10_000);
+  try {
+    const namespaces = (JSON.parse(info.stdout) as { Spec?: { linux?: { namespaces?: { type: string; path?: string }[] } } }).Spec?.linux?.namespaces ?? [];
+    return namespaces.find((n) => n.type === 'network' && n.path?.startsWith('/var/run/netns/'))?.path;
+  } catch {
+    return undefined; // no readable spec
+  }
+}
+
+async function containerIds(ctr: Ctr): Promise<string[]> {
+  return (await ctr(['containers', 'list', '--quiet'], 10_000)).stdout.split('\n').filter(Boolean);
+}
+
+/** The network namespaces of every Pod sandbox containerd has. */
+async function networkNamespacesOf(ctr: Ctr): Promise<string[]> {
+  const found: string[] = [];
+  for (const id of await containerIds(ctr)) {
+    const netns = await networkNamespaceOf(ctr, id);
+    if (netns) found.push(netns);
+  }
+  return found;
+}
+
 /** Kills and deletes whatever containers containerd still has, and removes their network namespaces. */
-async function removeContainers(ctr: (args: string[], timeoutMs?: number) => Promise<CommandOutput>): Promise<void> {
-  const containers = (await ctr(['containers', 'list', '--quiet'], 10_000)).stdout.split('\n').filter(Boolean);
-  for (const id of containers) {
-    const info = await ctr(['containers', 'info', id], 10_000);
-    let netns: string | undefined;
-    try {
-      const namespaces = (JSON.parse(info.stdout) as { Spec?: { linux?: { namespaces?: { type: string; path?: string }[] } } }).Spec?.linux?.namespaces ?? [];
-      netns = namespaces.find((n) => n.type === 'network' && n.path?.startsWith('/var/run/netns/'))?.path;
-    } catch {
-      // no readable spec
-    }
+async function removeContainers(ctr: Ctr): Promise<void> {
+  for (const id of await containerIds(ctr)) {
+    const netns = await networkNamespaceOf(ctr, id);
     await ctr(['tasks', 'kill', '--signal', 'SIGKILL', '--all', id], 10_000);
     await ctr(['tasks', 'delete', '--force', id], 10_000);
     await ctr(['containers', 'delete', id], 10_000);

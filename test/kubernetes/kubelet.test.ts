@@ -226,6 +226,8 @@ describe.skipIf(!binaries || !nodeBinaries)('a real kubelet beside the test API 
   }, 120_000);
 
   it('leaves no container, mount, cgroup, network namespace or bridge behind when the node stops', async () => {
+    // The check sees a running node (containerd, its shims, the kubelet, the Pods' cgroups), so an empty list means gone.
+    expect(node.leftovers().join('\n')).toMatch(/process \d+: .*containerd-shim-runc-v2[\s\S]*cgroup /);
     const stopped = performance.now();
     await node.stop();
     console.log(`kubelet: node stopped in ${(performance.now() - stopped).toFixed(0)} ms`);
