@@ -422,16 +422,20 @@ export class ComputerService {
     const path = workspacePath(rawPath, 'path', { allowRoot: true });
     return this.withProcesses(row, async () => {
       const probe = await this.deps.host!.exec(row.id, {
-        argv: ['/bin/sh', '-c', 'r=$(realpath -m -- "$1") || exit 93; case "$r/" in /workspace/*) ;; *) exit 91;; esac; [ -e "$r" ] || exit 93; if [ -d "$r" ]; then echo d; elif [ -f "$r" ]; then echo f; else exit 94; fi', 'probe', path],
+        argv: ['/bin/sh', '-c', 'r=$(realpath -m -- "$1") || exit 93; case "$r/" in /workspace/*) ;; *) exit 91;; esac; [ -e "$r" ] || exit 93; if [ -d "$r" ]; then echo d; elif [ -f "$r" ]; then echo "f $(stat -c %s -- "$r")"; else exit 94; fi', 'probe', path],
         cwd: WORKSPACE,
         env: {},
         timeoutMs: 10_000,
-        outputLimitBytes: 16,
+        outputLimitBytes: 64,
       });
       if (probe.exitCode === 93) throw notFound(`path: ${path} does not exist in sandbox ${id}`, { code: 'file_not_found' });
       if (probe.exitCode === 91) throw invalidArgument(`path: ${path} leads outside /workspace (through a symbolic link)`, { code: 'unsafe_path' });
       if (probe.exitCode === 94) throw invalidArgument(`path: ${path} is neither a file nor a directory`, { code: 'not_a_file' });
-      if (probe.stdout.toString().trim() === 'd') {
+      const [kind, size] = probe.stdout.toString().trim().split(' ');
+      if (kind === 'f' && Number(size) > MAX_DOWNLOAD_BYTES) {
+        throw new AppError('payload_too_large', `path: ${path} is ${size} bytes; a download is at most ${MAX_DOWNLOAD_BYTES} (run a command to split or compress it)`, { code: 'file_too_large' });
+      }
+      if (kind === 'd') {
         const listing = await this.deps.host!.exec(row.id, {
           argv: ['/usr/bin/find', path, '-mindepth', '1', '-maxdepth', '1', '-printf', '%y\t%s\t%P\n'],
           cwd: WORKSPACE,

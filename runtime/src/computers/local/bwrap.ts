@@ -54,9 +54,12 @@ export function sandboxArgs(layout: SandboxLayout, workspace: string): string[] 
     '--proc', '/proc',
     '--dev', '/dev',
     '--size', String(layout.tmpMiB * 1024 * 1024), '--tmpfs', '/tmp',
-    '--perms', '1777', '--tmpfs', '/var/tmp',
+    '--perms', '1777', '--size', String(64 * 1024 * 1024), '--tmpfs', '/var/tmp',
+    '--perms', '1777', '--size', String(64 * 1024 * 1024), '--tmpfs', '/dev/shm',
     '--bind', workspace, '/workspace',
     '--chdir', '/workspace',
+    // The root bubblewrap built is memory nobody limited: read-only once it is made.
+    '--remount-ro', '/',
     '--info-fd', String(FD.info),
     '--',
     'sleep', 'infinity',
@@ -80,9 +83,12 @@ export function baseEnvironment(): Record<string, string> {
 
 /**
  * The command that runs one exec inside the sandbox whose PID 1 is `initPid` (after `nsenter`): every namespace of
- * that process, its root, the sandbox's user, no new privileges, and the working directory.
+ * that process, its root, the sandbox's user, no new privileges, then `env -i` with the command's whole environment
+ * and its working directory. The environment travels as arguments to that last step, inside the sandbox: the
+ * programs before it (the launcher, nsenter, as root on the host) run in a fixed one, so nothing a caller sends
+ * (`LD_PRELOAD`, `AP_HOME`...) ever reaches them.
  */
-export function execArgs(initPid: number, cwd: string, argv: string[]): string[] {
+export function execArgs(initPid: number, cwd: string, argv: string[], env: Record<string, string>): string[] {
   return [
     '--target', String(initPid),
     '--user', '--mount', '--ipc', '--uts', '--net', '--pid', '--cgroup',
@@ -90,9 +96,14 @@ export function execArgs(initPid: number, cwd: string, argv: string[]): string[]
     `--setuid=${SANDBOX_UID}`, `--setgid=${SANDBOX_GID}`,
     '--',
     '/usr/bin/setpriv', '--no-new-privs', '--inh-caps=-all', '--',
-    '/usr/bin/env', '--chdir', cwd, '--',
+    '/usr/bin/env', '-i', '--chdir', cwd, '--', ...Object.entries(env).map(([name, value]) => `${name}=${value}`),
     ...argv,
   ];
+}
+
+/** The launcher's own environment: nothing but what it and nsenter need, never a caller's. */
+export function launcherEnvironment(procs: string[]): Record<string, string> {
+  return { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', AP_PROCS: procs.join('\n') };
 }
 
 /**

@@ -67,6 +67,27 @@ describe('LocalSandboxHost', () => {
     expect((await text('s1', 'exit 3')).exitCode).toBe(3);
   });
 
+  it('gives the caller\'s environment to the command alone: nothing of it reaches the host programs that run as root', async () => {
+    // A preload that cannot load is named on stderr by every program started with it: the command's own, once.
+    const outcome = await text('s1', 'cat <&6 2>&1 | head -c 40; echo; echo "$AP_HOME"', { env: { LD_PRELOAD: '/nonexistent-preload.so', AP_HOME: '/', AP_PROCS: `${dataDir}/planted` } });
+    expect(outcome.exitCode).toBe(0);
+    expect(outcome.err.match(/nonexistent-preload\.so/g)?.length ?? 0).toBeLessThanOrEqual(2);
+    expect(outcome.err).not.toMatch(/nsenter|setpriv|launcher/);
+    // The launcher never opened a host file for it (fd 6 is closed), and wrote no host file it named.
+    expect(outcome.err).toMatch(/6: Bad file descriptor/);
+    expect(outcome.out.trim()).toBe('/');
+    const { existsSync } = await import('node:fs');
+    expect(existsSync(`${dataDir}/planted`)).toBe(false);
+  });
+
+  it('keeps its root and its memory file systems from growing past their sizes', async () => {
+    // One at a time, each removed after: tmpfs is memory, counted against the sandbox's 128 MiB.
+    const outcome = await text('s2', 'touch /x 2>&1; touch /usr/y 2>&1; for d in /dev/shm /var/tmp; do head -c 70000000 /dev/zero 2>&1 > $d/big; rm -f $d/big; done; echo alive');
+    expect(outcome.out).toContain("touch: cannot touch '/x': Read-only file system");
+    expect(outcome.out.match(/No space left on device/g)?.length).toBe(2);
+    expect(outcome.out.trim().split('\n').at(-1)).toBe('alive');
+  });
+
   it('sees the host\'s programs read-only and nothing else of the host: not the data dir, its secrets, /root or the host\'s accounts', async () => {
     const outcome = await text('s1', `ls /; cat ${secretFile} 2>&1; ls ${dataDir} 2>&1; ls /root 2>&1; grep -c . /etc/passwd; cat /etc/shadow 2>&1; touch /usr/x 2>&1; ls /proc | grep -cE '^[0-9]+$'`);
     const lines = outcome.out.trim().split('\n');

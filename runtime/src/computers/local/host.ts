@@ -18,8 +18,9 @@ import {
   type SandboxStart,
   type SandboxUsage,
 } from '../host.js';
-import { baseEnvironment, execArgs, FD, HOST_ETC, LAUNCHER, sandboxArgs, sandboxFiles, type SandboxLayout } from './bwrap.js';
+import { baseEnvironment, execArgs, FD, HOST_ETC, LAUNCHER, launcherEnvironment, sandboxArgs, sandboxFiles, type SandboxLayout } from './bwrap.js';
 import { Spawner, type SpawnedProgram } from './spawner.js';
+import { Capture } from '../capture.js';
 import { detectCgroups, type SandboxCgroups } from './cgroups.js';
 import { detectWorkspaces, type Workspaces } from './workspaces.js';
 
@@ -195,8 +196,9 @@ export class LocalSandboxHost implements SandboxHost {
     if (this.cgroups) await this.cgroups.prepareExec(id, group);
     const keep = spec.keep !== false;
     const output = { stdout: new Capture(spec.outputLimitBytes, keep), stderr: new Capture(spec.outputLimitBytes, keep) };
-    const child = this.spawner.spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv)], {
-      env: { ...baseEnvironment(), ...spec.env, AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id, group).join('\n') : '' },
+    const child = this.spawner.spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv, { ...baseEnvironment(), ...spec.env })], {
+      env: launcherEnvironment(this.cgroups ? this.cgroups.procsFiles(id, group) : []),
+      outputLimit: spec.outputLimitBytes,
       // Its own process group: without cgroups, what a timeout kills.
       detached: !this.cgroups,
       onData: (stream: string, chunk: Buffer) => {
@@ -355,35 +357,5 @@ function feed(program: SpawnedProgram, input: Buffer | Readable | undefined): vo
     input.on('data', (chunk: Buffer) => program.write(chunk));
     input.once('end', () => program.end());
     input.once('error', () => program.end());
-  }
-}
-
-/** Keeps up to `limit` bytes of a stream and counts the rest. */
-class Capture {
-  private readonly chunks: Buffer[] = [];
-  private size = 0;
-  truncated = false;
-
-  constructor(
-    private readonly limit: number,
-    private readonly keep = true,
-  ) {}
-
-  /** The part of `chunk` kept, or undefined when none of it was. */
-  add(chunk: Buffer): Buffer | undefined {
-    const room = this.limit - this.size;
-    if (room <= 0) {
-      this.truncated = true;
-      return undefined;
-    }
-    const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
-    if (kept.length < chunk.length) this.truncated = true;
-    if (this.keep) this.chunks.push(kept);
-    this.size += kept.length;
-    return kept;
-  }
-
-  bytes(): Buffer {
-    return Buffer.concat(this.chunks);
   }
 }

@@ -14,6 +14,8 @@ interface Start {
   /** Extra pipes the child gets, by fd number (bubblewrap's report on fd 9); their output is relayed as `fd<n>`. */
   extraPipes?: number[];
   detached?: boolean;
+  /** Bytes of stdout and of stderr relayed at most (one more says there was more); the rest is read and dropped here. */
+  outputLimit?: number;
 }
 interface Input {
   type: 'stdin';
@@ -29,7 +31,7 @@ interface Release {
 type Request = Start | Input | Release;
 
 const children = new Map<number, ChildProcess>();
-const send = (message: unknown) => process.send?.(message);
+const send = (message: unknown): boolean => process.send?.(message) ?? false;
 
 process.on('message', (message: Request) => {
   if (message.type === 'start') start(message);
@@ -51,7 +53,8 @@ function start(request: Start): void {
   const stdio: StdioOptions = Array.from({ length: highest + 1 }, (_, fd) => (fd <= 2 || request.extraPipes?.includes(fd) ? 'pipe' : 'ignore'));
   let child: ChildProcess;
   try {
-    child = spawn(request.command, request.args, { env: request.env, stdio, detached: request.detached === true });
+    // From /: nothing of where the runtime was started shows in the programs' environment (PWD).
+    child = spawn(request.command, request.args, { env: request.env, stdio, detached: request.detached === true, cwd: '/' });
   } catch (error) {
     send({ type: 'error', id: request.id, message: (error as Error).message });
     return;
@@ -61,7 +64,23 @@ function start(request: Start): void {
   child.once('error', (error) => send({ type: 'error', id: request.id, message: error.message }));
   if (child.pid !== undefined) send({ type: 'spawned', id: request.id, pid: child.pid });
   const relay = (stream: Readable | null | undefined, name: string) => {
-    stream?.on('data', (data: Buffer) => send({ type: 'data', id: request.id, stream: name, data }));
+    let relayed = 0;
+    const limit = request.outputLimit === undefined ? Number.POSITIVE_INFINITY : request.outputLimit + 1;
+    stream?.on('data', (data: Buffer) => {
+      if (relayed >= limit) return;
+      const part = data.length > limit - relayed ? data.subarray(0, limit - relayed) : data;
+      relayed += part.length;
+      // The channel backs up (the runtime reads slower than the program writes): the pipe waits until this chunk is
+      // sent, so this process never holds more than a chunk or so of any program's output.
+      let paused = false;
+      const sent = process.send?.({ type: 'data', id: request.id, stream: name, data: part }, undefined, {}, () => {
+        if (paused) stream.resume();
+      });
+      if (sent === false) {
+        paused = true;
+        stream.pause();
+      }
+    });
   };
   relay(child.stdout, 'stdout');
   relay(child.stderr, 'stderr');

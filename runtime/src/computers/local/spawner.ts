@@ -11,6 +11,8 @@ export interface SpawnOptions {
   /** Its own process group (what a kill of the group ends). */
   detached?: boolean;
   onData?: (stream: string, chunk: Buffer) => void;
+  /** stdout and stderr are each relayed up to this many bytes and one more (which says there was more). */
+  outputLimit?: number;
 }
 
 export interface SpawnedProgram {
@@ -92,7 +94,16 @@ export class Spawner {
     }
     this.pending.set(id, { ...(options.onData ? { onData: options.onData } : {}), pid, exited, closed });
     this.busy();
-    this.child.send({ type: 'start', id, command, args, env: options.env, extraPipes: options.extraPipes ?? [], detached: options.detached === true });
+    this.child.send({
+      type: 'start',
+      id,
+      command,
+      args,
+      env: options.env,
+      extraPipes: options.extraPipes ?? [],
+      detached: options.detached === true,
+      ...(options.outputLimit === undefined ? {} : { outputLimit: options.outputLimit }),
+    });
     return program;
   }
 
