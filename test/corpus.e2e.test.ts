@@ -138,7 +138,8 @@ describe('the project corpus on the control plane', () => {
     expect(routes.map((r) => `${r.method} ${r.path}`)).toEqual(expect.arrayContaining(['GET /api/projects/{id}/documents', 'DELETE /api/projects/{id}/documents/{documentId}', 'DELETE /api/projects/{id}/wiki/{itemId}']));
     const failures: string[] = [];
     for (const { method, path, operation } of routes) {
-      const concrete = (project: string) => path.replace('{id}', project).replace(/\{[^}]+\}/g, () => randomUUID());
+      // Path values well formed (they are checked before the caller is: docs/architecture.md), ids made up.
+      const concrete = (project: string) => path.replace('{id}', project).replace('{action}', 'pause').replace(/\{[^}]+\}/g, () => randomUUID());
       const body = method === 'GET' || method === 'DELETE' ? {} : { body: '{', headers: { 'content-type': 'application/json' } };
       const elsewhere = await api.call(concrete(projectId), { method, key: otherAdminKey, ...body });
       if (elsewhere.status !== 404) failures.push(`${method} ${path} with another project's key: ${elsewhere.status}`);
