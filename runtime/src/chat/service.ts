@@ -20,7 +20,7 @@ import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
 import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
 import type { CitationStyle, Source } from './citations.js';
-import { approvalMessage, refusalMessage, ToolSet } from './tools.js';
+import { approvalMessage, refusalMessage, ToolSet, type RequestNarrowing } from './tools.js';
 import type { ToolRegistry } from './tool-registry.js';
 import type { TurnRecords } from './turn-records.js';
 import { guardrailsOf } from './guardrails.js';
@@ -594,10 +594,7 @@ function requestFlagsOf(request: ChatRequestInput): RequestFlags {
 }
 
 /** What a request narrowed for itself beyond its flags (a subagent's run keeps it). */
-export interface RequestNarrowing {
-  plugins?: string[] | undefined;
-  allowed_tools?: string[] | undefined;
-}
+export type { RequestNarrowing };
 
 const narrowingOf = (request: ChatRequestInput): RequestNarrowing => ({ plugins: request.plugins, allowed_tools: request.allowed_tools });
 

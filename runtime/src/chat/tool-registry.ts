@@ -4,8 +4,9 @@
 // that keeps something per turn (a sandbox it made on first use) is told when the turn's run ended, however it ended.
 import type { EffectivePermission } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
-import type { RequestNarrowing } from './service.js';
-import type { ServerTool } from './tools.js';
+import type { RequestNarrowing, ServerTool, TurnTools } from './tools.js';
+
+export type { TurnTools };
 
 /** Who a turn (or a `GET /tools` listing) is for. */
 export interface ToolCaller {
@@ -26,12 +27,6 @@ export interface ToolFamily {
   name: string;
   /** Its tools for this caller; the turn's permission arithmetic still decides which are offered. */
   forTurn(caller: ToolCaller): ServerTool[] | FamilyTools | Promise<ServerTool[] | FamilyTools>;
-}
-
-/** Every family's tools for one turn, in registration order, and the families' end-of-turn work. */
-export interface TurnTools {
-  tools: ServerTool[];
-  ended: Array<{ family: string; run: () => Promise<void> }>;
 }
 
 export class ToolRegistry {

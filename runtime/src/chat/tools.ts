@@ -6,10 +6,21 @@ import type { Capability, EffectivePermission } from '@agentplane/lib/permission
 import type { ModelTool } from '../models/port.js';
 import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
-import type { TurnTools } from './tool-registry.js';
 import type { DeliveryRecord } from './turn-records.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
+
+/** What a request narrows of the tools (its skills, its allow-list), as families read it. */
+export interface RequestNarrowing {
+  plugins?: string[] | undefined;
+  allowed_tools?: string[] | undefined;
+}
+
+/** Every tool family's tools for one turn, in registration order, and the families' end-of-turn work (chat/tool-registry.ts). */
+export interface TurnTools {
+  tools: ServerTool[];
+  ended: Array<{ family: string; run: () => Promise<void> }>;
+}
 
 /** Where a call of a server tool is made: its conversation, run, call id and the turn's model. */
 export interface ServerCallContext {
