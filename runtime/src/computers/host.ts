@@ -92,6 +92,8 @@ export interface SandboxHost {
   /** Ends the processes and removes /workspace. Removing what is already gone succeeds. */
   remove(id: string): Promise<void>;
   state(id: string): Promise<HeldState>;
+  /** The sandboxes whose processes this host holds, where it knows (local); undefined where the cluster keeps them. */
+  heldIds(): string[] | undefined;
   usage(id: string): Promise<SandboxUsage>;
   /** Ends every process this host started (their workspaces are kept). */
   close(): Promise<void>;

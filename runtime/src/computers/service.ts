@@ -536,6 +536,8 @@ export class ComputerService {
   async sweep(settingsOf: (tenantId: string) => Promise<ComputerSettings>): Promise<{ paused: number; stopped: number }> {
     const host = this.deps.host;
     if (!host) return { paused: 0, stopped: 0 };
+    // A local host that holds no processes has nothing to pause or stop: no statement every tick of an idle runtime.
+    if (host.heldIds()?.length === 0) return { paused: 0, stopped: 0 };
     const now = this.now();
     let paused = 0;
     let stopped = 0;

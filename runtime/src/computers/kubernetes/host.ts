@@ -274,6 +274,10 @@ export class KubernetesSandboxHost implements SandboxHost {
     });
   }
 
+  heldIds(): undefined {
+    return undefined;
+  }
+
   async state(id: string): Promise<HeldState> {
     const { namespace } = this.options;
     const pod = await this.core.readNamespacedPod({ name: podName(id), namespace }).catch((error: unknown) => {

@@ -288,6 +288,10 @@ export class LocalSandboxHost implements SandboxHost {
     await this.workspaces.remove(id);
   }
 
+  heldIds(): string[] {
+    return [...this.held.keys()];
+  }
+
   async state(id: string): Promise<HeldState> {
     const held = this.held.get(id);
     if (held) return held.paused ? 'paused' : 'running';
