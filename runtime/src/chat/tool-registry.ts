@@ -38,13 +38,17 @@ export class ToolRegistry {
     this.families.push(family);
   }
 
+  /**
+   * One family after another, not all at once: families share cached reads (the skills' list serves both the skills
+   * and the MCP family), and two asking at once on a cold cache would each make the statement a turn pays once.
+   */
   async forTurn(caller: ToolCaller): Promise<TurnTools> {
-    const offered = await Promise.all(this.families.map(async (family) => ({ family: family.name, offered: await family.forTurn(caller) })));
     const turn: TurnTools = { tools: [], ended: [] };
-    for (const { family, offered: each } of offered) {
-      const { tools, ended } = Array.isArray(each) ? { tools: each, ended: undefined } : each;
+    for (const family of this.families) {
+      const offered = await family.forTurn(caller);
+      const { tools, ended } = Array.isArray(offered) ? { tools: offered, ended: undefined } : offered;
       turn.tools.push(...tools);
-      if (ended) turn.ended.push({ family, run: ended });
+      if (ended) turn.ended.push({ family: family.name, run: ended });
     }
     return turn;
   }
