@@ -254,7 +254,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       leaseSeconds: config.runLeaseSeconds,
       onTitleWanted: (turn) => side.titleAfterTurn(turn),
       // A crash loses at most about a second of an answer's text.
-      drafts: new DraftKeeper(database.db, logger, 1_000),
+      drafts: new DraftKeeper(database.db, logger, config.draftSaveMs),
       observe: metrics,
       // A guardrail's moderation model, on the turn's provider through the openai SDK and the URL guard.
       moderate: moderator((target) => openAIClient(target, { policy: urlPolicy, timeoutMs: config.providerTimeoutMs, connections: providerConnections }), logger),

@@ -76,6 +76,8 @@ export interface RuntimeConfig extends ServiceBasics {
   computerLocalUid: number;
   /** How often idle sandboxes are paused and those past their lifetime stopped. */
   computerSweepMs: number;
+  /** How often the text of answers being streamed is saved (what a crash can lose at most). */
+  draftSaveMs: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
   vectors: { kind: 'pgvector' } | { kind: 'pinecone'; apiKey: string; host: string };
 }
@@ -197,6 +199,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     computerHost: read.oneOf('COMPUTER_HOST', ['auto', 'local', 'none'], 'auto'),
     computerLocalUid: read.integer('COMPUTER_LOCAL_UID', 61_000, { min: 1, max: 4_294_967_294 }),
     computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
+    draftSaveMs: read.integer('DRAFT_SAVE_MS', 1_000, { min: 50, max: 3_600_000 }),
   };
   read.done();
   return config;
