@@ -187,20 +187,7 @@ export class ComputerService {
 
   async list(principal: Principal, query: { limit: number; offset: number; state?: SandboxState | undefined; owner?: string | undefined }) {
     this.authorize(principal);
-    let select = this.deps.db
-      .selectFrom('sandboxes')
-      .selectAll()
-      .where('tenant_id', '=', principal.tenantId)
-      .where(visibleOwnerCondition(principal, 'sandboxes.owner'));
-    select = query.state ? select.where('state', '=', query.state) : select.where('state', '<>', 'deleted');
-    if (query.owner !== undefined) select = select.where('owner', '=', query.owner);
-    const rows = await select.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit + 1).offset(query.offset).execute();
-    const more = rows.length > query.limit;
-    return {
-      sandboxes: rows.slice(0, query.limit).map((row) => this.out(row as SandboxRow, null)),
-      has_more: more,
-      next_offset: more ? query.offset + query.limit : null,
-    };
+    return this.page(principal.tenantId, query, principal);
   }
 
   /** One the caller sees, with what it uses now. */
@@ -658,8 +645,15 @@ export class ComputerService {
   }
 
   async listOfTenant(tenantId: string, query: { limit: number; offset: number; state?: SandboxState | undefined }) {
+    return this.page(tenantId, query);
+  }
+
+  /** A page of a tenant's sandboxes, newest first: all of them, or those `viewer` sees; `deleted` only when asked. */
+  private async page(tenantId: string, query: { limit: number; offset: number; state?: SandboxState | undefined; owner?: string | undefined }, viewer?: Principal) {
     let select = this.deps.db.selectFrom('sandboxes').selectAll().where('tenant_id', '=', tenantId);
+    if (viewer) select = select.where(visibleOwnerCondition(viewer, 'sandboxes.owner'));
     select = query.state ? select.where('state', '=', query.state) : select.where('state', '<>', 'deleted');
+    if (query.owner !== undefined) select = select.where('owner', '=', query.owner);
     const rows = await select.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit + 1).offset(query.offset).execute();
     const more = rows.length > query.limit;
     return { sandboxes: rows.slice(0, query.limit).map((row) => this.out(row as SandboxRow, null)), has_more: more, next_offset: more ? query.offset + query.limit : null };
