@@ -60,6 +60,11 @@ export interface OperatorConfig {
     clusterRole: string;
     /** Whether tasks a CronJob can express get one in the project's namespace (docs/decisions/0066). */
     taskCronJobs: boolean;
+    /**
+     * The runtimes' sandboxes: Pods in the project's namespace (docs/decisions/0081). Unset: the runtimes offer no
+     * computer.
+     */
+    sandboxes: { image: string; imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never'; storageClass: string | undefined } | undefined;
   };
   dataPlane: { domain: string; scheme: 'http' | 'https'; ingressClassName: string | undefined; tlsSecretName: string | undefined };
   /** The namespace of the ingress controller, the one source NetworkPolicies let in. */
@@ -77,6 +82,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
   const pineconeKey = read.string('RUNTIME_PINECONE_API_KEY');
   if ((pineconeHost === undefined) !== (pineconeKey === undefined)) read.problem('RUNTIME_PINECONE_INDEX_HOST and RUNTIME_PINECONE_API_KEY go together');
   const scheme = read.oneOf('DATA_PLANE_SCHEME', ['http', 'https'], 'https');
+  const sandboxImage = read.string('RUNTIME_SANDBOX_IMAGE');
   const config: OperatorConfig = {
     kubeconfig: read.string('KUBECONFIG'),
     namespace,
@@ -104,6 +110,13 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
       urlTemplate: read.string('RUNTIME_URL_TEMPLATE', 'http://agent-runtime.{namespace}.svc:8081'),
       clusterRole: read.string('RUNTIME_CLUSTER_ROLE', 'agentplane-project-runtime'),
       taskCronJobs: read.boolean('RUNTIME_TASK_CRONJOBS', true),
+      sandboxes: sandboxImage
+        ? {
+            image: sandboxImage,
+            imagePullPolicy: read.oneOf('RUNTIME_SANDBOX_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
+            storageClass: read.string('RUNTIME_SANDBOX_STORAGE_CLASS'),
+          }
+        : undefined,
     },
     dataPlane: {
       domain: read.string('DATA_PLANE_DOMAIN', 'agentplane.local'),

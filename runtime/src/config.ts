@@ -68,10 +68,25 @@ export interface RuntimeConfig extends ServiceBasics {
   /** The key a task's CronJob fires with (X-Fire-Key); unset, the fire route refuses every call. */
   taskFireKey: string | undefined;
   /**
-   * Where sandboxes run (docs/decisions/0079): `local` (bubblewrap on this machine), `none`, or `auto`: local where
-   * bubblewrap is installed, none where it is not.
+   * Where sandboxes run (docs/decisions/0079, 0081): `local` (bubblewrap on this machine), `kubernetes` (Pods in
+   * `computerKubernetes.namespace`), `none`, or `auto`: local where bubblewrap is installed, none where it is not.
    */
-  computerHost: 'auto' | 'local' | 'none';
+  computerHost: 'auto' | 'local' | 'kubernetes' | 'none';
+  /** The Kubernetes host's settings, when `computerHost` is `kubernetes`. */
+  computerKubernetes:
+    | {
+        namespace: string;
+        /** The image of a sandbox whose project names none. */
+        image: string;
+        imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+        /** The claims' storage class; unset: the cluster's default. */
+        storageClass: string | undefined;
+        /** Who fences the sandboxes' network: the operator's policies, or a deny-all this runtime writes. */
+        networkPolicy: 'operator' | 'runtime';
+        /** Unset: in-cluster ServiceAccount credentials. */
+        kubeconfig: string | undefined;
+      }
+    | undefined;
   /** The host user a local sandbox runs as when the runtime is root (never root). */
   computerLocalUid: number;
   /** How often idle sandboxes are paused and those past their lifetime stopped. */
@@ -160,6 +175,23 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     };
   }
 
+  const computerHost = read.oneOf('COMPUTER_HOST', ['auto', 'local', 'kubernetes', 'none'], 'auto');
+  let computerKubernetes: RuntimeConfig['computerKubernetes'];
+  if (computerHost === 'kubernetes') {
+    const namespace = read.string('KUBERNETES_NAMESPACE');
+    const image = read.string('COMPUTER_IMAGE');
+    if (!namespace) read.problem('KUBERNETES_NAMESPACE is required when COMPUTER_HOST=kubernetes (the namespace sandbox Pods go in)');
+    if (!image) read.problem("COMPUTER_IMAGE is required when COMPUTER_HOST=kubernetes (a sandbox's image when its project names none)");
+    computerKubernetes = {
+      namespace: namespace ?? '',
+      image: image ?? '',
+      imagePullPolicy: read.oneOf('COMPUTER_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
+      storageClass: read.string('COMPUTER_STORAGE_CLASS'),
+      networkPolicy: read.oneOf('COMPUTER_NETWORK_POLICY', ['operator', 'runtime'], 'runtime'),
+      kubeconfig: read.string('KUBECONFIG'),
+    };
+  }
+
   // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
   // sealed secrets depend on which replica answers.
   if (serving && databaseUrl !== undefined) {
@@ -196,7 +228,8 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     taskCronJobs,
     taskFireKey,
     vectors,
-    computerHost: read.oneOf('COMPUTER_HOST', ['auto', 'local', 'none'], 'auto'),
+    computerHost,
+    computerKubernetes,
     computerLocalUid: read.integer('COMPUTER_LOCAL_UID', 61_000, { min: 1, max: 4_294_967_294 }),
     computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
     draftSaveMs: read.integer('DRAFT_SAVE_MS', 1_000, { min: 50, max: 3_600_000 }),

@@ -257,6 +257,7 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
         resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
         urlTemplate: 'http://agent-runtime.{namespace}.svc:9091',
         clusterRole: 'agentplane-project-runtime',
+        sandboxes: { image: 'docker.io/library/python:3.13-slim-bookworm', imagePullPolicy: 'IfNotPresent', storageClass: undefined },
       },
       dataPlane: { domain: 'agents.example.test', scheme: 'https', ingressClassName: 'nginx', tlsSecretName: 'agents-wildcard-tls' },
       stores: {
@@ -284,6 +285,15 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
       s3: undefined,
       pinecone: undefined,
     });
+    // Sandboxes in a storage class of the platform's, or none at all.
+    const sandboxesOf = async (sandboxes: Record<string, unknown>) =>
+      loadOperatorConfig(resolveEnv(container(await renderChart(helm!, { release, namespace, values: { runtime: { sandboxes } } }), 'operator').env ?? [], {})).runtime.sandboxes;
+    expect(await sandboxesOf({ storageClass: 'fast-ssd', image: 'registry.example.com/tools:2', pullPolicy: 'Always' })).toEqual({
+      image: 'registry.example.com/tools:2',
+      imagePullPolicy: 'Always',
+      storageClass: 'fast-ssd',
+    });
+    expect(await sandboxesOf({ enabled: false })).toBeUndefined();
   });
 
   it('hands the control-api a configuration control-api/src/config.ts accepts: the kubernetes provisioner and the stores', async () => {
@@ -343,6 +353,8 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
       { apiGroups: [''], resources: ['pods/exec'], verbs: ['create', 'get'] },
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+      // A sandbox's /workspace; `patch` marks it paused. No verb on NetworkPolicies or ResourceQuotas.
+      { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['get', 'create', 'patch', 'delete'] },
     ]);
     const renamed = await renderChart(helm!, { values: { runtime: { clusterRoleName: 'runtime-b' } }, args: ['--show-only', 'templates/runtime-clusterrole.yaml'] });
     expect(renamed[0]!.metadata.name).toBe('runtime-b');

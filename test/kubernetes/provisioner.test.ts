@@ -196,6 +196,18 @@ describe.skipIf(!binaries)('the kubernetes provisioner on a real API server', ()
     expect(JSON.stringify(await readProject())).not.toContain('Be brief.');
   }, stepTimeout);
 
+  it("writes the project's sandbox count into its Project, where the operator's quota follows it, and nothing else of the computer", async () => {
+    expect((await readProject()).spec.computer).toBeUndefined();
+    const put = await api.call(`/api/projects/${projectId}/computer`, { method: 'PUT', token: session, body: JSON.stringify({ max_sandboxes: 3, memory_mib: 512, image: 'registry.example.com/tools:1' }) });
+    expect(put.status, await put.clone().text()).toBe(200);
+    await eventually(async () => (await readProject()).spec.computer?.maxSandboxes === 3, { what: 'the count in the Project', timeoutMs: backoffWait });
+    expect((await readProject()).spec.computer).toEqual({ maxSandboxes: 3 });
+    await eventually(async () => (await rt.runtime.configurations.load(tenantId))?.document.computer?.max_sandboxes === 3, { what: 'the settings at the runtime' });
+    const off = await api.call(`/api/projects/${projectId}/computer`, { method: 'PUT', token: session, body: JSON.stringify({ max_sandboxes: 0 }) });
+    expect(off.status).toBe(200);
+    await eventually(async () => (await readProject()).spec.computer?.maxSandboxes === 0, { what: 'the computer off in the Project', timeoutMs: backoffWait });
+  }, stepTimeout);
+
   it("deleting the project deletes its Project, and leaves the Tenant to the operator's finalizer", async () => {
     const adminKey = (await json<{ key: string }>(api.call(`/api/projects/${projectId}/keys`, { method: 'POST', token: session, body: JSON.stringify({ scope: 'admin' }) }))).key;
     expect((await api.call(`/api/projects/${projectId}`, { method: 'DELETE', key: adminKey })).status).toBe(403);

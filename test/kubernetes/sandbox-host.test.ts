@@ -67,7 +67,7 @@ describe.skipIf(!binaries || !nodeBinaries)('the Kubernetes sandbox host on a re
     const policies = await cluster.kubeConfig().makeApiClient(k8s.NetworkingV1Api).listNamespacedNetworkPolicy({ namespace });
     // No rule in either direction: everything denied (an empty list comes back as none).
     expect(policies.items).toHaveLength(1);
-    expect(policies.items[0]!.spec).toMatchObject({ podSelector: { matchLabels: { 'agentplane.dev/role': 'sandbox' } }, policyTypes: ['Ingress', 'Egress'] });
+    expect(policies.items[0]!.spec).toMatchObject({ podSelector: { matchLabels: { 'app.kubernetes.io/component': 'sandbox' } }, policyTypes: ['Ingress', 'Egress'] });
     expect([...(policies.items[0]!.spec?.ingress ?? []), ...(policies.items[0]!.spec?.egress ?? [])]).toEqual([]);
 
     await host.pause('k1');

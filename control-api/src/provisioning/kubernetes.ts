@@ -80,7 +80,27 @@ export class KubernetesProvisioner implements Provisioner {
   }
 
   async pushConfiguration(target: TenantTarget, document: TenantConfigurationDocument): Promise<void> {
+    await this.holdSandboxCount(target.projectId, document.computer?.max_sandboxes);
     await this.onRuntime(target, (runtime) => runtime.pushConfiguration(target.tenantId, document), 'its configuration cannot be pushed');
+  }
+
+  /**
+   * Writes the project's sandbox count into its Project, where the operator's ResourceQuota follows it
+   * (docs/decisions/0081), before the runtime hears it: a lowered count is held by the API server as soon as by the
+   * runtime. Unset (a project that never set its computer) leaves the operator's default.
+   */
+  private async holdSandboxCount(projectId: string, max: number | undefined): Promise<void> {
+    if (max === undefined) return;
+    const project = await this.readProject(projectId);
+    if (!project || project.spec.computer?.maxSandboxes === max) return;
+    try {
+      await this.custom.patchClusterCustomObject(
+        { group: GROUP, version: VERSION, plural: PROJECTS, name: projectId, body: { spec: { computer: { maxSandboxes: max } } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    } catch (error) {
+      throw apiFailure(`write the sandbox count of Project ${projectId}`, error);
+    }
   }
 
   withRuntime<T>(target: TenantTarget, call: (runtime: TenantCalls) => Promise<T>): Promise<T> {

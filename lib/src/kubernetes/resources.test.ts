@@ -95,6 +95,7 @@ const projectSpec = {
     required: false,
   },
   containerDefaults: { ...requirements, required: false },
+  computer: { type: 'object', fields: { maxSandboxes: { ...integer, required: false } }, required: false },
 } as const satisfies Fields<ProjectSpec>;
 
 const projectStatus = {

@@ -31,6 +31,14 @@ export const MANAGED_BY = 'agentplane-operator';
  */
 export const TASK_FIRE_COMPONENT = 'task-fire';
 
+/**
+ * The component label of a sandbox's Pod and claim (docs/decisions/0081): the runtime writes them; the operator's
+ * NetworkPolicies leave them out of every allow, so a sandbox has no network at all.
+ */
+export const SANDBOX_COMPONENT = 'sandbox';
+/** The label naming which sandbox a Pod or claim is (the runtime's sandbox id). */
+export const SANDBOX_ID_LABEL = 'agentplane.io/sandbox';
+
 /** Annotation holding a hash of what the operator last wrote to an object, so unchanged objects are not rewritten. */
 export const SPEC_HASH_ANNOTATION = 'agentplane.io/spec-hash';
 
@@ -98,6 +106,11 @@ export interface ProjectSpec {
   };
   /** The namespace's LimitRange: what a container without its own requests and limits gets. */
   containerDefaults?: ResourceRequirements;
+  /** The project's computer as the control-api holds it: the operator's quota on sandboxes follows it. */
+  computer?: {
+    /** Sandboxes the project holds at once (each has one claim); default the computer settings' default, 10. */
+    maxSandboxes?: number;
+  };
 }
 
 export const PROJECT_CONDITIONS = {

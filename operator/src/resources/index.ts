@@ -22,6 +22,7 @@ export {
   buildLimitRange,
   buildNamespace,
   buildResourceQuota,
+  buildSandboxQuota,
   buildRoleBinding,
   buildServiceAccount,
   namespaceConflict,

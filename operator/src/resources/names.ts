@@ -8,6 +8,8 @@ export const RUNTIME_NAME = 'agent-runtime';
 export const RUNTIME_SECRET_NAME = 'agentplane-runtime';
 export const DATA_PLANE_INGRESS_NAME = 'data-plane';
 export const QUOTA_NAME = 'project-quota';
+/** The ResourceQuota that holds the project's sandbox count. */
+export const SANDBOX_QUOTA_NAME = 'sandboxes';
 export const LIMIT_RANGE_NAME = 'container-defaults';
 /** The runtime container's named port, used by the Service, the Ingress and the probes. */
 export const RUNTIME_PORT_NAME = 'http';

@@ -5,7 +5,8 @@ import type * as k8s from '@kubernetes/client-node';
 import { LABELS, type Project, type ResourceAmounts } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { ownerReference, projectLabels, projectObjectMeta, runtimeLabels } from './metadata.js';
-import { LIMIT_RANGE_NAME, QUOTA_NAME, RUNTIME_NAME, projectNamespaceName } from './names.js';
+import { COMPUTER_DEFAULTS } from '@agentplane/lib/computer';
+import { LIMIT_RANGE_NAME, QUOTA_NAME, RUNTIME_NAME, SANDBOX_QUOTA_NAME, projectNamespaceName } from './names.js';
 
 /** Pod Security admission labels: every Pod in a project namespace must meet the `restricted` profile. */
 export const POD_SECURITY_LABELS: Readonly<Record<string, string>> = {
@@ -82,6 +83,22 @@ export function buildResourceQuota(project: Project, namespace: string): k8s.V1R
   };
   if (Object.keys(hard).length === 0) return undefined;
   return { apiVersion: 'v1', kind: 'ResourceQuota', metadata: projectObjectMeta(project, namespace, QUOTA_NAME, projectLabels(project)), spec: { hard } };
+}
+
+/**
+ * The project's sandbox count, held by the API server as well as by the runtime's own counting (docs/decisions/0081):
+ * each sandbox holds exactly one PersistentVolumeClaim (its /workspace, kept while it is paused), and nothing else in
+ * the namespace claims any, so counting claims counts sandboxes. None when the operator runs no sandboxes.
+ */
+export function buildSandboxQuota(project: Project, namespace: string, config: OperatorConfig): k8s.V1ResourceQuota | undefined {
+  if (!config.runtime.sandboxes) return undefined;
+  const max = project.spec.computer?.maxSandboxes ?? COMPUTER_DEFAULTS.max_sandboxes;
+  return {
+    apiVersion: 'v1',
+    kind: 'ResourceQuota',
+    metadata: projectObjectMeta(project, namespace, SANDBOX_QUOTA_NAME, projectLabels(project)),
+    spec: { hard: { persistentvolumeclaims: String(max) } },
+  };
 }
 
 /** What a container that states no requests or limits of its own gets; none when the Project sets no defaults. */

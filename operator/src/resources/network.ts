@@ -1,8 +1,10 @@
 // The project namespace's NetworkPolicies: nothing in or out by default; the runtime answers the ingress controller,
-// and the operator's namespace; every Pod may resolve names and reach the public internet but no private range, so
-// the runtime's tasks, sandboxes and tools cannot reach the cluster, the node or the cloud's metadata service.
+// and the operator's namespace; every Pod but a sandbox may resolve names and reach the public internet but no
+// private range, so the runtime's tasks and tools cannot reach the cluster, the node or the cloud's metadata service.
+// Sandboxes get nothing at all (docs/decisions/0081): policies add up, so the allows must leave them out, since a
+// deny of their own could not take back what another policy allows.
 import type * as k8s from '@kubernetes/client-node';
-import { LABELS, TASK_FIRE_COMPONENT, type Project } from '@agentplane/lib/kubernetes/resources';
+import { LABELS, SANDBOX_COMPONENT, TASK_FIRE_COMPONENT, type Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectLabels, projectObjectMeta, runtimeSelector } from './metadata.js';
 
@@ -34,6 +36,9 @@ const taskFirePods: k8s.V1LabelSelector = { matchLabels: { [LABELS.component]: T
 
 const everyPod: k8s.V1LabelSelector = {};
 
+/** Every Pod but the runtime's sandboxes, which run what an agent or a person typed and have no network. */
+export const everyPodButSandboxes: k8s.V1LabelSelector = { matchExpressions: [{ key: LABELS.component, operator: 'NotIn', values: [SANDBOX_COMPONENT] }] };
+
 /** Pods of one namespace, by the label the API server sets on every namespace. */
 function namespaceNamed(name: string): k8s.V1NetworkPolicyPeer {
   return { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': name } } };
@@ -60,12 +65,12 @@ export function buildNetworkPolicies(project: Project, namespace: string, config
     // The cluster's DNS runs in some namespace (kube-system, usually). A node-local cache on a link-local address
     // is not a Pod in any namespace and stays unreachable; such clusters need their own allow.
     policy(NETWORK_POLICY_NAMES.dns, {
-      podSelector: everyPod,
+      podSelector: everyPodButSandboxes,
       policyTypes: ['Egress'],
       egress: [{ to: [{ namespaceSelector: {} }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] }],
     }),
     policy(NETWORK_POLICY_NAMES.internet, {
-      podSelector: everyPod,
+      podSelector: everyPodButSandboxes,
       policyTypes: ['Egress'],
       egress: [
         {

@@ -92,7 +92,11 @@ describe('names', () => {
   });
 
   it('builds every contracted object, named as contracted, in the project namespace, in apply order', () => {
-    const objects = buildProjectObjects(aProject({ quota: { pods: 10 }, containerDefaults: { limits: { cpu: '500m' } } }), aConfig(), secrets);
+    const objects = buildProjectObjects(
+      aProject({ quota: { pods: 10 }, containerDefaults: { limits: { cpu: '500m' } } }),
+      aConfig({ RUNTIME_SANDBOX_IMAGE: 'registry.example.com/sandbox:1' }),
+      secrets,
+    );
     expect(objects.map((object) => `${object.kind}/${object.metadata?.name}`)).toEqual([
       'ServiceAccount/agent-runtime',
       'RoleBinding/agent-runtime',
@@ -103,6 +107,7 @@ describe('names', () => {
       'NetworkPolicy/allow-runtime-stores',
       'NetworkPolicy/allow-task-fires',
       'ResourceQuota/project-quota',
+      'ResourceQuota/sandboxes',
       'LimitRange/container-defaults',
       'Secret/agentplane-runtime',
       'Deployment/agent-runtime',
@@ -230,8 +235,11 @@ describe('the runtime Deployment', () => {
       'LOG_FORMAT',
       'AGENTPLANE_ADMIN_KEY',
       'AGENTPLANE_MASTER_KEY',
+      'COMPUTER_HOST',
     ]);
     expect(env.HOST!.value).toBe('0.0.0.0');
+    // No sandbox image configured: no computer, rather than the local host in a container that cannot hold it.
+    expect(env.COMPUTER_HOST!.value).toBe('none');
     expect(env.DATA_PORT!.value).toBe('8081');
     expect(env.PUBLIC_URL!.value).toBe('https://acme-support.agentplane.local');
     expect(env.AGENTPLANE_DATA_DIR!.value).toBe('/var/lib/agentplane');
@@ -252,6 +260,27 @@ describe('the runtime Deployment', () => {
     expect(secretData(objects)['task-fire-key']).toBe('f'.repeat(64));
     // Turned off, the database scheduler fires every task.
     expect(envOf(buildProjectObjects(aProject(), aConfig({ RUNTIME_TASK_CRONJOBS: 'false' }), { ...secrets, fireKey: 'f'.repeat(64) })).TASK_CRONJOBS).toBeUndefined();
+  });
+
+  it("gives the runtime sandboxes as Pods in its namespace, fenced by the operator's policies and counted by a quota that follows the Project", () => {
+    const config = aConfig({ RUNTIME_SANDBOX_IMAGE: 'registry.example.com/sandbox:1', RUNTIME_SANDBOX_STORAGE_CLASS: 'fast', RUNTIME_TASK_CRONJOBS: 'false' });
+    const objects = buildProjectObjects(aProject({ computer: { maxSandboxes: 3 } }), config, secrets);
+    const env = envOf(objects);
+    expect(env.COMPUTER_HOST!.value).toBe('kubernetes');
+    expect(env.KUBERNETES_NAMESPACE!.value).toBe('agentplane-acme-support');
+    expect(env.COMPUTER_IMAGE!.value).toBe('registry.example.com/sandbox:1');
+    expect(env.COMPUTER_IMAGE_PULL_POLICY!.value).toBe('IfNotPresent');
+    expect(env.COMPUTER_STORAGE_CLASS!.value).toBe('fast');
+    expect(env.COMPUTER_NETWORK_POLICY!.value).toBe('operator');
+    // One claim per sandbox, and nothing else in the namespace claims any.
+    expect(find<k8s.V1ResourceQuota>(objects, 'ResourceQuota', 'sandboxes').spec).toEqual({ hard: { persistentvolumeclaims: '3' } });
+    const byDefault = buildProjectObjects(aProject(), config, secrets);
+    expect(find<k8s.V1ResourceQuota>(byDefault, 'ResourceQuota', 'sandboxes').spec).toEqual({ hard: { persistentvolumeclaims: '10' } });
+    expect(find<k8s.V1ResourceQuota>(buildProjectObjects(aProject({ computer: { maxSandboxes: 0 } }), config, secrets), 'ResourceQuota', 'sandboxes').spec!.hard).toEqual({
+      persistentvolumeclaims: '0',
+    });
+    // Without sandboxes, no quota of theirs.
+    expect(buildProjectObjects(aProject({ computer: { maxSandboxes: 3 } }), aConfig(), secrets).some((object) => object.metadata?.name === 'sandboxes')).toBe(false);
   });
 
   it('wires PostgreSQL, Redis and S3 with per-project prefixes and credentials from the Secret', () => {
@@ -366,6 +395,27 @@ describe('NetworkPolicies', () => {
     expect(policy('default-deny')).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
   });
 
+  it("allow a sandbox's Pod nothing at all: policies add up, so no allow may select it", () => {
+    // How the API server matches a selector against a Pod's labels.
+    const selects = (selector: k8s.V1LabelSelector, labels: Record<string, string>) =>
+      Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value) &&
+      (selector.matchExpressions ?? []).every((term) => {
+        const has = term.key in labels;
+        if (term.operator === 'In') return has && term.values!.includes(labels[term.key]!);
+        if (term.operator === 'NotIn') return !has || !term.values!.includes(labels[term.key]!);
+        return term.operator === 'Exists' ? has : !has;
+      });
+    const sandboxPod = { 'app.kubernetes.io/component': 'sandbox', 'agentplane.io/sandbox': 'b1', 'app.kubernetes.io/managed-by': 'agentplane-runtime' };
+    const allows = objects
+      .filter((object): object is k8s.V1NetworkPolicy => object.kind === 'NetworkPolicy')
+      .filter((object) => (object.spec!.ingress ?? []).length + (object.spec!.egress ?? []).length > 0);
+    expect(allows.map((object) => object.metadata!.name)).toEqual(['allow-runtime-ingress', 'allow-egress-dns', 'allow-egress-internet', 'allow-runtime-stores', 'allow-task-fires']);
+    for (const allow of allows) expect(selects(allow.spec!.podSelector!, sandboxPod), allow.metadata!.name).toBe(false);
+    // The deny covers it, and the task and runtime Pods are still let out.
+    expect(selects(policy('default-deny').podSelector!, sandboxPod)).toBe(true);
+    expect(selects(policy('allow-egress-internet').podSelector!, { 'app.kubernetes.io/component': 'task-fire' })).toBe(true);
+  });
+
   it("let the runtime port in from the ingress controller, the operator namespace and its own tasks' Jobs only", () => {
     const spec = policy('allow-runtime-ingress');
     expect(spec.policyTypes).toEqual(['Ingress']);
@@ -387,16 +437,17 @@ describe('NetworkPolicies', () => {
     });
   });
 
-  it('let every Pod resolve names, and the runtime reach the stores in the operator namespace', () => {
+  it('let every Pod but a sandbox resolve names, and the runtime reach the stores in the operator namespace', () => {
+    expect(policy('allow-egress-dns').podSelector).toEqual({ matchExpressions: [{ key: 'app.kubernetes.io/component', operator: 'NotIn', values: ['sandbox'] }] });
     expect(policy('allow-egress-dns').egress).toEqual([
       { to: [{ namespaceSelector: {} }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
     ]);
     expect(policy('allow-runtime-stores').egress).toEqual([{ to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'agentplane-system' } } }] }]);
   });
 
-  it('let Pods reach the internet but no private, link-local, shared or loopback range', () => {
+  it('let Pods but sandboxes reach the internet but no private, link-local, shared or loopback range', () => {
     const spec = policy('allow-egress-internet');
-    expect(spec.podSelector).toEqual({});
+    expect(spec.podSelector).toEqual({ matchExpressions: [{ key: 'app.kubernetes.io/component', operator: 'NotIn', values: ['sandbox'] }] });
     const blocks = spec.egress!.flatMap((rule) => rule.to!.map((peer) => peer.ipBlock!));
     expect(spec.egress!.every((rule) => rule.ports === undefined)).toBe(true);
     expect(blocks.map((block) => block.cidr)).toEqual(['0.0.0.0/0', '::/0']);

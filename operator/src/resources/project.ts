@@ -5,7 +5,7 @@ import type * as k8s from '@kubernetes/client-node';
 import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectNamespaceName } from './names.js';
-import { buildLimitRange, buildResourceQuota, buildRoleBinding, buildServiceAccount } from './namespace.js';
+import { buildLimitRange, buildResourceQuota, buildRoleBinding, buildSandboxQuota, buildServiceAccount } from './namespace.js';
 import { buildNetworkPolicies } from './network.js';
 import { buildDataPlaneIngress, buildRuntimeDeployment, buildRuntimeDisruptionBudget, buildRuntimeService } from './runtime.js';
 import { buildRuntimeSecret, type RuntimeSecretValues } from './secret.js';
@@ -14,11 +14,13 @@ export function buildProjectObjects(project: Project, config: OperatorConfig, se
   const namespace = projectNamespaceName(project, config);
   const quota = buildResourceQuota(project, namespace);
   const limitRange = buildLimitRange(project, namespace);
+  const sandboxQuota = buildSandboxQuota(project, namespace, config);
   return [
     buildServiceAccount(project, namespace),
     buildRoleBinding(project, namespace, config),
     ...buildNetworkPolicies(project, namespace, config),
     ...(quota ? [quota] : []),
+    ...(sandboxQuota ? [sandboxQuota] : []),
     ...(limitRange ? [limitRange] : []),
     buildRuntimeSecret(project, namespace, config, secrets),
     buildRuntimeDeployment(project, namespace, config, secrets),

@@ -81,6 +81,8 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
   const fromSecret = (name: string, key: string): k8s.V1EnvVar[] =>
     secretKeys.has(key) ? [{ name, valueFrom: { secretKeyRef: { name: RUNTIME_SECRET_NAME, key } } }] : [];
   const { redisUrl, s3, pinecone } = config.stores;
+  const cronJobs = config.runtime.taskCronJobs && secretKeys.has(RUNTIME_SECRET_KEYS.fireKey);
+  const { sandboxes } = config.runtime;
   return [
     value('HOST', '0.0.0.0'),
     value('DATA_PORT', String(config.runtime.port)),
@@ -92,12 +94,13 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
     ...fromSecret('AGENTPLANE_ADMIN_KEY', RUNTIME_SECRET_KEYS.adminKey),
     ...fromSecret('AGENTPLANE_MASTER_KEY', RUNTIME_SECRET_KEYS.masterKey),
     ...fromSecret('DATABASE_URL', RUNTIME_SECRET_KEYS.databaseUrl),
+    // Tasks' CronJobs and sandboxes' Pods go in the project's own namespace, where the runtime's Role holds.
+    ...(cronJobs || sandboxes ? [value('KUBERNETES_NAMESPACE', projectNamespaceName(project, config))] : []),
     // Tasks a CronJob can express get one in this namespace, whose Jobs run this image's `fire` against the Service
     // with the fire key (docs/decisions/0066).
-    ...(config.runtime.taskCronJobs && secretKeys.has(RUNTIME_SECRET_KEYS.fireKey)
+    ...(cronJobs
       ? [
           value('TASK_CRONJOBS', 'true'),
-          value('KUBERNETES_NAMESPACE', projectNamespaceName(project, config)),
           value('TASK_FIRE_IMAGE', project.spec.runtime?.image ?? config.runtime.image),
           value('TASK_FIRE_IMAGE_PULL_POLICY', config.runtime.imagePullPolicy),
           value('TASK_FIRE_URL', `http://${RUNTIME_NAME}:${config.runtime.port}`),
@@ -105,6 +108,18 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
           ...fromSecret('TASK_FIRE_KEY', RUNTIME_SECRET_KEYS.fireKey),
         ]
       : []),
+    // Sandboxes are Pods beside the runtime (docs/decisions/0081), fenced by the operator's NetworkPolicies (so the
+    // runtime needs no verb on policies) and counted by its quota. Without them, no computer: the runtime's container
+    // (restricted, RuntimeDefault seccomp) cannot make the namespaces bubblewrap needs.
+    ...(sandboxes
+      ? [
+          value('COMPUTER_HOST', 'kubernetes'),
+          value('COMPUTER_IMAGE', sandboxes.image),
+          value('COMPUTER_IMAGE_PULL_POLICY', sandboxes.imagePullPolicy),
+          ...(sandboxes.storageClass === undefined ? [] : [value('COMPUTER_STORAGE_CLASS', sandboxes.storageClass)]),
+          value('COMPUTER_NETWORK_POLICY', 'operator'),
+        ]
+      : [value('COMPUTER_HOST', 'none')]),
     ...(redisUrl === undefined ? [] : [...fromSecret('REDIS_URL', RUNTIME_SECRET_KEYS.redisUrl), value('REDIS_KEY_PREFIX', redisKeyPrefix(project))]),
     ...(s3 === undefined
       ? []

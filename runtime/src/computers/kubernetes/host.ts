@@ -1,12 +1,14 @@
 // The Kubernetes sandbox host (docs/decisions/0079): each sandbox a Pod in the runtime's own namespace (the project's,
 // where the operator provisions runtimes), admitted by the `restricted` Pod Security profile, with no ServiceAccount
-// token, its requests and limits, and its /workspace on a PersistentVolumeClaim that outlives the Pod. A
-// NetworkPolicy denies every sandbox Pod all traffic. Exec and files go through the API server's exec with
+// token, its requests and limits, and its /workspace on a PersistentVolumeClaim that outlives the Pod. No sandbox Pod
+// has any network: where the operator provisions the runtime its NetworkPolicies leave sandboxes out of every allow
+// (docs/decisions/0081); elsewhere this host writes a deny-all of its own. Exec and files go through the API server's exec with
 // @kubernetes/client-node. Pause deletes the Pod and keeps the claim; resume makes the Pod again. Sandboxes outlive
 // the runtime: a restart finds them as they were.
 import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
+import { LABELS, SANDBOX_COMPONENT, SANDBOX_ID_LABEL } from '@agentplane/lib/kubernetes/resources';
 import type { Logger } from '@agentplane/lib/logging';
 import {
   SandboxNotRunningError,
@@ -33,11 +35,15 @@ export interface KubernetesHostOptions {
   logger: Logger;
   /** How long a Pod may take to run. */
   startTimeoutMs?: number;
+  /**
+   * Who fences the sandboxes' network: `operator`, whose policies leave sandbox Pods out of every allow (the runtime
+   * then needs no verb on NetworkPolicies), or `runtime`, this host writing a deny-all of its own in a namespace
+   * no other policy opens. Default `runtime`.
+   */
+  networkPolicy?: 'operator' | 'runtime';
 }
 
-const ROLE_LABEL = 'agentplane.dev/role';
-const SANDBOX_LABEL = 'agentplane.dev/sandbox';
-const PAUSED_ANNOTATION = 'agentplane.dev/paused';
+const PAUSED_ANNOTATION = 'agentplane.io/paused';
 const NETWORK_POLICY = 'agentplane-sandboxes-deny-all';
 
 const podName = (id: string) => `sandbox-${id}`;
@@ -45,13 +51,15 @@ const claimName = (id: string) => `sandbox-${id}-workspace`;
 const isNotFound = (error: unknown) => (error as { code?: number }).code === 404;
 const isConflict = (error: unknown) => (error as { code?: number }).code === 409;
 
+const sandboxLabels = (id: string) => ({ [LABELS.component]: SANDBOX_COMPONENT, [SANDBOX_ID_LABEL]: id, [LABELS.managedBy]: 'agentplane-runtime' });
+
 /** A sandbox's Pod: pure, so what the cluster is asked for can be read and tested without one. */
 export function sandboxPod(sandbox: SandboxStart, options: Pick<KubernetesHostOptions, 'defaultImage' | 'imagePullPolicy'>): k8s.V1Pod {
   const { limits } = sandbox;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: podName(sandbox.id), labels: { [ROLE_LABEL]: 'sandbox', [SANDBOX_LABEL]: sandbox.id, 'app.kubernetes.io/managed-by': 'agentplane' } },
+    metadata: { name: podName(sandbox.id), labels: sandboxLabels(sandbox.id) },
     spec: {
       automountServiceAccountToken: false,
       enableServiceLinks: false,
@@ -99,8 +107,8 @@ export function denyAllPolicy(): k8s.V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
-    metadata: { name: NETWORK_POLICY, labels: { 'app.kubernetes.io/managed-by': 'agentplane' } },
-    spec: { podSelector: { matchLabels: { [ROLE_LABEL]: 'sandbox' } }, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] },
+    metadata: { name: NETWORK_POLICY, labels: { [LABELS.managedBy]: 'agentplane-runtime' } },
+    spec: { podSelector: { matchLabels: { [LABELS.component]: SANDBOX_COMPONENT } }, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] },
   };
 }
 
@@ -133,6 +141,7 @@ export class KubernetesSandboxHost implements SandboxHost {
   }
 
   private ensurePolicy(): Promise<void> {
+    if (this.options.networkPolicy === 'operator') return Promise.resolve();
     this.policy ??= this.network
       .createNamespacedNetworkPolicy({ namespace: this.options.namespace, body: denyAllPolicy() })
       .then(
@@ -154,7 +163,7 @@ export class KubernetesSandboxHost implements SandboxHost {
       .createNamespacedPersistentVolumeClaim({
         namespace,
         body: {
-          metadata: { name: claimName(sandbox.id), labels: { [SANDBOX_LABEL]: sandbox.id, 'app.kubernetes.io/managed-by': 'agentplane' } },
+          metadata: { name: claimName(sandbox.id), labels: sandboxLabels(sandbox.id) },
           spec: {
             accessModes: ['ReadWriteOnce'],
             resources: { requests: { storage: `${sandbox.limits.diskMiB}Mi` } },
