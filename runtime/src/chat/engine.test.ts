@@ -14,7 +14,8 @@ import { script, ScriptedModels, type ScriptedPart } from '../models/scripted.js
 import { Conversations } from '../sessions/conversations.js';
 import { runtimeMigrations } from '../store/migrations.js';
 import type { RuntimeSchema } from '../store/schema.js';
-import { TurnEngine, type EngineDeps, type Turn } from './engine.js';
+import { TurnEngine, type EngineDeps } from './engine.js';
+import type { Turn } from './turn/turn.js';
 import { UsageLimiter } from './limits.js';
 import { newRunId, runControlChannel, runLogKey, RunCancelledError, RunStore } from './runs.js';
 import type { Frame } from './schemas.js';

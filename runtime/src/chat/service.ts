@@ -14,7 +14,7 @@ import { canSeeOwner, ownsConversation } from '../sessions/access.js';
 import type { Conversations, MessageRow, NewMessage, SessionRow } from '../sessions/conversations.js';
 import { sessionNotFound, type SessionService } from '../sessions/service.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
-import { emptyTotals, type TerminalFrame, type TurnEngine } from './engine.js';
+import type { TurnEngine } from './engine.js';
 import type { UsageLimiter } from './limits.js';
 import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
 import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
@@ -24,6 +24,8 @@ import { approvalMessage, refusalMessage, ToolSet, type RequestNarrowing } from 
 import type { ToolRegistry } from './tool-registry.js';
 import type { TurnRecords } from './turn-records.js';
 import { guardrailsOf } from './guardrails.js';
+import { doneFrame, errorFrame } from './turn/frames.js';
+import { emptyTotals, type TerminalFrame } from './turn/turn.js';
 
 /**
  * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
@@ -227,16 +229,16 @@ export class ChatService {
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
         await endWith(
-          deps.engine.doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
+          doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
         );
       } else {
         // SPEC.md item 8: no shared fallback model; the turn ends at once and costs nothing.
         await endWith(
-          deps.engine.doneFrame({ runId, sessionId, model: null }, { finishReason: 'no_model', content: '', messageId: null, pending: null }, emptyTotals()),
+          doneFrame({ runId, sessionId, model: null }, { finishReason: 'no_model', content: '', messageId: null, pending: null }, emptyTotals()),
         );
       }
     } catch (error) {
-      await endWith(deps.engine.errorFrame(error, runId, sessionId));
+      await endWith(errorFrame(error, runId, sessionId));
     }
     return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
   }

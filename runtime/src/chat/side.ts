@@ -11,7 +11,7 @@ import type { Principal } from '../auth/authenticate.js';
 import type { RuntimeSchema } from '../store/schema.js';
 import type { TenantService } from '../tenants/service.js';
 import { permissionDenied } from '@agentplane/lib/errors';
-import type { Turn } from './engine.js';
+import type { Turn } from './turn/turn.js';
 import { clampHistory, toModelMessages } from './history.js';
 import type { PlannedCall, UsageLimiter, UsageLimits } from './limits.js';
 import { chooseModel, limitsOf } from './model-choice.js';
