@@ -1,35 +1,23 @@
-// Turns as a service (SPEC.md Chat): starting one (checks, the pause it answers, the rows it writes, then the
-// detached run), waiting for its result, resuming its stream, steering and cancelling it. Knows nothing of HTTP:
-// routes hand it the principal and the parsed body.
-import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+// Turns as a service (SPEC.md Chat): starting one (prepared in turn/prepare.ts, then launched as a detached run, or
+// answered at once when it stored a pause or has no model), waiting for its result, resuming its stream, steering and
+// cancelling it. Knows nothing of HTTP: routes hand it the principal and the parsed body.
 import { AppError, conflict, invalidArgument, notFound, permissionDenied } from '@agentplane/lib/errors';
 import type { EventBus, RunLogEvent } from '@agentplane/lib/events/port';
 import { kindOfStatus } from '@agentplane/lib/http/errors';
-import type { Logger } from '@agentplane/lib/logging';
-import { effectivePermission, requireCapability, tighterEffort, type Effort, type RequestFlags } from '@agentplane/lib/permissions';
-import { claimsFromToken } from '@agentplane/lib/tokens/permission-claims';
+import { requireCapability } from '@agentplane/lib/permissions';
 import type { Principal } from '../auth/authenticate.js';
 import { canSeeOwner, ownsConversation } from '../sessions/access.js';
-import type { Conversations, MessageRow, NewMessage, SessionRow } from '../sessions/conversations.js';
-import { sessionNotFound, type SessionService } from '../sessions/service.js';
-import type { RuntimeSchema, SessionPending } from '../store/schema.js';
+import type { SessionRow } from '../sessions/conversations.js';
 import type { TurnEngine } from './engine.js';
-import type { UsageLimiter } from './limits.js';
-import { chooseModel, limitsOf, type ModelChoice } from './model-choice.js';
-import { newRunId, runLogKey, type RunRow, type RunStore } from './runs.js';
-import { maxToolResultLength, type ChatRequestInput, type ChatResponseOutput, type Frame } from './schemas.js';
-import type { CitationStyle, Source } from './citations.js';
-import { approvalMessage, refusalMessage, ToolSet, type RequestNarrowing } from './tools.js';
-import type { ToolRegistry } from './tool-registry.js';
-import type { TurnRecords } from './turn-records.js';
-import { guardrailsOf } from './guardrails.js';
+import { runLogKey, type RunRow } from './runs.js';
+import type { ChatRequestInput, ChatResponseOutput, Frame } from './schemas.js';
 import { doneFrame, errorFrame } from './turn/frames.js';
+import { prepareTurn, type PreparationDeps, type Refused } from './turn/prepare.js';
 import { emptyTotals, type TerminalFrame } from './turn/turn.js';
 
 /**
  * How a start went: the run was stored and started (its log has a `start` frame), or it was refused before anything
- * was stored; then `sessionId` is the conversation the caller named (null for a new one), and there is no run.
+ * was stored (turn/prepare.ts).
  */
 export type StartOutcome =
   | {
@@ -42,42 +30,11 @@ export type StartOutcome =
        */
       ended?: Promise<TerminalFrame | undefined>;
     }
-  | { kind: 'refused'; error: unknown; sessionId: string | null };
+  | Refused;
 
-export interface ChatServiceDeps {
-  db: Kysely<RuntimeSchema>;
+export interface ChatServiceDeps extends PreparationDeps {
   events: EventBus;
-  conversations: Conversations;
-  sessions: SessionService;
-  runs: RunStore;
-  records: TurnRecords;
   engine: TurnEngine;
-  limiter: UsageLimiter;
-  logger: Logger;
-  /**
-   * The tool families that run tools for a caller (documents, memory, webhooks, MCP...), offered when their
-   * capabilities are held; an MCP server's list may take a call to learn (then it is kept).
-   */
-  tools?: ToolRegistry;
-  /**
-   * The automatic document context: the best passages for a message, as the person's own search finds them; given
-   * to a turn that offers `tool` (the search), so it reaches exactly those who may search.
-   */
-  documentContext?: { tool: string; find(principal: Principal, query: string): Promise<{ sources: Source[]; style?: CitationStyle }> };
-}
-
-/** What a turn's start stored: a run to launch (with the prompt's history), the same pause again, or no model to call. */
-type Stored =
-  | { kind: 'run'; rows: MessageRow[]; history: MessageRow[]; cleared?: NonNullable<SessionPending['cleared']> }
-  | { kind: 'paused'; rows: MessageRow[]; pending: SessionPending }
-  | { kind: 'no_model'; rows: MessageRow[] };
-
-/** What answering a pause produced: tool messages to store, and what is still unanswered (null: nothing). */
-interface PauseResolution {
-  answers: NewMessage[];
-  remaining: Omit<SessionPending, 'run_id'> | null;
-  /** Approved server calls the run makes before its first model step (none while the pause remains). */
-  cleared: NonNullable<SessionPending['cleared']>;
 }
 
 const runNotFound = (runId: string) => notFound(`run ${runId} not found`);
@@ -107,116 +64,18 @@ export class ChatService {
     } = {},
   ): Promise<StartOutcome> {
     const { deps } = this;
-    requireCapability(principal.permission, 'chat', 'chat');
-    const permission = effectivePermission({
-      ceiling: principal.configuration.document.ceiling,
-      token: claimsFromToken(principal.claims),
-      request: requestFlagsOf(request),
-    });
-    if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-    const tools = ToolSet.forTurn(permission, request, (await deps.tools?.forTurn({ principal, permission, request: narrowingOf(request) })) ?? []);
-    const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
-    checkUniqueIds(request);
-    // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's
-    // authorize step has usually found it already, for this same caller.
-    const existing =
-      request.session_id === undefined
-        ? undefined
-        : authorized?.id === request.session_id
-          ? authorized
-          : await deps.sessions.ownedSession(principal, request.session_id);
-    if (!existing && answering) throw invalidArgument('nothing is waiting for an answer: answers go to the conversation that paused, named by session_id');
-
-    const tenantId = principal.tenantId;
-    const refused = (error: unknown): StartOutcome => {
-      if (!(error instanceof AppError)) deps.logger.error({ err: error }, 'turn refused by an unexpected error');
-      return { kind: 'refused', error, sessionId: existing?.id ?? null };
-    };
-    const guardrails = guardrailsOf(principal.configuration);
-    // Answers to a pause an input check stops are refused before anything is stored, and the pause still waits: the
-    // person answers again (a message is judged by the run, which ends the turn; docs/decisions/0064).
-    const answered = answering && guardrails && !guardrails.input.empty ? personSaid({ ...request, message: undefined }) : undefined;
-    const answerCheck = answered === undefined ? null : guardrails!.input.firstFiring(answered);
-    if (answerCheck !== null) {
-      return refused(invalidArgument(`This answer was stopped by the project's guardrail '${answerCheck}'; the question still waits for an answer.`, { code: 'guardrail' }));
-    }
-    let choice: ModelChoice;
-    let stored: Stored;
-    const sessionId = existing?.id ?? randomUUID();
-    const runId = options.runId ?? newRunId();
-    try {
-      choice = chooseModel(principal.configuration, permission, principal.routing, request.model);
-      // Before anything is stored: a refused turn leaves the conversation as it was.
-      if (choice.kind === 'model') await deps.limiter.check(tenantId, limitsOf(principal.configuration));
-    } catch (error) {
-      return refused(error);
-    }
-    const configuration = principal.configuration.document;
-    // The automatic document context, where the project chose it, for a message (not an answer to a pause) from
-    // someone who may search.
-    const context =
-      choice.kind === 'model' && configuration.retrieval?.auto_context && request.message !== undefined && deps.documentContext && tools.get(deps.documentContext.tool)
-        ? () => deps.documentContext!.find(principal, request.message!)
-        : undefined;
-    const calling =
-      choice.kind === 'model'
-        ? {
-            tenantId,
-            model: choice.model,
-            target: choice.target,
-            price: choice.price,
-            tools,
-            // The project's system prompt wins over the request's (SPEC.md Capabilities: system_prompt); what the
-            // offered tools ask to be told (the skills this turn may load) follows it.
-            systemPrompt: withGuidance(configuration.system_prompt ?? request.system_prompt ?? null, tools),
-            effort: effortOf(request.effort, permission.maxEffort),
-            limits: limitsOf(principal.configuration),
-            maxContextTokens: permission.maxContextTokens,
-          }
-        : undefined;
-    const model = choice.kind === 'model' ? choice.model : null;
-    const start: Extract<Frame, { type: 'start' }> = { type: 'start', run_id: runId, session_id: sessionId, model };
-    // A new conversation's first prompt is known before its rows are stored: its model call (and its log's start
-    // frame) go out meanwhile; not when input guardrails must judge the message first.
-    const early =
-      calling && !existing && !answering && request.message !== undefined && !context && (guardrails === null || guardrails.input.empty)
-        ? deps.engine.callEarly(calling, request.message, start)
-        : undefined;
-    try {
-      stored = await this.store(principal, request, { existing, sessionId, runId, choice, answering, parentSessionId: options.parentSessionId });
-    } catch (error) {
-      if (early) deps.engine.abandon(early);
-      return refused(error);
-    }
+    const prepared = await prepareTurn(deps, principal, request, authorized, options);
+    if (prepared.kind === 'refused') return prepared;
+    const { tenantId, runId, sessionId, start, early, stored, turn } = prepared;
     let settle: (frame: TerminalFrame | undefined) => void = () => undefined;
     const ended = options.awaitEnd ? new Promise<TerminalFrame | undefined>((resolve) => (settle = resolve)) : undefined;
     const endWith = async (frame: TerminalFrame) => {
       await deps.engine.end(tenantId, runId, frame);
       settle(frame);
     };
-
-    // What the input guardrails judge; a project without them has nothing to gather.
-    const said = guardrails && !guardrails.input.empty ? personSaid(request) : undefined;
     try {
-      if (stored.kind === 'run' && choice.kind === 'model' && calling) {
-        await deps.engine.launch(
-          {
-            ...calling,
-            runId,
-            sessionId,
-            subject: principal.claims.sub,
-            maxToolIterations: permission.maxToolIterations,
-            autoTitle: permission.has('auto_title') && (existing === undefined || existing.title === ''),
-            history: stored.history,
-            ...(context ? { context } : {}),
-            ...(stored.cleared && stored.cleared.length > 0 ? { cleared: stored.cleared } : {}),
-            ...(guardrails ? { guardrails } : {}),
-            ...(said !== undefined ? { inputText: said } : {}),
-          },
-          start,
-          ended && settle,
-          early,
-        );
+      if (turn) {
+        await deps.engine.launch(turn, start, ended && settle, early);
         // Sent, not waited for: the conversation's followers hear of the message as the caller hears of the run, and
         // a stream's first token is not held behind the publish (notify never throws).
         void deps.conversations.notify(tenantId, sessionId, stored.rows);
@@ -229,7 +88,7 @@ export class ChatService {
       if (stored.kind === 'paused') {
         // The request left something unanswered (silence is neither answer): the same pause again, no model call.
         await endWith(
-          doneFrame({ runId, sessionId, model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
+          doneFrame({ runId, sessionId, model: start.model }, { finishReason: null, content: '', messageId: null, pending: stored.pending }, emptyTotals()),
         );
       } else {
         // SPEC.md item 8: no shared fallback model; the turn ends at once and costs nothing.
@@ -241,58 +100,6 @@ export class ChatService {
       await endWith(errorFrame(error, runId, sessionId));
     }
     return { kind: 'started', runId, sessionId, ...(ended ? { ended } : {}) };
-  }
-
-  /**
-   * The rows a turn starts with. A plain message that runs the model takes one statement (TurnRecords); anything
-   * else (answers to a pause, a conversation holding one, a lapsed run to clear, no model) takes one transaction: the
-   * session (new, or the caller's own locked), the run, the answers and the person's message, and the rollup. Any
-   * failure stores nothing.
-   */
-  private async store(
-    principal: Principal,
-    request: ChatRequestInput,
-    turn: { existing: SessionRow | undefined; sessionId: string; runId: string; choice: ModelChoice; answering: boolean; parentSessionId?: string | undefined },
-  ): Promise<Stored> {
-    const { deps } = this;
-    const { existing, sessionId, runId, choice } = turn;
-    const tenantId = principal.tenantId;
-    const subject = principal.claims.sub;
-    if (choice.kind === 'model' && !turn.answering && request.message !== undefined) {
-      const start = { tenantId, sessionId, runId, subject, model: choice.model, message: request.message, parentSessionId: turn.parentSessionId, ...deps.runs.newLease() };
-      if (!existing) {
-        const row = await deps.records.startNewSession(start);
-        return { kind: 'run', rows: [row], history: [row] };
-      }
-      const history = await deps.records.startInSession(start);
-      if (history) return { kind: 'run', rows: history.slice(-1), history };
-    }
-    const model = choice.kind === 'model' ? choice.model : null;
-    return deps.db.transaction().execute(async (trx): Promise<Stored> => {
-      const session = existing
-        ? await trx.selectFrom('sessions').selectAll().where('id', '=', existing.id).forUpdate().executeTakeFirst()
-        : await deps.conversations.createSession(trx, { id: sessionId, tenantId, owner: subject, model, parentSessionId: turn.parentSessionId });
-      // Deleted between the visibility check and this lock.
-      if (!session) throw sessionNotFound(sessionId);
-      await deps.runs.begin(trx, { id: runId, tenantId, sessionId, subject, model });
-      const resolution = resolvePause(session.pending, request);
-      const messages = resolution.answers.map((answer) => ({ ...answer, runId, subject }));
-      if (request.message !== undefined) messages.push({ role: 'user', content: request.message, runId, subject });
-      const rows = await deps.conversations.append(tenantId, sessionId, messages, trx);
-      if (resolution.remaining) {
-        const pending: SessionPending = { run_id: runId, ...resolution.remaining };
-        await deps.runs.finish(trx, runId, { status: 'requires_action' });
-        await deps.conversations.setRollup(trx, sessionId, { status: 'requires_action', pending });
-        return { kind: 'paused', pending, rows };
-      }
-      if (choice.kind === 'none') {
-        await deps.runs.finish(trx, runId, { status: 'completed', finishReason: 'no_model' });
-        await deps.conversations.setRollup(trx, sessionId, { status: 'completed', pending: null });
-        return { kind: 'no_model', rows };
-      }
-      await deps.conversations.setRollup(trx, sessionId, { status: 'running', model, pending: null });
-      return { kind: 'run', rows, history: await deps.conversations.messagesOf(sessionId, trx), cleared: resolution.cleared };
-    });
   }
 
   /**
@@ -469,85 +276,6 @@ export class ChatService {
   }
 }
 
-/**
- * Applies the answers of a request to the pause its session holds (SPEC.md Approval pause). Answers to ids that are
- * not waiting are 400; an approved client call goes back to the client as the identical call; a refusal tells the
- * agent to stop; anything left unanswered keeps the turn paused.
- */
-export function resolvePause(pending: SessionPending | null, request: ChatRequestInput): PauseResolution {
-  const results = request.tool_results ?? [];
-  const decisions = request.approval_decisions ?? [];
-  const answersToQuestions = request.question_answers ?? [];
-  if (!pending) {
-    if (results.length + decisions.length + answersToQuestions.length > 0) {
-      throw invalidArgument('nothing in this conversation is waiting for an answer', { code: 'nothing_pending' });
-    }
-    return { answers: [], remaining: null, cleared: [] };
-  }
-  const notWaiting = (field: string, id: string, what: string) =>
-    invalidArgument(`${field}: tool_call_id '${id}' is not waiting for ${what}`, { code: 'not_pending' });
-  const calls = new Map(pending.tool_calls.map((call) => [call.id, call]));
-  const approvals = new Map(pending.approvals.map((approval) => [approval.tool_call_id, approval]));
-  const questions = new Map(pending.questions.map((question) => [question.tool_call_id, question]));
-  for (const result of results) if (!calls.has(result.tool_call_id)) throw notWaiting('tool_results', result.tool_call_id, 'a result');
-  for (const decision of decisions) if (!approvals.has(decision.tool_call_id)) throw notWaiting('approval_decisions', decision.tool_call_id, 'a decision');
-  for (const answer of answersToQuestions) if (!questions.has(answer.tool_call_id)) throw notWaiting('question_answers', answer.tool_call_id, 'an answer');
-
-  const answers: NewMessage[] = [];
-  const resultById = new Map(results.map((result) => [result.tool_call_id, result]));
-  const decisionById = new Map(decisions.map((decision) => [decision.tool_call_id, decision]));
-  const answerById = new Map(answersToQuestions.map((answer) => [answer.tool_call_id, answer]));
-
-  const remainingCalls: SessionPending['tool_calls'] = [];
-  for (const call of pending.tool_calls) {
-    const result = resultById.get(call.id);
-    if (!result) {
-      remainingCalls.push(call);
-      continue;
-    }
-    const text = typeof result.content === 'string' ? result.content : JSON.stringify(result.content);
-    const content = (result.is_error ? `Error: ${text}` : text).slice(0, maxToolResultLength);
-    answers.push({ role: 'tool', content, toolCallId: call.id, name: call.name, ...(result.is_error ? { metadata: { is_error: true } } : {}) });
-  }
-  const remainingApprovals: SessionPending['approvals'] = [];
-  const cleared: NonNullable<SessionPending['cleared']> = [...(pending.cleared ?? [])];
-  for (const approval of pending.approvals) {
-    const decision = decisionById.get(approval.tool_call_id);
-    if (!decision) {
-      remainingApprovals.push(approval);
-      continue;
-    }
-    const name = approval.tool ?? 'request_approval';
-    const metadata = { approved: decision.approved, ...(decision.note === undefined ? {} : { note: decision.note }) };
-    if (!decision.approved) {
-      answers.push({ role: 'tool', content: refusalMessage(decision.note), toolCallId: approval.tool_call_id, name, metadata });
-    } else if (approval.kind === 'client') {
-      // The identical call, now cleared to run, goes to the client on this round.
-      remainingCalls.push({ id: approval.tool_call_id, name: approval.tool!, arguments: approval.arguments });
-    } else if (approval.kind === 'server') {
-      // The service runs the identical call itself, once the turn goes on.
-      cleared.push({ id: approval.tool_call_id, name: approval.tool!, arguments: approval.arguments });
-    } else {
-      answers.push({ role: 'tool', content: approvalMessage(decision.note), toolCallId: approval.tool_call_id, name, metadata });
-    }
-  }
-  const remainingQuestions: SessionPending['questions'] = [];
-  for (const question of pending.questions) {
-    const answer = answerById.get(question.tool_call_id);
-    if (!answer) remainingQuestions.push(question);
-    else answers.push({ role: 'tool', content: answer.answer, toolCallId: question.tool_call_id, name: 'ask_user' });
-  }
-  const open = remainingCalls.length + remainingApprovals.length + remainingQuestions.length > 0;
-  if (open) {
-    return {
-      answers,
-      remaining: { tool_calls: remainingCalls, approvals: remainingApprovals, questions: remainingQuestions, ...(cleared.length > 0 ? { cleared } : {}) },
-      cleared: [],
-    };
-  }
-  return { answers, remaining: null, cleared };
-}
-
 /** The terminal `error` frame a failed run's row records; null when it recorded none. */
 function failureFrame(row: RunRow): Extract<Frame, { type: 'error' }> | null {
   const error = row.error as { status?: unknown; code?: unknown; message?: unknown; retryable?: unknown } | null;
@@ -575,48 +303,5 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | 
   });
 }
 
-function checkUniqueIds(request: ChatRequestInput): void {
-  for (const [field, list] of [
-    ['tool_results', request.tool_results],
-    ['approval_decisions', request.approval_decisions],
-    ['question_answers', request.question_answers],
-  ] as const) {
-    const seen = new Set<string>();
-    for (const item of list ?? []) {
-      if (seen.has(item.tool_call_id)) throw invalidArgument(`${field}: tool_call_id '${item.tool_call_id}' is answered twice`);
-      seen.add(item.tool_call_id);
-    }
-  }
-}
-
-function requestFlagsOf(request: ChatRequestInput): RequestFlags {
-  const { message: _m, session_id: _s, model: _mo, system_prompt: _sp, effort: _e, tools: _t, question_answers: _q, approval_decisions: _a, tool_results: _r, ...flags } =
-    request;
-  return flags;
-}
-
 /** What a request narrowed for itself beyond its flags (a subagent's run keeps it). */
-export type { RequestNarrowing };
-
-const narrowingOf = (request: ChatRequestInput): RequestNarrowing => ({ plugins: request.plugins, allowed_tools: request.allowed_tools });
-
-/** The system prompt with what the offered server tools ask to be told; null when there is neither. */
-function withGuidance(prompt: string | null, tools: ToolSet): string | null {
-  const guidance = tools.list().flatMap((tool) => (tool.server?.guidance ? [tool.server.guidance] : []));
-  return guidance.length === 0 ? prompt : [...(prompt === null ? [] : [prompt]), ...guidance].join('\n\n');
-}
-
-/** The request's effort capped by the token's; with no request, the cap itself (so a capped token never runs above it). */
-function effortOf(requested: Effort | undefined, max: Effort | undefined): Effort | undefined {
-  return tighterEffort(requested ?? max, max);
-}
-
-/**
- * What the person said in a request, for the input guardrails: their message, their answers to the agent's questions
- * and the notes of their approval decisions (tool results come from the app, not the person).
- */
-function personSaid(request: ChatRequestInput): string | undefined {
-  const said = [request.message, ...(request.question_answers ?? []).map((answer) => answer.answer), ...(request.approval_decisions ?? []).map((decision) => decision.note)];
-  const texts = said.filter((text): text is string => typeof text === 'string' && text !== '');
-  return texts.length > 0 ? texts.join('\n\n') : undefined;
-}
+export type { RequestNarrowing } from './tools.js';
