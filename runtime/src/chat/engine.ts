@@ -87,7 +87,6 @@ export class TurnEngine {
     waiter?.ended?.(frame);
   }
 
-
   /**
    * Starts the run: holds it (so cancel and steer notices for it are heard on this process's channel), writes its
    * `start` frame (or waits for the early call's append of it), then runs it in the background. Holding comes
@@ -121,6 +120,47 @@ export class TurnEngine {
   }
 
   /**
+   * A held run, in order: the input guardrails on the person's message, the approved calls it starts with, the
+   * model and tool loop, then its end written (again, while a steer that came late keeps it going); or its failure.
+   */
+  private async execute(turn: Turn, run: HeldRun): Promise<void> {
+    const { controller } = run;
+    const totals = emptyTotals();
+    const history: HistoryMessage[] = [...turn.history];
+    try {
+      let outcome = await this.loop.inputStopped(turn, run);
+      if (!outcome) {
+        if (turn.cleared) history.push(...(await this.tools.makeCleared(turn, run, totals)));
+        outcome = await this.loop.run(turn, run, history, totals);
+      }
+      while (!run.lost) {
+        const ended = await this.writer.complete(turn, run, outcome, totals, history);
+        // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
+        if (ended !== 'steered') break;
+        run.steerNoticed = true;
+        outcome = await this.loop.run(turn, run, history, totals);
+      }
+    } catch (error) {
+      // The writes still under way land (or fail) before the run's end is written after them.
+      await run.writes.catch(() => undefined);
+      run.writes = Promise.resolve();
+      if (run.lost) return;
+      if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
+        await this.writer.complete(turn, run, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
+        return;
+      }
+      await this.writer.fail(turn, error);
+    } finally {
+      this.drop(run);
+      this.release(turn.runId);
+      // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
+      run.ended?.(undefined);
+      // The tool families' end-of-turn work (a sandbox paused), after the answer: never delays or fails the turn.
+      void turn.tools.ended((family, error) => this.deps.logger.warn({ err: error, run_id: turn.runId, family }, "a tool family's end-of-turn work failed"));
+    }
+  }
+
+  /**
    * Sends a turn's first model call before the turn is stored, for a prompt known without the store: a new
    * conversation's first step, which sees the system prompt and the person's message alone (a turn with automatic
    * document context searches first, and is not called early). The start statement and the provider's answer then
@@ -140,7 +180,6 @@ export class TurnEngine {
   discard(early: EarlyCall): void {
     discardEarly(early);
   }
-
 
   /** Drops the early call a run still holds, if any. */
   private drop(run: HeldRun): void {
@@ -286,48 +325,6 @@ export class TurnEngine {
       }
       if (state.cancelRequested) run.controller.abort(new RunCancelledError());
       if (state.steerWaiting) run.steerNoticed = true;
-    }
-  }
-
-
-  /**
-   * A held run, in order: the input guardrails on the person's message, the approved calls it starts with, the
-   * model and tool loop, then its end written (again, while a steer that came late keeps it going); or its failure.
-   */
-  private async execute(turn: Turn, run: HeldRun): Promise<void> {
-    const { controller } = run;
-    const totals = emptyTotals();
-    const history: HistoryMessage[] = [...turn.history];
-    try {
-      let outcome = await this.loop.inputStopped(turn, run);
-      if (!outcome) {
-        if (turn.cleared) history.push(...(await this.tools.makeCleared(turn, run, totals)));
-        outcome = await this.loop.run(turn, run, history, totals);
-      }
-      while (!run.lost) {
-        const ended = await this.writer.complete(turn, run, outcome, totals, history);
-        // A steer arrived after the last boundary: the loop runs again under the same run, lease and subscription.
-        if (ended !== 'steered') break;
-        run.steerNoticed = true;
-        outcome = await this.loop.run(turn, run, history, totals);
-      }
-    } catch (error) {
-      // The writes still under way land (or fail) before the run's end is written after them.
-      await run.writes.catch(() => undefined);
-      run.writes = Promise.resolve();
-      if (run.lost) return;
-      if (controller.signal.aborted && controller.signal.reason instanceof RunCancelledError) {
-        await this.writer.complete(turn, run, { status: 'cancelled', finishReason: 'cancelled', content: '', messageId: null, pending: null }, totals, history);
-        return;
-      }
-      await this.writer.fail(turn, error);
-    } finally {
-      this.drop(run);
-      this.release(turn.runId);
-      // A run that stopped without ending its log here (swept as lost by another replica): its waiter reads the log.
-      run.ended?.(undefined);
-      // The tool families' end-of-turn work (a sandbox paused), after the answer: never delays or fails the turn.
-      void turn.tools.ended((family, error) => this.deps.logger.warn({ err: error, run_id: turn.runId, family }, "a tool family's end-of-turn work failed"));
     }
   }
 }
