@@ -71,4 +71,27 @@ describe('Features', () => {
       vi.useRealTimers();
     }
   });
+
+  it('never starts a round of periodic work while the last one is still going', async () => {
+    vi.useFakeTimers();
+    try {
+      const { features } = host();
+      let started = 0;
+      let release = () => {};
+      features.every('slow', 100, () => {
+        started += 1;
+        return new Promise<void>((resolve) => (release = resolve));
+      });
+      await vi.advanceTimersByTimeAsync(550);
+      // Five ticks came while the first round held on.
+      expect(started).toBe(1);
+      release();
+      await vi.advanceTimersByTimeAsync(100);
+      expect(started).toBe(2);
+      release();
+      await features.shutdown();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -53,7 +53,16 @@ export class Features implements FeatureHost {
   }
 
   every(what: string, intervalMs: number, work: () => Promise<unknown>, options: { now?: boolean } = {}): void {
-    const run = () => void work().catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
+    // A round still going when the next is due is not joined by another: two sweeps at once would both act on what
+    // each read before the other acted (a sandbox paused twice, a row set back to a state it just left).
+    let running = false;
+    const run = () => {
+      if (running) return;
+      running = true;
+      void work()
+        .catch((err: unknown) => this.logger.warn({ err }, `${what} failed`))
+        .finally(() => (running = false));
+    };
     if (options.now) run();
     const timer = setInterval(run, intervalMs);
     timer.unref();

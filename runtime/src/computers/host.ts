@@ -109,3 +109,14 @@ export class SandboxNotRunningError extends Error {
     this.name = 'SandboxNotRunningError';
   }
 }
+
+/**
+ * The host has no room for another sandbox, whatever the project's own count said: on Kubernetes, the namespace's
+ * quota refused its claim (docs/decisions/0081). The service answers as it does for its own count.
+ */
+export class SandboxCapacityError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'SandboxCapacityError';
+  }
+}

@@ -15,7 +15,7 @@ import type { AuditEntry } from '../governance/audit.js';
 import { canSeeOwner, visibleOwnerCondition } from '../sessions/access.js';
 import { packagePath, unpackArchive, type ArchiveLimits } from '../skills/archive.js';
 import type { RuntimeSchema, SandboxesTable, SandboxState } from '../store/schema.js';
-import { SandboxNotRunningError, type ExecOutcome, type OutputStream, type SandboxHost, type SandboxLimits, type SandboxStart } from './host.js';
+import { SandboxCapacityError, SandboxNotRunningError, type ExecOutcome, type OutputStream, type SandboxHost, type SandboxLimits, type SandboxStart } from './host.js';
 
 /** Each of stdout and stderr is kept up to this much for an answer; a streamed exec sends as much. */
 export const EXEC_OUTPUT_LIMIT_BYTES = 1024 * 1024;
@@ -177,6 +177,12 @@ export class ComputerService {
     try {
       await host.start(this.startOf({ id, tenant_id: principal.tenantId, limits, image: settings.image ?? null }));
     } catch (error) {
+      if (error instanceof SandboxCapacityError) {
+        // Nothing was made: the place it took in the count is given back.
+        await host.remove(id).catch(() => undefined);
+        await this.deps.db.deleteFrom('sandboxes').where('id', '=', id).execute();
+        throw conflict(`the project holds no more sandboxes here: ${error.reason}; delete or pause one you no longer need`, { code: 'too_many_sandboxes' });
+      }
       this.deps.logger.error({ err: error, sandbox_id: id }, 'a sandbox could not be made');
       await this.setState(id, 'failed', { failure: errorText(error) });
       throw new AppError('unavailable', `the sandbox could not be made: ${errorText(error)}`, { code: 'sandbox_failed', extra: { sandbox_id: id } });

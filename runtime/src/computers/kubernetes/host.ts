@@ -11,6 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { LABELS, SANDBOX_COMPONENT, SANDBOX_ID_LABEL } from '@agentplane/lib/kubernetes/resources';
 import type { Logger } from '@agentplane/lib/logging';
 import {
+  SandboxCapacityError,
   SandboxNotRunningError,
   type ExecOutcome,
   type ExecSpec,
@@ -51,6 +52,14 @@ const claimName = (id: string) => `sandbox-${id}-workspace`;
 const isNotFound = (error: unknown) => (error as { code?: number }).code === 404;
 const isConflict = (error: unknown) => (error as { code?: number }).code === 409;
 
+/** The API server's words when a ResourceQuota refused a create (403 `exceeded quota: ...`), else undefined. */
+function quotaRefusal(error: unknown): string | undefined {
+  if ((error as { code?: number }).code !== 403) return undefined;
+  const body = (error as { body?: unknown }).body;
+  const text = typeof body === 'string' ? body : JSON.stringify(body ?? '');
+  return /exceeded quota: [^"\\]*/.exec(text)?.[0];
+}
+
 const sandboxLabels = (id: string) => ({ [LABELS.component]: SANDBOX_COMPONENT, [SANDBOX_ID_LABEL]: id, [LABELS.managedBy]: 'agentplane-runtime' });
 
 /** A sandbox's Pod: pure, so what the cluster is asked for can be read and tested without one. */
@@ -67,6 +76,9 @@ export function sandboxPod(sandbox: SandboxStart, options: Pick<KubernetesHostOp
       dnsPolicy: 'None',
       dnsConfig: { nameservers: ['127.0.0.1'] },
       restartPolicy: 'Never',
+      // The Pod's pause process becomes PID 1 and reaps what a command orphaned; `sleep` as PID 1 would not, and a
+      // long-lived sandbox would fill with zombies that count against its process limit.
+      shareProcessNamespace: true,
       terminationGracePeriodSeconds: 1,
       securityContext: {
         runAsNonRoot: true,
@@ -159,6 +171,22 @@ export class KubernetesSandboxHost implements SandboxHost {
   async start(sandbox: SandboxStart): Promise<void> {
     const { namespace } = this.options;
     await this.ensurePolicy();
+    // A claim that exists is not asked for again: the quota's admission counts a create before it learns the name is
+    // taken, so a resume at the project's count would be refused.
+    const claim = await this.core.readNamespacedPersistentVolumeClaim({ name: claimName(sandbox.id), namespace }).catch((error: unknown) => {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    });
+    if (!claim) await this.createClaim(sandbox);
+    await this.setPaused(sandbox.id, false);
+    await this.core.createNamespacedPod({ namespace, body: sandboxPod(sandbox, this.options) }).catch((error: unknown) => {
+      if (!isConflict(error)) throw error;
+    });
+    await this.untilRunning(sandbox.id);
+  }
+
+  private async createClaim(sandbox: SandboxStart): Promise<void> {
+    const { namespace } = this.options;
     await this.core
       .createNamespacedPersistentVolumeClaim({
         namespace,
@@ -172,13 +200,11 @@ export class KubernetesSandboxHost implements SandboxHost {
         },
       })
       .catch((error: unknown) => {
-        if (!isConflict(error)) throw error;
+        if (isConflict(error)) return;
+        const refusal = quotaRefusal(error);
+        if (refusal) throw new SandboxCapacityError(refusal);
+        throw error;
       });
-    await this.setPaused(sandbox.id, false);
-    await this.core.createNamespacedPod({ namespace, body: sandboxPod(sandbox, this.options) }).catch((error: unknown) => {
-      if (!isConflict(error)) throw error;
-    });
-    await this.untilRunning(sandbox.id);
   }
 
   private async untilRunning(id: string): Promise<void> {
