@@ -34,6 +34,22 @@ describe('runtime configuration', () => {
     expect(config.blobs).toMatchObject({ kind: 's3', bucket: 'blobs', endpoint: 'http://minio:9000', forcePathStyle: true, region: 'us-east-1' });
   });
 
+  it('puts sandboxes in Pods of a namespace, which it must be told along with a default image', () => {
+    expect(loadRuntimeConfig({}).computerKubernetes).toBeUndefined();
+    const config = loadRuntimeConfig({ COMPUTER_HOST: 'kubernetes', KUBERNETES_NAMESPACE: 'agentplane-acme', COMPUTER_IMAGE: 'registry.example.com/tools:1', COMPUTER_NETWORK_POLICY: 'operator' });
+    expect(config.computerHost).toBe('kubernetes');
+    expect(config.computerKubernetes).toEqual({
+      namespace: 'agentplane-acme',
+      image: 'registry.example.com/tools:1',
+      imagePullPolicy: 'IfNotPresent',
+      storageClass: undefined,
+      networkPolicy: 'operator',
+      kubeconfig: undefined,
+    });
+    expect(() => loadRuntimeConfig({ COMPUTER_HOST: 'kubernetes' })).toThrow(/KUBERNETES_NAMESPACE is required when COMPUTER_HOST=kubernetes[\s\S]*COMPUTER_IMAGE is required/);
+    expect(() => loadRuntimeConfig({ COMPUTER_HOST: 'kubernetes', KUBERNETES_NAMESPACE: 'a', COMPUTER_IMAGE: 'b', COMPUTER_NETWORK_POLICY: 'nobody' })).toThrow(/COMPUTER_NETWORK_POLICY/);
+  });
+
   it('reports every bad variable at once, naming what is allowed, and never echoes a password', () => {
     let error: unknown;
     try {
