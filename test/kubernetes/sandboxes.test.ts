@@ -3,7 +3,7 @@
 // NetworkPolicies and the sandbox quota, and the runtime's Deployment. The runtime Pod is stood in for by a runtime
 // process with that Deployment's computer settings, acting as the runtime's ServiceAccount (a token from the
 // TokenRequest API), so every Pod, claim and exec below is done with exactly the runtime's RBAC, on a real kubelet
-// with containerd and runc where the Pods really run.
+// with containerd and runc where the Pods really run. Last, an agent turn uses the conversation's sandbox there.
 import { pack } from 'tar-stream';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import { kubernetesBinaries, startKubernetes, type KubernetesCluster } from '../
 import { requireBinary } from '../harness/process.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
 import { allEvents } from '../harness/sse.js';
+import { chatWorld, MODEL } from '../chat/fixture.js';
 import { Admin, installCrds, operatorConfig, prepareCluster, startOperator } from '../operator/fixture.js';
 
 const binaries = kubernetesBinaries();
@@ -45,6 +46,8 @@ describe.skipIf(!binaries || !nodeBinaries || !helm)('sandboxes on Kubernetes, p
   let core: k8s.CoreV1Api;
   /** The cluster as the runtime's ServiceAccount sees it. */
   let asRuntime: k8s.KubeConfig;
+  /** The runtime's environment as the operator wrote it, with the ServiceAccount's kubeconfig. */
+  let runtimeEnv: Record<string, string>;
 
   const call = (path: string, token: string, init: RequestInit = {}) => rt.endUser(path, token, init);
   const post = (path: string, token: string, body: unknown = {}) => call(path, token, { method: 'POST', body: JSON.stringify(body) });
@@ -103,7 +106,8 @@ describe.skipIf(!binaries || !nodeBinaries || !helm)('sandboxes on Kubernetes, p
     const kubeconfig = await serviceAccountKubeconfig(cluster, namespace, 'agent-runtime');
     asRuntime = new k8s.KubeConfig();
     asRuntime.loadFromFile(kubeconfig);
-    rt = await startTestRuntime({ env: { ...env, KUBECONFIG: kubeconfig, COMPUTER_SWEEP_MS: '500' } });
+    runtimeEnv = { ...env, KUBECONFIG: kubeconfig, COMPUTER_SWEEP_MS: '500' };
+    rt = await startTestRuntime({ env: runtimeEnv });
     t = await configuredTenant(rt, { ceiling });
     await t.reconfigure({ computer: { max_sandboxes: 2, memory_mib: 256, disk_mib: 64, command_timeout_seconds: 20 } });
     alice = await t.mint({ sub: 'acme:alice', scope: 'acme:alice' });
@@ -256,5 +260,42 @@ describe.skipIf(!binaries || !nodeBinaries || !helm)('sandboxes on Kubernetes, p
     expect(await erased.json()).toMatchObject({ steps: expect.arrayContaining([expect.objectContaining({ step: 'sandboxes', outcome: 'done', items: 1 })]) });
     expect(await podOf(theirs.id)).toBeUndefined();
     expect(await claimOf(theirs.id)).toBeUndefined();
+  });
+
+  it("gives the agent the conversation's sandbox as a Pod: made on its first call, ended at the turn's end with its claim kept, made again next turn", async () => {
+    const world = await chatWorld(runtimeEnv);
+    try {
+      const ceiling = world.tenant.configuration.ceiling;
+      await world.tenant.reconfigure({ ceiling: { ...ceiling, capabilities: [...ceiling.capabilities, 'computer'] }, computer: { max_sandboxes: 1, memory_mib: 256, disk_mib: 64 } });
+      const token = await world.token({ capabilities: ['chat', 'computer'], sub: 'acme:erin', scope: 'acme:erin' });
+      world.fake.script(
+        { toolCalls: [{ id: 'c1', name: 'write_file', arguments: JSON.stringify({ path: 'calc.sh', content: 'echo $((6 * 7))\n' }) }] },
+        { toolCalls: [{ id: 'c2', name: 'run_command', arguments: JSON.stringify({ command: 'sh calc.sh > answer.txt; cat answer.txt' }) }] },
+        'The answer is 42.',
+      );
+      const { response, events } = await world.streamAll(token, { message: 'compute 6*7', model: MODEL });
+      expect(response.status).toBe(200);
+      const ends = events.filter((event) => event.event === 'tool_end').map((event) => event.data as { name: string; ok: boolean; result: string });
+      expect(ends.map((end) => [end.name, end.ok])).toEqual([
+        ['write_file', true],
+        ['run_command', true],
+      ]);
+      expect(ends[1]!.result).toContain('exit code 0');
+      const sessionId = (events.at(-1)!.data as { session_id: string }).session_id;
+      const listed = (await (await world.rt.endUser('/computers/sessions', token)).json()) as { sandboxes: Array<{ id: string; session_id: string }> };
+      const box = listed.sandboxes.find((sandbox) => sandbox.session_id === sessionId)!;
+      // Paused at the turn's end: on Kubernetes its Pod is gone and its claim kept.
+      await eventually(async () => ((await (await world.rt.endUser(`/computers/sessions/${box.id}`, token)).json()) as { state: string }).state === 'paused');
+      expect(await podOf(box.id)).toBeUndefined();
+      expect(await claimOf(box.id)).toBeDefined();
+
+      world.fake.script({ toolCalls: [{ id: 'c3', name: 'read_file', arguments: JSON.stringify({ path: 'answer.txt' }) }] }, 'Still 42.');
+      expect((await world.chat(token, { message: 'read it back', session_id: sessionId, model: MODEL })).status).toBe(200);
+      const toolMessages = world.fake.chatRequests().at(-1)!.messages.filter((message) => message.role === 'tool') as Array<{ content: string }>;
+      expect(toolMessages.at(-1)!.content).toBe('42\n');
+      await world.rt.endUser(`/computers/sessions/${box.id}`, token, { method: 'DELETE' });
+    } finally {
+      await world.stop();
+    }
   });
 });
