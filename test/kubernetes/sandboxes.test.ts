@@ -157,6 +157,17 @@ describe.skipIf(!binaries || !nodeBinaries || !helm)('sandboxes on Kubernetes, p
     expect(events.filter((event) => event.event === 'stdout').map((event) => (event.data as { data: string }).data).join('')).toBe('one\n');
     expect(events.filter((event) => event.event === 'stderr').map((event) => (event.data as { data: string }).data).join('')).toBe('two\n');
 
+    // What it uses, read inside the Pod: its main process and the one left running, and the file just written.
+    await exec(box.id, { command: 'head -c 300000 /dev/zero > blob; nohup sleep 100 >/dev/null 2>&1 &' });
+    // (Once the timed-out exec's reaper, a process of ours too, has finished its rounds.)
+    const seen = await eventually(async () => {
+      const got = (await (await call(`/computers/sessions/${box.id}`, alice)).json()) as { usage: Record<string, number | null> };
+      return got.usage.processes === 2 ? got : undefined;
+    }, { what: 'two processes counted' });
+    expect(seen.usage).toMatchObject({ memory_bytes: expect.any(Number), cpu_seconds: expect.any(Number), processes: 2 });
+    expect(seen.usage.memory_bytes).toBeGreaterThan(0);
+    expect(seen.usage.disk_bytes).toBeGreaterThanOrEqual(300_000);
+
     expect((await call(`/computers/sessions/${box.id}`, alice, { method: 'DELETE' })).status).toBe(200);
     await eventually(async () => (await podOf(box.id)) === undefined && (await claimOf(box.id)) === undefined, { what: 'the Pod and the claim removed' });
   });

@@ -60,6 +60,18 @@ function quotaRefusal(error: unknown): string | undefined {
   return /exceeded quota: [^"\\]*/.exec(text)?.[0];
 }
 
+/**
+ * Prints `<memory bytes> <cpu ns> <processes> <workspace KiB>` from inside a sandbox, `-` for what it cannot read.
+ * Shell builtins where it can: the count must not see its own helpers.
+ */
+const USAGE_SCRIPT = [
+  'm=-; read m < /sys/fs/cgroup/memory.current 2>/dev/null || read m < /sys/fs/cgroup/memory/memory.usage_in_bytes 2>/dev/null',
+  'c=-; if [ -r /sys/fs/cgroup/cpu.stat ]; then while read k v; do [ "$k" = usage_usec ] && c=$((v * 1000)); done < /sys/fs/cgroup/cpu.stat; else read c < /sys/fs/cgroup/cpuacct/cpuacct.usage 2>/dev/null; fi',
+  'n=0; for p in /proc/[0-9]*; do case "${p#/proc/}" in 1|"$$") ;; *) n=$((n + 1)) ;; esac; done',
+  'd=$(du -sk /workspace 2>/dev/null); d=${d%%[!0-9]*}',
+  'echo "$m $c $n ${d:--}"',
+].join('\n');
+
 const sandboxLabels = (id: string) => ({ [LABELS.component]: SANDBOX_COMPONENT, [SANDBOX_ID_LABEL]: id, [LABELS.managedBy]: 'agentplane-runtime' });
 
 /** A sandbox's Pod: pure, so what the cluster is asked for can be read and tested without one. */
@@ -328,9 +340,23 @@ export class KubernetesSandboxHost implements SandboxHost {
     return claim.metadata?.annotations?.[PAUSED_ANNOTATION] === 'true' ? 'paused' : 'stopped';
   }
 
-  async usage(): Promise<SandboxUsage> {
-    // Without the metrics API's reading (not every cluster serves it), nothing is claimed.
-    return { memoryBytes: null, cpuSeconds: null, diskBytes: null, processes: null };
+  /**
+   * What a running sandbox uses, read inside its container in one exec (no metrics API is assumed): its cgroup's
+   * memory and CPU (v2, or v1 as runc mounts it), its processes but the Pod's pause and the reading shell, and
+   * /workspace's size. A paused sandbox has no Pod to read: only what a claim would say, which is its size asked.
+   */
+  async usage(id: string): Promise<SandboxUsage> {
+    const none = { memoryBytes: null, cpuSeconds: null, diskBytes: null, processes: null };
+    if ((await this.state(id)) !== 'running') return none;
+    const read = await this.exec(id, { argv: ['/bin/sh', '-c', USAGE_SCRIPT], cwd: '/workspace', env: {}, timeoutMs: 5_000, outputLimitBytes: 4096 });
+    if (read.exitCode !== 0) return none;
+    const [memory, cpuNanos, processes, diskKiB] = read.stdout.toString().trim().split(' ').map((field) => (/^\d+$/.test(field) ? Number(field) : null));
+    return {
+      memoryBytes: memory ?? null,
+      cpuSeconds: cpuNanos == null ? null : cpuNanos / 1e9,
+      processes: processes ?? null,
+      diskBytes: diskKiB == null ? null : diskKiB * 1024,
+    };
   }
 
   async close(): Promise<void> {
