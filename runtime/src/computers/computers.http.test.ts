@@ -190,6 +190,34 @@ describe.each(availableSetups())('sandboxes (%s)', (setup) => {
     expect((await exec(box.id, { command: 'ls hostile 2>&1 | head -1' })).body.stdout).toContain('No such file');
   });
 
+  it('streams a download as fast as its reader takes it, and stops reading the file when the reader goes away', async () => {
+    const box = await create();
+    await exec(box.id, { command: 'head -c 40000000 /dev/zero > big' });
+    // How far the sandbox's `cat` of the download has read the file (builtins only: our own command runs no cat).
+    const readSoFar = async () =>
+      (
+        await exec(box.id, {
+          command:
+            'for p in /proc/[0-9]*; do read c < $p/comm 2>/dev/null || continue; [ "$c" = cat ] || continue; [ "$(readlink $p/fd/3)" = /workspace/big ] || continue; while read k v; do [ "$k" = pos: ] && echo $v; done < $p/fdinfo/3; done',
+        })
+      ).body.stdout as string;
+    const slow = await call(`/computers/sessions/${box.id}/files?path=big`, alice);
+    expect(slow.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Nothing read by the client yet: the file is read only as far as the sockets and pipes between hold.
+    const held = Number(await readSoFar());
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThan(20_000_000);
+    expect((await slow.arrayBuffer()).byteLength).toBe(40_000_000);
+
+    const controller = new AbortController();
+    const left = await call(`/computers/sessions/${box.id}/files?path=big`, alice, { signal: controller.signal });
+    expect(left.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    controller.abort();
+    await eventually(async () => (await readSoFar()) === '', { what: "the download's cat ended" });
+  });
+
   it('pauses and resumes: exec while paused is 409 with the fix, a download still works, the files and processes are kept', async () => {
     const box = await create();
     await exec(box.id, { command: 'echo kept > f; nohup sleep 600 >/dev/null 2>&1 &' });

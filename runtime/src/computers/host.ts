@@ -41,8 +41,12 @@ export interface ExecSpec {
   outputLimitBytes: number;
   /** false: the output is only handed to onOutput, never kept (a download); the limit still holds. */
   keep?: boolean;
-  /** Each chunk as it comes (within the limit), for a streamed exec or a download. */
-  onOutput?: (stream: OutputStream, chunk: Buffer) => void;
+  /**
+   * Each chunk as it comes (within the limit), for a streamed exec or a download. A promise says the reader is
+   * behind: the command's output is held back (the program blocks on its pipe) until it settles, so a slow reader
+   * never makes the runtime hold what the program wrote.
+   */
+  onOutput?: (stream: OutputStream, chunk: Buffer) => void | Promise<void>;
   /** Aborting ends the command as a timeout does (its whole process tree). */
   signal?: AbortSignal;
 }

@@ -349,6 +349,19 @@ export function computerRoutes(computers: ComputerService): RouteDefinition[] {
       authorize,
       async handle({ params, query, res }) {
         let started = false;
+        // A reader that goes away ends the read; one that is slow holds it back (nothing piles up here).
+        const gone = new AbortController();
+        res.once('close', () => gone.abort());
+        const drained = () =>
+          new Promise<void>((resolve) => {
+            const done = () => {
+              res.off('drain', done);
+              res.off('close', done);
+              resolve();
+            };
+            res.once('drain', done);
+            res.once('close', done);
+          });
         const result = await computers.download(principalOf(res), params.id, query.path, (chunk) => {
           if (!started) {
             started = true;
@@ -357,8 +370,8 @@ export function computerRoutes(computers: ComputerService): RouteDefinition[] {
             res.setHeader('Content-Type', 'application/octet-stream');
             res.setHeader('Content-Disposition', `attachment; filename="${name.replace(/[^\w.-]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`);
           }
-          res.write(chunk);
-        });
+          return res.write(chunk) ? undefined : drained();
+        }, gone.signal);
         if (result.kind === 'directory') return { body: { path: result.path, entries: result.entries } };
         if (!started) {
           res.status(200).setHeader('Content-Type', 'application/octet-stream');

@@ -408,7 +408,10 @@ export class ComputerService {
     principal: Principal,
     id: string,
     rawPath: string,
-    write: (chunk: Buffer) => void,
+    /** Takes each chunk; a promise says the reader is behind, and the file is read no further until it settles. */
+    write: (chunk: Buffer) => void | Promise<void>,
+    /** The reader went away: the read ends. */
+    signal?: AbortSignal,
   ): Promise<{ kind: 'file'; path: string } | { kind: 'directory'; path: string; entries: Array<{ name: string; type: 'file' | 'directory' | 'link' | 'other'; size: number }> }> {
     this.authorize(principal);
     const row = await this.visible(principal, id);
@@ -454,8 +457,9 @@ export class ComputerService {
         env: {},
         timeoutMs: 120_000,
         outputLimitBytes: MAX_DOWNLOAD_BYTES,
-        onOutput: (stream, chunk) => stream === 'stdout' && write(chunk),
+        onOutput: (stream, chunk) => (stream === 'stdout' ? write(chunk) : undefined),
         keep: false,
+        ...(signal ? { signal } : {}),
       });
       if (read.stdoutTruncated) this.deps.logger.warn({ sandbox_id: id }, `a download was cut at ${MAX_DOWNLOAD_BYTES} bytes`);
       return { kind: 'file' as const, path };

@@ -248,8 +248,10 @@ export class KubernetesSandboxHost implements SandboxHost {
       new Writable({
         write(chunk: Buffer, _encoding, done) {
           const kept = captures[stream].add(chunk);
-          if (kept && spec.onOutput) spec.onOutput(stream, kept);
-          done();
+          const behind = kept && spec.onOutput ? spec.onOutput(stream, kept) : undefined;
+          // A reader behind holds this stream's next chunk back until it catches up.
+          if (behind) behind.then(() => done(), done);
+          else done();
         },
       });
     const stdin = spec.stdin === undefined ? null : Buffer.isBuffer(spec.stdin) ? Readable.from([spec.stdin]) : spec.stdin;

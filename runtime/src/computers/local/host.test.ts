@@ -156,6 +156,29 @@ describe('LocalSandboxHost', () => {
     expect(outcome.stderr.length).toBe(10);
   });
 
+  it('holds a command\'s output back while its reader is behind, and lets it go on when the reader catches up', async () => {
+    let received = 0;
+    let release!: () => void;
+    const behind = new Promise<void>((resolve) => (release = resolve));
+    const running = exec('s1', 'head -c 40000000 /dev/zero', {
+      keep: false,
+      outputLimitBytes: 64 << 20,
+      onOutput: (_stream, chunk) => {
+        received += chunk.length;
+        return behind;
+      },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Held: what arrives is what was already on its way (a pipe's and a channel's worth), not the 40 MB written.
+    const whileHeld = received;
+    expect(whileHeld).toBeGreaterThan(0);
+    expect(whileHeld).toBeLessThan(4 << 20);
+    release();
+    const outcome = await running;
+    expect(outcome).toMatchObject({ exitCode: 0, stdoutTruncated: false });
+    expect(received).toBe(40_000_000);
+  });
+
   it('a timeout ends the whole process tree, what left the session or the group included, and says so', async () => {
     const outcome = await text('s1', 'setsid sleep 1001 & (sleep 1002 &) ; nohup sleep 1003 >/dev/null 2>&1 & sleep 1004', { timeoutMs: 500 });
     expect(outcome).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGKILL' });
@@ -172,8 +195,8 @@ describe('LocalSandboxHost', () => {
 
   it('pause freezes every process and keeps its memory; resume carries on; exec while paused is refused', async () => {
     await host.start(sandbox('s3'));
-    // A process counting in memory, and writing the count down every 20 ms.
-    await exec('s3', 'cat > counter.py', { stdin: Buffer.from('import time\nn = 0\nwhile True:\n    n += 1\n    open("/workspace/count", "w").write(str(n))\n    time.sleep(0.02)\n') });
+    // A process counting in memory, and writing the count down every 20 ms (whole: a reader never meets it half-written).
+    await exec('s3', 'cat > counter.py', { stdin: Buffer.from('import os, time\nn = 0\nwhile True:\n    n += 1\n    open("/workspace/count.next", "w").write(str(n))\n    os.replace("/workspace/count.next", "/workspace/count")\n    time.sleep(0.02)\n') });
     await exec('s3', 'nohup python3 counter.py >/dev/null 2>&1 & echo $! > pid');
     await new Promise((resolve) => setTimeout(resolve, 300));
     const pidBefore = (await text('s3', 'cat pid')).out;

@@ -196,6 +196,7 @@ export class LocalSandboxHost implements SandboxHost {
     if (this.cgroups) await this.cgroups.prepareExec(id, group);
     const keep = spec.keep !== false;
     const output = { stdout: new Capture(spec.outputLimitBytes, keep), stderr: new Capture(spec.outputLimitBytes, keep) };
+    let waiting = 0;
     const child = this.spawner.spawn('/bin/sh', ['-c', LAUNCHER, 'launcher', '/usr/bin/nsenter', ...execArgs(held.initPid, spec.cwd, spec.argv, { ...baseEnvironment(), ...spec.env })], {
       env: launcherEnvironment(this.cgroups ? this.cgroups.procsFiles(id, group) : []),
       outputLimit: spec.outputLimitBytes,
@@ -204,7 +205,14 @@ export class LocalSandboxHost implements SandboxHost {
       onData: (stream: string, chunk: Buffer) => {
         if (stream !== 'stdout' && stream !== 'stderr') return;
         const kept = output[stream].add(chunk);
-        if (kept && spec.onOutput) spec.onOutput(stream, kept);
+        const behind = kept && spec.onOutput ? spec.onOutput(stream, kept) : undefined;
+        if (behind) {
+          // Held while any chunk's reader is behind; chunks already on their way still arrive meanwhile.
+          if (waiting++ === 0) child.flow(true);
+          void behind.finally(() => {
+            if (--waiting === 0) child.flow(false);
+          });
+        }
       },
     });
     feed(child, spec.stdin);

@@ -28,14 +28,30 @@ interface Release {
   type: 'release';
   id: number;
 }
-type Request = Start | Input | Release;
+/** The parent's reader is behind (`hold`), or caught up: the program's output pipes are left unread meanwhile. */
+interface Flow {
+  type: 'flow';
+  id: number;
+  hold: boolean;
+}
+type Request = Start | Input | Release | Flow;
 
 const children = new Map<number, ChildProcess>();
+/** Programs whose output the parent asked to hold back. */
+const held = new Set<number>();
+const outputsOf = (child: ChildProcess | undefined) => (child?.stdio ?? []).slice(1).filter((stream): stream is Readable => stream != null && 'pause' in stream);
 const send = (message: unknown): boolean => process.send?.(message) ?? false;
 
 process.on('message', (message: Request) => {
   if (message.type === 'start') start(message);
-  else if (message.type === 'release') {
+  else if (message.type === 'flow') {
+    if (message.hold) held.add(message.id);
+    else held.delete(message.id);
+    for (const stream of outputsOf(children.get(message.id))) {
+      if (message.hold) stream.pause();
+      else stream.resume();
+    }
+  } else if (message.type === 'release') {
     const child = children.get(message.id);
     for (const stream of child?.stdio ?? []) stream?.destroy();
   } else {
@@ -74,7 +90,7 @@ function start(request: Start): void {
       // sent, so this process never holds more than a chunk or so of any program's output.
       let paused = false;
       const sent = process.send?.({ type: 'data', id: request.id, stream: name, data: part }, undefined, {}, () => {
-        if (paused) stream.resume();
+        if (paused && !held.has(request.id)) stream.resume();
       });
       if (sent === false) {
         paused = true;
@@ -90,6 +106,7 @@ function start(request: Start): void {
   child.once('exit', (code, signal) => send({ type: 'exit', id: request.id, code, signal }));
   child.once('close', () => {
     children.delete(request.id);
+    held.delete(request.id);
     send({ type: 'closed', id: request.id });
   });
 }

@@ -26,6 +26,8 @@ export interface SpawnedProgram {
   end(): void;
   /** Stops reading its pipes (what it left in the background keeps them open): `closed` follows. */
   release(): void;
+  /** Leaves its output pipes unread (the reader is behind), or reads them again. */
+  flow(hold: boolean): void;
 }
 
 interface Pending {
@@ -83,6 +85,7 @@ export class Spawner {
       write: (data) => void this.child.send({ type: 'stdin', id, data }),
       end: () => void this.child.send({ type: 'stdin', id, end: true }),
       release: () => void this.child.send({ type: 'release', id }),
+      flow: (hold) => void this.child.send({ type: 'flow', id, hold }),
     };
     // Callers that only await `exited` must not see an unhandled rejection on `pid`.
     program.pid.catch(() => undefined);
