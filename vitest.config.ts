@@ -10,7 +10,7 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
-    include: ['lib/**/*.test.ts', 'runtime/**/*.test.ts', 'control-api/**/*.test.ts', 'operator/**/*.test.ts', 'all-in-one/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['lib/**/*.test.ts', 'runtime/**/*.test.ts', 'control-api/**/*.test.ts', 'operator/**/*.test.ts', 'all-in-one/**/*.test.ts', 'client/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**', 'test/bench/**'],
     // Integration suites start real servers; give them room on a 2-core machine.
     testTimeout: 60_000,

@@ -1,0 +1,40 @@
+// @agentplane/client: typed clients for agentplane's control plane (a customer's server, with a project key) and data
+// plane (anyone holding an end-user token: browsers, servers, edge functions). README.md shows both.
+export { createControlPlaneClient, type ControlPlaneClient, type ControlPlaneOptions, type MintRequest, type MintResponse } from './control-plane.js';
+export {
+  createDataPlaneClient,
+  ChatClient,
+  type ApprovalDecision,
+  type CallOptions,
+  type ChatRequest,
+  type ClientOptions,
+  type DataPlaneClient,
+  type DataPlaneOptions,
+  type PauseOptions,
+  type QuestionAnswer,
+  type SessionOut,
+  type SessionQuery,
+  type ToolResult,
+} from './data-plane.js';
+export { ChatStream, type ReconnectOptions } from './stream.js';
+export type { ChatResponse, DoneFrame, ErrorFrame, Frame, FrameType, RunAccepted, StartFrame, StreamFrame, TokenFrame, ToolEndFrame, ToolStartFrame } from './frames.js';
+export { expiryOfJwt, REFRESH_MARGIN_MS, type ProvidedToken, type TokenProvider } from './credentials.js';
+export {
+  AgentplaneError,
+  AuthenticationError,
+  BadRequestError,
+  ConflictError,
+  ConnectionError,
+  InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  StreamError,
+  TimeoutError,
+  UnprocessableEntityError,
+  type ErrorBody,
+} from './errors.js';
+export { paginate, type Page } from './pages.js';
+export type { RetryOptions } from './transport.js';
+export type * as ControlPlane from './generated/control-plane.js';
+export type * as DataPlane from './generated/data-plane.js';
