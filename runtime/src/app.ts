@@ -349,7 +349,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ingest.wake();
       },
     });
-    registerDocuments(features, documents, ingest, vectors);
+    registerDocuments(features, documents, ingest, vectors, config.ingestPollMs);
     // A forgotten subject's own documents go one by one, their bytes and vectors with them (what could not be
     // removed is reported, and a second forget finishes it).
     features.forgetStep({

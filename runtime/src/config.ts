@@ -52,6 +52,8 @@ export interface RuntimeConfig extends ServiceBasics {
   ingestMaxAttempts: number;
   /** The delay before an ingest's first retry; each next one doubles it. */
   ingestRetryBaseMs: number;
+  /** How often the ingest worker looks for jobs it was not told of (enqueued by another replica, or due for a retry). */
+  ingestPollMs: number;
   /** How often the scheduler looks for due tasks (and settles ended fires). */
   schedulerTickMs: number;
   /** After downtime, a recurring task fires once for its latest missed slot if it lies within this window. */
@@ -221,6 +223,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     ingestLeaseSeconds: read.integer('INGEST_LEASE_SECONDS', 120, { min: 2, max: 3600 }),
     ingestMaxAttempts: read.integer('INGEST_MAX_ATTEMPTS', 5, { min: 1, max: 20 }),
     ingestRetryBaseMs: read.integer('INGEST_RETRY_BASE_MS', 5_000, { min: 10, max: 3_600_000 }),
+    ingestPollMs: read.integer('INGEST_POLL_MS', 1_000, { min: 50, max: 3_600_000 }),
     schedulerTickMs: read.integer('SCHEDULER_TICK_MS', 500, { min: 50, max: 3_600_000 }),
     schedulerCatchUpSeconds: read.integer('SCHEDULER_CATCH_UP_SECONDS', 3600, { min: 0, max: 7 * 86_400 }),
     deliveryTickMs: read.integer('DELIVERY_TICK_MS', 1000, { min: 50, max: 3_600_000 }),

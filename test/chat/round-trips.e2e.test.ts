@@ -1,8 +1,8 @@
 // The turn's budget of database round trips (docs/decisions/0035). Every feature still to come runs through the turn,
 // so a statement added to it is paid on every turn of every tenant: these counts are exact, and a change that adds
 // one fails here and has to say why. Counted at the driver (`Database.statements`), `begin` and `commit` included,
-// on both setups; background work (lease renewal, the lost-run sweep, the drafts' save a turn slower than a second
-// under load meets) is pushed out of the way by long intervals.
+// on both setups; background work (lease renewal, the lost-run sweep, and what a turn slower than a second under load
+// meets: the drafts' save, the ingest worker's look for jobs) is pushed out of the way by long intervals.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { availableSetups, ScaleServices } from '../harness/runtime.js';
 import { WebhookHandler } from '../fakes/webhook-handler.js';
@@ -34,7 +34,7 @@ describe.each(availableSetups())('round trips of a turn (%s)', (setup) => {
   beforeAll(async () => {
     services = setup === 'scale' ? await ScaleServices.start() : undefined;
     handler = await WebhookHandler.start();
-    world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600', SCHEDULER_TICK_MS: '3600000', DELIVERY_TICK_MS: '3600000', AUDIT_FLUSH_MS: '3600000', DRAFT_SAVE_MS: '3600000' });
+    world = await chatWorld({ ...(await services?.env()), RUN_LEASE_SECONDS: '3600', SCHEDULER_TICK_MS: '3600000', DELIVERY_TICK_MS: '3600000', AUDIT_FLUSH_MS: '3600000', DRAFT_SAVE_MS: '3600000', INGEST_POLL_MS: '3600000' });
     token = await world.token();
     // Warm: the tenant's configuration and verifier are cached after the first request, as in steady state.
     expect((await world.chat(token, { message: 'warm up' })).status).toBe(200);

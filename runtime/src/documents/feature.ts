@@ -10,8 +10,8 @@ import type { VectorIndexRouter } from './vectors/router.js';
 /** How often abandoned uploads are looked for; an upload's deadline is hours, so minutes late is no matter. */
 const SWEEP_INTERVAL_MS = 15 * 60 * 1000;
 
-export function registerDocuments(host: FeatureHost, documents: DocumentService, worker: IngestWorker, vectors: VectorIndexRouter): void {
-  worker.start();
+export function registerDocuments(host: FeatureHost, documents: DocumentService, worker: IngestWorker, vectors: VectorIndexRouter, pollMs: number): void {
+  worker.start(pollMs);
   host.onShutdown(() => worker.stop());
   host.every('document upload sweep', SWEEP_INTERVAL_MS, () => documents.sweepAbandoned(), { now: true });
   // Vectors kept outside the database (the deployment's Pinecone index, the project's own): best effort after the
