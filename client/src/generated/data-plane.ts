@@ -1777,12 +1777,6 @@ export interface components {
             tool_results?: components["schemas"]["ToolResult"][];
             /** @description Client-side tools for this request */
             tools?: components["schemas"]["ClientTool"][];
-        } | unknown | {
-            tool_results: unknown;
-        } | {
-            approval_decisions: unknown;
-        } | {
-            question_answers: unknown;
         };
         ChatResponse: {
             /** @description Calls waiting for a decision; answer with `approval_decisions` */
