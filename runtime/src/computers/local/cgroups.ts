@@ -4,7 +4,7 @@
 // controller) and v2 (one hierarchy, what current hosts have) take the same calls; without a writable hierarchy the
 // host falls back to rlimits and signals, and says so.
 import { existsSync, readFileSync } from 'node:fs';
-import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename, rmdir, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxLimits } from '../host.js';
@@ -13,6 +13,8 @@ export interface SandboxCgroups {
   readonly version: 'v1' | 'v2';
   /** Makes the sandbox's group with its limits; the exec groups go inside it. */
   create(id: string, limits: SandboxLimits): Promise<void>;
+  /** The group made for `from` (a sandbox started ahead) becomes `to`'s, with `to`'s limits; its processes stay in it. */
+  adopt(from: string, to: string, limits: SandboxLimits): Promise<void>;
   /** Makes an exec's own group inside the sandbox's: what names its process tree. */
   prepareExec(id: string, exec: string): Promise<void>;
   /** The `cgroup.procs` files a process writes its pid into to join the sandbox's group (or an exec's in it). */
@@ -120,6 +122,18 @@ class CgroupV1 implements SandboxCgroups {
 
   async create(id: string, limits: SandboxLimits): Promise<void> {
     for (const controller of ['memory', 'pids', 'freezer', 'cpu', 'cpuacct']) await mkdir(this.dir(controller, id), { recursive: true });
+    await this.limit(id, limits);
+  }
+
+  async adopt(from: string, to: string, limits: SandboxLimits): Promise<void> {
+    for (const controller of ['memory', 'pids', 'freezer', 'cpu', 'cpuacct']) {
+      // Where two controllers share a hierarchy (cpu,cpuacct), the first rename moved both.
+      if (existsSync(this.dir(controller, from))) await rename(this.dir(controller, from), this.dir(controller, to));
+    }
+    await this.limit(to, limits);
+  }
+
+  private async limit(id: string, limits: SandboxLimits): Promise<void> {
     const memory = String(limits.memoryMiB * 1024 * 1024);
     await writeFile(join(this.dir('memory', id), 'memory.limit_in_bytes'), memory);
     // Swap counts too where the kernel accounts it (memsw), so the limit cannot be dodged by swapping out.
@@ -259,13 +273,22 @@ class CgroupV2 implements SandboxCgroups {
   }
 
   async create(id: string, limits: SandboxLimits): Promise<void> {
+    await mkdir(join(this.root, PARENT, id), { recursive: true });
+    await this.limit(id, limits);
+    await mkdir(this.dir(id), { recursive: true });
+  }
+
+  async adopt(from: string, to: string, limits: SandboxLimits): Promise<void> {
+    await rename(join(this.root, PARENT, from), join(this.root, PARENT, to));
+    await this.limit(to, limits);
+  }
+
+  private async limit(id: string, limits: SandboxLimits): Promise<void> {
     const group = join(this.root, PARENT, id);
-    await mkdir(group, { recursive: true });
     await writeFile(join(group, 'memory.max'), String(limits.memoryMiB * 1024 * 1024));
     await writeFile(join(group, 'memory.swap.max'), '0').catch(() => undefined);
     await writeFile(join(group, 'pids.max'), String(limits.processes));
     await writeFile(join(group, 'cpu.max'), `${Math.max(1_000, Math.round(limits.cpus * 100_000))} 100000`);
-    await mkdir(this.dir(id), { recursive: true });
   }
 
   async prepareExec(id: string, exec: string): Promise<void> {

@@ -1,12 +1,13 @@
 // The local sandbox host on the real bubblewrap, cgroups and loop mounts of this machine: what a sandbox can reach
 // and what it cannot, its limits, pause and the timeout, from inside, as a hostile command would try them.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@agentplane/lib/logging';
+import { eventually } from '@agentplane/test/harness/eventually';
 import { SandboxNotRunningError, type ExecSpec, type SandboxStart } from '../host.js';
 import { LocalSandboxHost } from './host.js';
 
@@ -251,6 +252,45 @@ describe('LocalSandboxHost without cgroups (rlimits and signals)', () => {
     } finally {
       await plain.remove('p1');
       await plain.close();
+    }
+  });
+});
+
+describe('LocalSandboxHost with sandboxes started ahead', () => {
+  it('hands a new sandbox one started ahead, renamed and given its own limits, and keeps nothing of it once closed', async () => {
+    const root = join(dataDir, 'runtime', 'pooled');
+    let pooled = await LocalSandboxHost.create({ root, logger, pool: 1 });
+    const ahead = async () => (await readdir(root)).filter((name) => name.startsWith('pool-'));
+    const memoryLimit = (id: string) => readFile(`/sys/fs/cgroup/memory/agentplane-sandboxes/${id}/memory.limit_in_bytes`, 'utf8');
+    try {
+      await pooled.start(sandbox('q1'));
+      // The first of its size starts one ahead, in the background.
+      await eventually(async () => pooled.startedAhead() === 1, { what: 'one sandbox started ahead' });
+      const [slot] = await ahead();
+      await pooled.start(sandbox('q2', { memoryMiB: 96 }));
+      // q2 is the one started ahead, under q2's id with q2's limits; another is started ahead in its place.
+      expect(await ahead()).not.toContain(slot);
+      expect(await memoryLimit('q2')).toBe(`${96 * 1024 * 1024}\n`);
+      expect(existsSync(`/sys/fs/cgroup/memory/agentplane-sandboxes/${slot}`)).toBe(false);
+      const run = (id: string, command: string) => pooled.exec(id, { argv: ['/bin/bash', '-c', command], cwd: '/workspace', env: {}, timeoutMs: 10_000, outputLimitBytes: 1 << 20 });
+      expect((await run('q2', 'id -u; ls -A /workspace | wc -l; echo mine > note; cat note')).stdout.toString()).toBe('1000\n0\nmine\n');
+      expect((await pooled.usage('q2')).diskBytes).toEqual(expect.any(Number));
+      // Its workspace is q2's: kept through a stop and mounted again by its id, apart from q1's.
+      expect((await run('q1', 'ls -A /workspace | wc -l')).stdout.toString()).toBe('0\n');
+      await pooled.stop('q2');
+      await pooled.start(sandbox('q2', { memoryMiB: 96 }));
+      expect((await run('q2', 'cat note')).stdout.toString()).toBe('mine\n');
+      await eventually(async () => pooled.startedAhead() === 1, { what: 'another started ahead' });
+      expect(await ahead()).toHaveLength(1);
+      await pooled.close();
+      expect(await ahead()).toEqual([]);
+      // A new life finds the sandboxes as they were, and none of what was started ahead.
+      pooled = await LocalSandboxHost.create({ root, logger, pool: 0 });
+      await pooled.start(sandbox('q2'));
+      expect((await run('q2', 'cat note')).stdout.toString()).toBe('mine\n');
+    } finally {
+      for (const id of ['q1', 'q2']) await pooled.remove(id).catch(() => undefined);
+      await pooled.close();
     }
   });
 });

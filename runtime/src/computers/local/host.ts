@@ -34,9 +34,19 @@ export interface LocalHostOptions {
   tmpMiB?: number;
   /** Set by tests to run without cgroups (the rlimit path) on a machine that has them. */
   cgroups?: false;
+  /**
+   * Sandboxes kept started ahead, per disk size asked for before: a new sandbox takes one (its group and workspace
+   * renamed, its limits set) instead of waiting for bubblewrap. Only with cgroups and image workspaces. Default 0.
+   */
+  pool?: number;
 }
 
+/** The names sandboxes started ahead go by until one is taken (sandbox ids are UUIDs: never these). */
+const POOL_PREFIX = 'pool-';
+
 interface Held {
+  /** The sandbox it is: a pooled one's name until it is taken, then the sandbox's id. */
+  id: string;
   /** The launcher's PID, which became bubblewrap's (the sandbox's outermost process). */
   treePid: number;
   /** bubblewrap's PID 1 in the sandbox, as the host sees it: what each exec joins. */
@@ -52,6 +62,10 @@ export class LocalSandboxHost implements SandboxHost {
   readonly kind = 'local' as const;
   private readonly held = new Map<string, Held>();
   private readonly starting = new Map<string, Promise<void>>();
+  /** Sandboxes started ahead, per disk size, and the fills under way. */
+  private readonly pooled = new Map<number, Held[]>();
+  private readonly filling = new Map<number, Promise<void>>();
+  private closing = false;
   private readonly layout: SandboxLayout;
   private readonly asRoot = process.getuid?.() === 0;
   private readonly hostUid: number;
@@ -88,6 +102,11 @@ export class LocalSandboxHost implements SandboxHost {
     // Every program the host runs is started by a small process of its own: a fork from the runtime costs what it holds.
     const spawner = new Spawner();
     const workspaces = await detectWorkspaces(options.root, { uid: hostUid, gid: hostUid }, spawner);
+    // Sandboxes an earlier life started ahead died with it: their groups and workspaces go.
+    for (const slot of await workspaces.named(POOL_PREFIX)) {
+      await cgroups?.remove(slot).catch(() => undefined);
+      await workspaces.remove(slot).catch(() => undefined);
+    }
     return new LocalSandboxHost(options, cgroups, workspaces, spawner);
   }
 
@@ -118,7 +137,67 @@ export class LocalSandboxHost implements SandboxHost {
   }
 
   private async launch(sandbox: SandboxStart): Promise<void> {
-    const { id, limits } = sandbox;
+    const ahead = this.workspaces.exists(sandbox.id) ? undefined : this.pooled.get(sandbox.limits.diskMiB)?.shift();
+    if (ahead) {
+      try {
+        await this.adopt(ahead, sandbox);
+        this.fillPool(sandbox.limits);
+        return;
+      } catch (error) {
+        this.options.logger.warn({ err: error, sandbox_id: sandbox.id }, 'a sandbox started ahead could not be taken; starting one');
+        await this.discard(ahead, sandbox.id);
+      }
+    }
+    this.held.set(sandbox.id, await this.startTree(sandbox.id, sandbox.limits));
+    this.fillPool(sandbox.limits);
+  }
+
+  /** A sandbox started ahead becomes this one: its group and workspace take the sandbox's id, and its limits. */
+  private async adopt(ahead: Held, sandbox: SandboxStart): Promise<void> {
+    await this.cgroups!.adopt(ahead.id, sandbox.id, sandbox.limits);
+    await this.workspaces.adopt!(ahead.id, sandbox.id);
+    ahead.id = sandbox.id;
+    this.held.set(sandbox.id, ahead);
+  }
+
+  /** Ends a sandbox started ahead that could not be taken, under either name, leaving nothing. */
+  private async discard(ahead: Held, id: string): Promise<void> {
+    signal(ahead.treePid, 'SIGKILL');
+    await ahead.exited;
+    for (const name of new Set([ahead.id, id])) {
+      await this.cgroups?.remove(name).catch(() => undefined);
+      await this.workspaces.remove(name).catch(() => undefined);
+    }
+  }
+
+  /** Starts sandboxes ahead for this disk size, up to the pool's size, one after another, in the background. */
+  private fillPool(limits: SandboxStart['limits']): void {
+    const size = this.options.pool ?? 0;
+    if (size === 0 || !this.cgroups || !this.workspaces.adopt || this.closing || this.filling.has(limits.diskMiB)) return;
+    const pool = this.pooled.get(limits.diskMiB) ?? [];
+    this.pooled.set(limits.diskMiB, pool);
+    const fill = (async () => {
+      while (pool.length < size && !this.closing) {
+        const held = await this.startTree(`${POOL_PREFIX}${randomBytes(6).toString('hex')}`, limits);
+        if (this.closing) {
+          await this.discard(held, held.id);
+          return;
+        }
+        pool.push(held);
+        // One that ends while it waits is no longer offered.
+        void held.exited.then(() => {
+          const at = pool.indexOf(held);
+          if (at >= 0) pool.splice(at, 1);
+        });
+      }
+    })()
+      .catch((error: unknown) => this.options.logger.warn({ err: error }, 'could not start a sandbox ahead'))
+      .finally(() => this.filling.delete(limits.diskMiB));
+    this.filling.set(limits.diskMiB, fill);
+  }
+
+  /** Starts a sandbox's process tree (and mounts its workspace): what it holds once its one program runs. */
+  private async startTree(id: string, limits: SandboxStart['limits']): Promise<Held> {
     const workspace = await this.workspaces.ensure(id, limits.diskMiB);
     const home = this.workspaces.home(id);
     const files = sandboxFiles(this.layout.hostname);
@@ -172,14 +251,14 @@ export class LocalSandboxHost implements SandboxHost {
     // bubblewrap reports its PID 1 before it has finished the sandbox (user and group maps, mounts): the sandbox is
     // ready once its one program runs.
     await programRunning(started['child-pid'], exited);
-    const held: Held = { treePid, initPid: started['child-pid'], pidNamespace: started['pid-namespace'], paused: false, exited };
-    this.held.set(id, held);
+    const held: Held = { id, treePid, initPid: started['child-pid'], pidNamespace: started['pid-namespace'], paused: false, exited };
     void exited.then(() => {
-      if (this.held.get(id) === held) {
-        this.held.delete(id);
-        if (stderr.trim()) this.options.logger.warn({ sandbox_id: id, stderr: stderr.trim() }, 'a sandbox ended on its own');
+      if (this.held.get(held.id) === held) {
+        this.held.delete(held.id);
+        if (stderr.trim()) this.options.logger.warn({ sandbox_id: held.id, stderr: stderr.trim() }, 'a sandbox ended on its own');
       }
     });
+    return held;
   }
 
   private heldRunning(id: string): Held {
@@ -296,6 +375,11 @@ export class LocalSandboxHost implements SandboxHost {
     await this.workspaces.remove(id);
   }
 
+  /** How many sandboxes are started ahead and ready to be taken, of every size. */
+  startedAhead(): number {
+    return [...this.pooled.values()].reduce((sum, pool) => sum + pool.length, 0);
+  }
+
   heldIds(): string[] {
     return [...this.held.keys()];
   }
@@ -314,6 +398,12 @@ export class LocalSandboxHost implements SandboxHost {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(this.filling.values());
+    const ahead = [...this.pooled.values()].flat();
+    this.pooled.clear();
+    // Those started ahead are nobody's: they go whole, workspace included.
+    await Promise.all(ahead.map((held) => this.discard(held, held.id)));
     await Promise.all([...this.held.keys()].map((id) => this.stop(id).catch(() => undefined)));
     await this.workspaces.close();
     this.spawner.close();

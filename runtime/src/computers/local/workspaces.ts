@@ -8,7 +8,7 @@
 // image, or the directory bound) under a directory in /run that any user may pass through but not list.
 import { existsSync } from 'node:fs';
 import { createHash, randomUUID } from 'node:crypto';
-import { chmod, chown, mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Spawner } from './spawner.js';
 
@@ -30,6 +30,13 @@ export interface Workspaces {
   release(id: string): Promise<void>;
   /** Removes the mount directory once no workspace is mounted in it (they are mounted again at the next start). */
   close(): Promise<void>;
+  /**
+   * The workspace made for `from` (a sandbox started ahead, decision 0079) becomes `to`'s: its files and its mount,
+   * moved, while the sandbox holding it runs on. Only where workspaces are images; undefined elsewhere.
+   */
+  adopt?(from: string, to: string): Promise<void>;
+  /** The ids of workspaces whose names start with `prefix` (sandboxes started ahead by an earlier life). */
+  named(prefix: string): Promise<string[]>;
 }
 
 /** Runs a program to its end (through the host's spawner); its stdout. */
@@ -175,6 +182,19 @@ class ImageWorkspaces implements Workspaces {
     await rmdir(dir).catch(() => undefined);
   }
 
+  async adopt(from: string, to: string): Promise<void> {
+    const target = join(this.mountRoot, to);
+    await mkdir(target, { mode: 0o755 });
+    // The mount moves on the host side; the sandbox's own /workspace (a bind in its mount namespace) is untouched.
+    await this.run('mount', ['--move', join(this.mountRoot, from), target]);
+    await rmdir(join(this.mountRoot, from)).catch(() => undefined);
+    await rename(join(this.root, from), join(this.root, to));
+  }
+
+  async named(prefix: string): Promise<string[]> {
+    return (await readdir(this.root).catch(() => [] as string[])).filter((name) => name.startsWith(prefix));
+  }
+
   async close(): Promise<void> {
     await Promise.all(this.refills.values());
     await rm(join(this.root, '.ready'), { recursive: true, force: true });
@@ -223,6 +243,10 @@ class DirectoryWorkspaces implements Workspaces {
 
   async close(): Promise<void> {
     if (this.mountRoot) await rmdir(this.mountRoot).catch(() => undefined);
+  }
+
+  async named(prefix: string): Promise<string[]> {
+    return (await readdir(this.root).catch(() => [] as string[])).filter((name) => name.startsWith(prefix));
   }
 
   home(id: string): string {
