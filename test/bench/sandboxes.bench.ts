@@ -71,7 +71,23 @@ async function localHost(report: BenchReport): Promise<void> {
       if (i >= 5) created.push(performance.now() - t0);
       await host.remove(sandbox.id);
     }
-    createRows.push(timingRow('create and first exec', { impl: 'LocalSandboxHost: start + exec (ours)' }, summarise(created, created.reduce((a, b) => a + b, 0))));
+    createRows.push(timingRow('create and first exec', { impl: 'LocalSandboxHost: start + exec, none started ahead (ours)' }, summarise(created, created.reduce((a, b) => a + b, 0))));
+
+    // The same with one sandbox started ahead (COMPUTER_LOCAL_POOL=1, the runtime's default): each create waits,
+    // untimed, until the one taken before has been replaced, as creates a moment apart find it.
+    const pooled = await LocalSandboxHost.create({ root: join(dataDir, 'pooled'), logger: silentLogger(), pool: 1 });
+    teardown.add(() => pooled.close());
+    const takenAhead: number[] = [];
+    for (let i = 0; i < 105; i++) {
+      const sandbox = fresh();
+      for (let wait = 0; i > 0 && pooled.startedAhead() === 0 && wait < 5_000; wait++) await new Promise((resolve) => setTimeout(resolve, 2));
+      const t0 = performance.now();
+      await pooled.start(sandbox);
+      await pooled.exec(sandbox.id, { argv: ['/usr/bin/true'], cwd: '/workspace', env: {}, timeoutMs: 10_000, outputLimitBytes: 1024 });
+      if (i >= 5) takenAhead.push(performance.now() - t0);
+      await pooled.remove(sandbox.id);
+    }
+    createRows.push(timingRow('create and first exec', { impl: 'LocalSandboxHost: start + exec, one started ahead (ours)' }, summarise(takenAhead, takenAhead.reduce((a, b) => a + b, 0))));
 
     // A command's round trip in a running sandbox.
     const one = fresh();
@@ -98,13 +114,15 @@ async function localHost(report: BenchReport): Promise<void> {
       return id;
     };
     const httpCreated: number[] = [];
+    const runtimeHost = rt.runtime.computers.host as LocalSandboxHost;
     for (let i = 0; i < 55; i++) {
+      for (let wait = 0; i > 0 && runtimeHost.startedAhead() === 0 && wait < 5_000; wait++) await new Promise((resolve) => setTimeout(resolve, 2));
       const t0 = performance.now();
       const id = await httpCreate();
       if (i >= 5) httpCreated.push(performance.now() - t0);
       await rt.endUser(`/computers/sessions/${id}`, token, { method: 'DELETE' });
     }
-    createRows.push(timingRow('create and first exec', { impl: 'POST /computers/sessions + exec, embedded (ours)' }, summarise(httpCreated, httpCreated.reduce((a, b) => a + b, 0))));
+    createRows.push(timingRow('create and first exec', { impl: 'POST /computers/sessions + exec, embedded, one started ahead (ours)' }, summarise(httpCreated, httpCreated.reduce((a, b) => a + b, 0))));
     report.tables.push(
       finishTable({
         title: 'sandboxes: making one, and a command\'s round trip (local host)',
