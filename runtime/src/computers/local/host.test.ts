@@ -293,4 +293,24 @@ describe('LocalSandboxHost with sandboxes started ahead', () => {
       await pooled.close();
     }
   });
+
+  it('keeps sandboxes ahead for the four disk sizes asked for last, and no more', async () => {
+    const root = join(dataDir, 'runtime', 'pooled-sizes');
+    const pooled = await LocalSandboxHost.create({ root, logger, pool: 1 });
+    const ids = [16, 17, 18, 19, 20].map((diskMiB) => ({ id: `d${diskMiB}`, diskMiB }));
+    try {
+      for (const { id, diskMiB } of ids) {
+        await pooled.start(sandbox(id, { diskMiB }));
+        await eventually(async () => pooled.startedAhead() === Math.min(4, diskMiB - 15), { what: `one ahead for ${diskMiB} MiB` });
+      }
+      // The size asked for first is no longer kept ahead: its sandbox went, group and workspace.
+      await eventually(async () => (await readdir(root)).filter((name) => name.startsWith('pool-')).length === 4, { what: 'four kept ahead' });
+      await pooled.start(sandbox('again', { diskMiB: 20 }));
+      expect((await pooled.exec('again', { argv: ['/bin/true'], cwd: '/workspace', env: {}, timeoutMs: 10_000, outputLimitBytes: 64 })).exitCode).toBe(0);
+    } finally {
+      for (const { id } of [...ids, { id: 'again' }]) await pooled.remove(id).catch(() => undefined);
+      await pooled.close();
+    }
+    expect((await readdir(root)).filter((name) => name.startsWith('pool-'))).toEqual([]);
+  });
 });

@@ -43,6 +43,8 @@ export interface LocalHostOptions {
 
 /** The names sandboxes started ahead go by until one is taken (sandbox ids are UUIDs: never these). */
 const POOL_PREFIX = 'pool-';
+/** Disk sizes sandboxes are started ahead for at most (the latest asked for): each holds a loop device and a mount. */
+const POOLED_SIZES = 4;
 
 interface Held {
   /** The sandbox it is: a pooled one's name until it is taken, then the sandbox's id. */
@@ -175,7 +177,15 @@ export class LocalSandboxHost implements SandboxHost {
     const size = this.options.pool ?? 0;
     if (size === 0 || !this.cgroups || !this.workspaces.adopt || this.closing || this.filling.has(limits.diskMiB)) return;
     const pool = this.pooled.get(limits.diskMiB) ?? [];
+    // The latest size asked for goes last; past the bound, the size asked for longest ago is no longer kept ahead.
+    this.pooled.delete(limits.diskMiB);
     this.pooled.set(limits.diskMiB, pool);
+    for (const [size, stale] of this.pooled) {
+      if (this.pooled.size <= POOLED_SIZES) break;
+      if (this.filling.has(size)) continue;
+      this.pooled.delete(size);
+      for (const held of stale.splice(0)) void this.discard(held, held.id);
+    }
     const fill = (async () => {
       while (pool.length < size && !this.closing) {
         const held = await this.startTree(`${POOL_PREFIX}${randomBytes(6).toString('hex')}`, limits);
