@@ -83,8 +83,9 @@ export function baseEnvironment(): Record<string, string> {
 
 /**
  * The command that runs one exec inside the sandbox whose PID 1 is `initPid` (after `nsenter`): every namespace of
- * that process, its root, the sandbox's user, no new privileges, then `env -i` with the command's whole environment
- * and its working directory. The environment travels as arguments to that last step, inside the sandbox: the
+ * that process, its root, the sandbox's user, then `env -i` with the command's whole environment and its working
+ * directory. No new privileges and no inheritable capabilities come from the spawner, which every program of the
+ * host descends from (spawner.ts). The environment travels as arguments to that last step, inside the sandbox: the
  * programs before it (the launcher, nsenter, as root on the host) run in a fixed one, so nothing a caller sends
  * (`LD_PRELOAD`, `AP_HOME`...) ever reaches them.
  */
@@ -95,7 +96,6 @@ export function execArgs(initPid: number, cwd: string, argv: string[], env: Reco
     '--root', '--wd',
     `--setuid=${SANDBOX_UID}`, `--setgid=${SANDBOX_GID}`,
     '--',
-    '/usr/bin/setpriv', '--no-new-privs', '--inh-caps=-all', '--',
     '/usr/bin/env', '-i', '--chdir', cwd, '--', ...Object.entries(env).map(([name, value]) => `${name}=${value}`),
     ...argv,
   ];

@@ -158,8 +158,7 @@ class CgroupV1 implements SandboxCgroups {
   }
 
   async prepareExec(id: string, exec: string): Promise<void> {
-    await mkdir(this.dir('pids', id, exec), { recursive: true });
-    await mkdir(this.dir('freezer', id, exec), { recursive: true });
+    await Promise.all([mkdir(this.dir('pids', id, exec)), mkdir(this.dir('freezer', id, exec))]);
   }
 
   private async setFreezer(path: string, state: 'FROZEN' | 'THAWED'): Promise<void> {

@@ -68,6 +68,12 @@ describe('LocalSandboxHost', () => {
     expect((await text('s1', 'exit 3')).exitCode).toBe(3);
   });
 
+  it('runs every command with no new privileges and no capabilities, none to pass on either', async () => {
+    const status = (await text('s1', 'grep -E "^(NoNewPrivs|CapInh|CapPrm|CapEff|CapAmb):" /proc/self/status')).out;
+    expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
+    for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapAmb']) expect(status, set).toMatch(new RegExp(`^${set}:\\s+0{16}$`, 'm'));
+  });
+
   it('gives the caller\'s environment to the command alone: nothing of it reaches the host programs that run as root', async () => {
     // A preload that cannot load is named on stderr by every program started with it: the command's own, once.
     const outcome = await text('s1', 'cat <&6 2>&1 | head -c 40; echo; echo "$AP_HOME"', { env: { LD_PRELOAD: '/nonexistent-preload.so', AP_HOME: '/', AP_PROCS: `${dataDir}/planted` } });

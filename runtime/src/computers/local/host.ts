@@ -97,6 +97,7 @@ export class LocalSandboxHost implements SandboxHost {
   /** Finds what this machine offers (bubblewrap is required; cgroups and loop mounts are used when allowed). */
   static async create(options: LocalHostOptions): Promise<LocalSandboxHost> {
     if (!existsSync('/usr/bin/bwrap')) throw new Error('the local sandbox host needs bubblewrap (/usr/bin/bwrap): apt-get install bubblewrap');
+    if (!existsSync('/usr/bin/setpriv')) throw new Error('the local sandbox host needs setpriv (/usr/bin/setpriv): apt-get install util-linux');
     const asRoot = process.getuid?.() === 0;
     const hostUid = asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
     if (asRoot && hostUid === 0) throw new Error('a sandbox never runs as root on the host: choose another host uid');

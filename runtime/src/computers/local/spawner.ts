@@ -56,7 +56,10 @@ export class Spawner {
     const here = fileURLToPath(import.meta.url);
     const script = here.replace(/spawner\.(ts|js)$/, 'spawner-child.$1');
     const loader = process.execArgv.filter((arg) => !arg.startsWith('--inspect'));
-    this.child = spawn(process.execPath, [...loader, '--max-old-space-size=64', script], {
+    // No new privileges, and no inheritable capabilities, for the spawner and so for every program it starts: the
+    // sandboxes and each command run in them inherit both, without paying a setpriv per command (~2 ms of ~10).
+    // Nothing it starts needs to gain any through exec: it runs them as root, or drops to the sandbox's user.
+    this.child = spawn('/usr/bin/setpriv', ['--no-new-privs', '--inh-caps=-all', '--', process.execPath, ...loader, '--max-old-space-size=64', script], {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       serialization: 'advanced',
     });
