@@ -352,16 +352,19 @@ export function computerRoutes(computers: ComputerService): RouteDefinition[] {
         // A reader that goes away ends the read; one that is slow holds it back (nothing piles up here).
         const gone = new AbortController();
         res.once('close', () => gone.abort());
+        // One wait for every chunk that met a full response (those already on their way arrive meanwhile).
+        let behind: Promise<void> | undefined;
         const drained = () =>
-          new Promise<void>((resolve) => {
+          (behind ??= new Promise<void>((resolve) => {
             const done = () => {
               res.off('drain', done);
               res.off('close', done);
+              behind = undefined;
               resolve();
             };
             res.once('drain', done);
             res.once('close', done);
-          });
+          }));
         const result = await computers.download(principalOf(res), params.id, query.path, (chunk) => {
           if (!started) {
             started = true;
