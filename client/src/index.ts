@@ -1,6 +1,14 @@
 // @agentplane/client: typed clients for agentplane's control plane (a customer's server, with a project key) and data
 // plane (anyone holding an end-user token: browsers, servers, edge functions). README.md shows both.
-export { createControlPlaneClient, type ControlPlaneClient, type ControlPlaneOptions, type MintRequest, type MintResponse } from './control-plane.js';
+export {
+  createControlPlaneClient,
+  signIn,
+  type ControlPlaneClient,
+  type ControlPlaneOptions,
+  type MintRequest,
+  type MintResponse,
+  type SignInResponse,
+} from './control-plane.js';
 export {
   createDataPlaneClient,
   ChatClient,

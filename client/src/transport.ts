@@ -20,7 +20,8 @@ export interface RetryOptions {
 }
 
 export interface TransportOptions extends RetryOptions {
-  credential: Credential;
+  /** Absent for the routes that take none (sign-in). */
+  credential?: Credential;
   /** The fetch to call (default globalThis.fetch). */
   fetch?: (request: Request) => Promise<Response>;
   /** Milliseconds a call may take before it fails with TimeoutError (default 60 s; 0 for none). */
@@ -89,8 +90,8 @@ export function createTransport(options: TransportOptions): Send {
     let renewed = false;
     for (;;) {
       const attempt = request.clone();
-      const [name, value] = await credential.header();
-      attempt.headers.set(name, value);
+      const [name, value] = credential ? await credential.header() : [undefined, ''];
+      if (name) attempt.headers.set(name, value);
       const timeout = new AbortController();
       const timer = timeoutMs > 0 ? setTimeout(() => timeout.abort(new TimeoutError(`no answer within ${timeoutMs} ms`)), timeoutMs) : undefined;
       // The whole call's timer runs on while the caller reads the body; it must not hold a Node process open after.
@@ -110,7 +111,7 @@ export function createTransport(options: TransportOptions): Send {
       }
       if (sendOptions.timeout === 'headers' || !response.ok) clearTimeout(timer);
       if (response.ok) return response;
-      if (response.status === 401 && !renewed && credential.renew) {
+      if (response.status === 401 && !renewed && credential?.renew) {
         renewed = true;
         await response.body?.cancel();
         await credential.renew(value);

@@ -18,6 +18,7 @@ import { cachedResolver } from '@agentplane/lib/net/resolver-cache';
 import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
+import { builtConsoleDir, consoleRouter } from './console/serve.js';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
@@ -137,6 +138,8 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       logger,
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
+      // The web console: static files under their own Content-Security-Policy, beside the API it calls.
+      rawRouters: [{ path: '/console', router: consoleRouter(builtConsoleDir()) }],
       routes: delivery.carryReceipts(assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects, activity),
         ...keyRoutes(keys),

@@ -1,0 +1,86 @@
+// The signed-in account's orgs, each with its projects and a form to make one.
+import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { useCreateProject, useMe, useOrgProjects, type Me } from '../queries.js';
+import { useSession } from '../session.js';
+import { ErrorMessage } from '../components/error-message.js';
+
+type Org = Me['orgs'][number];
+
+function NewProjectForm({ org }: { org: Org }) {
+  const create = useCreateProject(org.id);
+  const [name, setName] = useState('');
+  const inputId = `new-project-${org.id}`;
+
+  function submit(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    create.mutate(name.trim(), { onSuccess: () => setName('') });
+  }
+
+  return (
+    <form onSubmit={submit} className="inline">
+      <label htmlFor={inputId}>New project name</label>
+      <input id={inputId} value={name} onChange={(event) => setName(event.target.value)} required maxLength={200} />
+      <button type="submit" disabled={create.isPending}>
+        Make project
+      </button>
+      <p role="status" className="note">
+        {create.isSuccess ? `Made project ${create.data.name}.` : ''}
+      </p>
+      <ErrorMessage error={create.error} />
+    </form>
+  );
+}
+
+function OrgProjects({ org }: { org: Org }) {
+  const projects = useOrgProjects(org.id);
+  const headingId = `org-${org.id}`;
+  return (
+    <section aria-labelledby={headingId}>
+      <h2 id={headingId}>
+        {org.name} <span className="note">({org.role})</span>
+      </h2>
+      {projects.isPending ? <p>Loading projects…</p> : null}
+      <ErrorMessage error={projects.error} />
+      {projects.data?.length === 0 ? <p>No projects yet.</p> : null}
+      {projects.data && projects.data.length > 0 ? (
+        <ul aria-label={`Projects of ${org.name}`}>
+          {projects.data.map((project) => (
+            <li key={project.id}>
+              <span className="name">{project.name}</span> <code>{project.id}</code>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      <NewProjectForm org={org} />
+    </section>
+  );
+}
+
+export function OrgsPage() {
+  const { session, signOut } = useSession();
+  const me = useMe();
+  const heading = useRef<HTMLHeadingElement>(null);
+  // Signing in replaces the form the focus was in: the page's heading takes it.
+  useEffect(() => heading.current?.focus(), []);
+
+  return (
+    <>
+      <header className="bar">
+        <span>
+          Signed in as <strong>{session?.email}</strong>
+        </span>
+        <button type="button" onClick={() => void signOut()}>
+          Sign out
+        </button>
+      </header>
+      <main>
+        <h1 ref={heading} tabIndex={-1}>
+          Organizations
+        </h1>
+        {me.isPending ? <p>Loading…</p> : null}
+        <ErrorMessage error={me.error} />
+        {me.data?.orgs.map((org) => <OrgProjects key={org.id} org={org} />)}
+      </main>
+    </>
+  );
+}
