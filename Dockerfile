@@ -19,6 +19,8 @@ COPY runtime/package.json runtime/tsconfig.json ./runtime/
 COPY control-api/package.json control-api/tsconfig.json ./control-api/
 COPY operator/package.json operator/tsconfig.json ./operator/
 COPY all-in-one/package.json all-in-one/tsconfig.json ./all-in-one/
+COPY client/package.json client/tsconfig.json ./client/
+COPY console/package.json console/tsconfig.json ./console/
 COPY test/package.json ./test/
 # No install scripts: nothing here needs one, and none may fetch or phone home at build time.
 RUN --mount=type=cache,target=/root/.npm \
@@ -28,9 +30,14 @@ COPY runtime/src ./runtime/src
 COPY control-api/src ./control-api/src
 COPY operator/src ./operator/src
 COPY all-in-one/src ./all-in-one/src
+COPY client/src ./client/src
+# The web console: static files the control-api serves at /console (docs/decisions/0083).
+COPY console/index.html console/vite.config.ts ./console/
+COPY console/src ./console/src
 RUN npm run build \
+ && npm run build:console \
  && mkdir /out \
- && for p in lib runtime control-api operator; do \
+ && for p in lib runtime control-api operator client console; do \
       mkdir -p /out/$p && cp -r $p/package.json $p/dist /out/$p/ && rm -f /out/$p/dist/.tsbuildinfo; \
     done
 
@@ -43,6 +50,8 @@ COPY runtime/package.json ./runtime/
 COPY control-api/package.json ./control-api/
 COPY operator/package.json ./operator/
 COPY all-in-one/package.json ./all-in-one/
+COPY client/package.json ./client/
+COPY console/package.json ./console/
 COPY test/package.json ./test/
 RUN --mount=type=cache,target=/root/.npm \
     npm ci --omit=dev --ignore-scripts --no-audit --no-fund \

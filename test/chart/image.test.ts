@@ -119,6 +119,18 @@ describe('the Dockerfile', () => {
     }
   });
 
+  it('brings every workspace into both install stages, and the sources of every package the build compiles', () => {
+    const workspaces = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { workspaces: string[] }).workspaces;
+    const stage = (name: string) => dockerfile.slice(dockerfile.indexOf(` AS ${name}`), dockerfile.indexOf('\nFROM ', dockerfile.indexOf(` AS ${name}`)));
+    // npm ci refuses a lockfile whose workspaces it cannot find.
+    for (const name of ['build', 'deps']) {
+      for (const workspace of workspaces) expect(stage(name), `${workspace} in the ${name} stage`).toMatch(new RegExp(`^COPY ${workspace}/package\\.json`, 'm'));
+    }
+    const compiled = (JSON.parse(readFileSync(join(root, 'tsconfig.build.json'), 'utf8').replace(/^\s*\/\/.*$/gm, '')) as { references: { path: string }[] }).references;
+    for (const { path } of compiled) expect(stage('build'), `${path}/src`).toMatch(new RegExp(`^COPY ${path}/src `, 'm'));
+    expect(stage('build')).toMatch(/npm run build:console/);
+  });
+
   it('runs the final stage as a non-root numeric user through the executable entrypoint', () => {
     const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
     expect(finalStage).toMatch(/^USER 10001:10001$/m);
