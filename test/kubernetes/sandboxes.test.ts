@@ -4,7 +4,6 @@
 // process with that Deployment's computer settings, acting as the runtime's ServiceAccount (a token from the
 // TokenRequest API), so every Pod, claim and exec below is done with exactly the runtime's RBAC, on a real kubelet
 // with containerd and runc where the Pods really run. Last, an agent turn uses the conversation's sandbox there.
-import { pack } from 'tar-stream';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Operator } from '@agentplane/operator/app';
@@ -17,6 +16,7 @@ import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant }
 import { allEvents } from '../harness/sse.js';
 import { chatWorld, MODEL } from '../chat/fixture.js';
 import { Admin, installCrds, operatorConfig, prepareCluster, startOperator } from '../operator/fixture.js';
+import { tarOf } from '../harness/tar.js';
 
 const binaries = kubernetesBinaries();
 const nodeBinaries = binaries ? kubeletBinaries() : null;
@@ -25,14 +25,6 @@ const ceiling = { capabilities: ['chat', 'computer'] };
 const PROJECT = 'sandboxes';
 const namespace = `agentplane-${PROJECT}`;
 
-async function tarOf(entries: Array<{ name: string; body?: string; type?: 'file' | 'symlink'; linkname?: string }>): Promise<Buffer> {
-  const archive = pack();
-  for (const entry of entries) archive.entry({ name: entry.name, type: entry.type ?? 'file', ...(entry.linkname ? { linkname: entry.linkname } : {}) }, entry.body ?? '');
-  archive.finalize();
-  const chunks: Buffer[] = [];
-  for await (const chunk of archive) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
 
 const status = (error: unknown) => (error as { code?: number }).code;
 

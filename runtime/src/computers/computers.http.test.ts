@@ -3,23 +3,15 @@
 // refused; who may see and who may use; the project's count held under concurrency; the idle pause and the
 // lifetime; every exec in the audit log without its output; a tenant's erase and a subject's forget.
 import { randomUUID } from 'node:crypto';
-import { pack } from 'tar-stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessTokenGrant } from '@agentplane/lib/tokens/claims';
 import { eventually } from '@agentplane/test/harness/eventually';
 import { availableSetups, configuredTenant, ScaleServices, startTestRuntime, type TestRuntime, type TestTenant } from '@agentplane/test/harness/runtime';
 import { allEvents } from '@agentplane/test/harness/sse';
+import { tarOf } from '@agentplane/test/harness/tar';
 
 const ceiling = { capabilities: ['chat', 'computer'] };
 
-async function tarOf(entries: Array<{ name: string; body?: string; type?: 'file' | 'symlink' | 'directory'; linkname?: string }>): Promise<Buffer> {
-  const archive = pack();
-  for (const entry of entries) archive.entry({ name: entry.name, type: entry.type ?? 'file', ...(entry.linkname ? { linkname: entry.linkname } : {}) }, entry.body ?? '');
-  archive.finalize();
-  const chunks: Buffer[] = [];
-  for await (const chunk of archive) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
 
 describe.each(availableSetups())('sandboxes (%s)', (setup) => {
   let services: ScaleServices | undefined;
