@@ -353,9 +353,12 @@ export class KubernetesSandboxHost implements SandboxHost {
    */
   async usage(id: string): Promise<SandboxUsage> {
     const none = { memoryBytes: null, cpuSeconds: null, diskBytes: null, processes: null };
-    if ((await this.state(id)) !== 'running') return none;
-    const read = await this.exec(id, { argv: ['/bin/sh', '-c', USAGE_SCRIPT], cwd: '/workspace', env: {}, timeoutMs: 5_000, outputLimitBytes: 4096 });
-    if (read.exitCode !== 0) return none;
+    // An exec a sandbox without its Pod refuses says so itself: no state read first.
+    const read = await this.exec(id, { argv: ['/bin/sh', '-c', USAGE_SCRIPT], cwd: '/workspace', env: {}, timeoutMs: 5_000, outputLimitBytes: 4096 }).catch((error: unknown) => {
+      if (error instanceof SandboxNotRunningError) return undefined;
+      throw error;
+    });
+    if (!read || read.exitCode !== 0) return none;
     const [memory, cpuNanos, processes, diskKiB] = read.stdout.toString().trim().split(' ').map((field) => (/^\d+$/.test(field) ? Number(field) : null));
     return {
       memoryBytes: memory ?? null,
