@@ -1,10 +1,27 @@
-// One query or mutation hook per control-plane resource the console shows; pages compose them.
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+// One query or mutation hook per control-plane resource the console shows; sections compose them. Query keys start
+// with ['projects', id, ...], so what a write changes is read again by invalidating its resource's key.
+import { useMutation, useQuery, useQueryClient, type QueryKey } from '@tanstack/react-query';
 import type { ControlPlane } from '@agentplane/client';
 import { useControlPlane } from './session.js';
 
-export type Me = ControlPlane.components['schemas']['Me'];
-export type Project = ControlPlane.components['schemas']['Project'];
+type Schemas = ControlPlane.components['schemas'];
+export type Me = Schemas['Me'];
+export type Project = Schemas['Project'];
+export type ProjectDetail = Schemas['ProjectDetail'];
+export type ProjectKey = Schemas['ProjectKey'];
+export type ProjectKeyCreated = Schemas['ProjectKeyCreated'];
+export type ReadinessReport = Schemas['ReadinessReport'];
+export type Provider = Schemas['Provider'];
+export type ProviderRegister = Schemas['ProviderRegister'];
+export type Connect = Schemas['Connect'];
+export type AuditPage = Schemas['ControlAuditPage'];
+export type AuditEntry = AuditPage['entries'][number];
+
+/** The key of one of a project's resources. */
+export const projectKey = (projectId: string, ...resource: string[]): QueryKey => ['projects', projectId, ...resource];
+
+/** The answer's body: a failed call has thrown already (the client turns failures into errors). */
+const body = <T,>(result: { data?: unknown }) => result.data as T;
 
 const projectsKey = (orgId: string) => ['orgs', orgId, 'projects'] as const;
 
@@ -13,7 +30,7 @@ export function useMe() {
   const client = useControlPlane();
   return useQuery({
     queryKey: ['me'],
-    queryFn: async ({ signal }) => (await client.api.GET('/api/me', { signal })).data as Me,
+    queryFn: async ({ signal }) => body<Me>(await client.api.GET('/api/me', { signal })),
   });
 }
 
@@ -22,7 +39,7 @@ export function useOrgProjects(orgId: string) {
   const client = useControlPlane();
   return useQuery({
     queryKey: projectsKey(orgId),
-    queryFn: async ({ signal }) => ((await client.api.GET('/api/orgs/{orgId}/projects', { params: { path: { orgId } }, signal })).data as { projects: Project[] }).projects,
+    queryFn: async ({ signal }) => body<{ projects: Project[] }>(await client.api.GET('/api/orgs/{orgId}/projects', { params: { path: { orgId } }, signal })).projects,
   });
 }
 
@@ -31,7 +48,137 @@ export function useCreateProject(orgId: string) {
   const client = useControlPlane();
   const queries = useQueryClient();
   return useMutation({
-    mutationFn: async (name: string) => (await client.api.POST('/api/orgs/{orgId}/projects', { params: { path: { orgId } }, body: { name } })).data as Project,
+    mutationFn: async (name: string) => body<Project>(await client.api.POST('/api/orgs/{orgId}/projects', { params: { path: { orgId } }, body: { name } })),
     onSuccess: () => queries.invalidateQueries({ queryKey: projectsKey(orgId) }),
   });
+}
+
+/** GET /api/projects/{id}: the project with its ceiling. */
+export function useProject(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId),
+    queryFn: async ({ signal }) => body<ProjectDetail>(await client.api.GET('/api/projects/{id}', { params: { path: { id: projectId } }, signal })),
+  });
+}
+
+/** GET /api/projects/{id}/readiness: the checklist, read again every few seconds while a step is not done. */
+export function useReadiness(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'readiness'),
+    queryFn: async ({ signal }) => body<ReadinessReport>(await client.api.GET('/api/projects/{id}/readiness', { params: { path: { id: projectId } }, signal })),
+    refetchInterval: (query) => (query.state.data?.ready ? false : 3_000),
+  });
+}
+
+/** GET /api/projects/{id}/connect: the endpoints and the starting snippet. */
+export function useConnect(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'connect'),
+    queryFn: async ({ signal }) => body<Connect>(await client.api.GET('/api/projects/{id}/connect', { params: { path: { id: projectId } }, signal })),
+  });
+}
+
+/** GET /api/projects/{id}/keys: revoked keys too, with when. */
+export function useKeys(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'keys'),
+    queryFn: async ({ signal }) => body<{ keys: ProjectKey[] }>(await client.api.GET('/api/projects/{id}/keys', { params: { path: { id: projectId } }, signal })).keys,
+  });
+}
+
+/** POST /api/projects/{id}/keys: the answer carries the key itself, this once. */
+export function useCreateKey(projectId: string) {
+  const client = useControlPlane();
+  const queries = useQueryClient();
+  return useMutation({
+    mutationFn: async (request: { name: string; scope: 'mint' | 'admin' }) =>
+      body<ProjectKeyCreated>(await client.api.POST('/api/projects/{id}/keys', { params: { path: { id: projectId } }, body: request })),
+    onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId) }),
+  });
+}
+
+/** DELETE /api/projects/{id}/keys/{keyId}. */
+export function useRevokeKey(projectId: string) {
+  const client = useControlPlane();
+  const queries = useQueryClient();
+  return useMutation({
+    mutationFn: async (keyId: string) => body<ProjectKey>(await client.api.DELETE('/api/projects/{id}/keys/{keyId}', { params: { path: { id: projectId, keyId } } })),
+    onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId) }),
+  });
+}
+
+/** GET /api/projects/{id}/providers. */
+export function useProviders(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'providers'),
+    queryFn: async ({ signal }) => body<{ providers: Provider[] }>(await client.api.GET('/api/projects/{id}/providers', { params: { path: { id: projectId } }, signal })).providers,
+  });
+}
+
+/** Every write to a project's providers or model changes its readiness and models: the whole project is read again. */
+function useProjectWrite<A, R>(projectId: string, write: (argument: A) => Promise<R>) {
+  const queries = useQueryClient();
+  return useMutation({ mutationFn: write, onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId) }) });
+}
+
+/** POST /api/projects/{id}/providers: the key is tried against the provider before anything is stored. */
+export function useRegisterProvider(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (request: ProviderRegister) =>
+    body<Provider>(await client.api.POST('/api/projects/{id}/providers', { params: { path: { id: projectId } }, body: request })),
+  );
+}
+
+/** POST /api/projects/{id}/providers/{credId}/refresh: the catalog read again and the embedding dimension measured. */
+export function useRefreshProvider(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (credId: string) =>
+    body<Schemas['ProviderRefreshed']>(await client.api.POST('/api/projects/{id}/providers/{credId}/refresh', { params: { path: { id: projectId, credId } } })),
+  );
+}
+
+/** DELETE /api/projects/{id}/providers/{credId}. */
+export function useDeleteProvider(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (credId: string) =>
+    body<unknown>(await client.api.DELETE('/api/projects/{id}/providers/{credId}', { params: { path: { id: projectId, credId } } })),
+  );
+}
+
+/** GET /api/projects/{id}/default-model. */
+export function useDefaultModel(projectId: string) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'default-model'),
+    queryFn: async ({ signal }) => body<Schemas['DefaultModel']>(await client.api.GET('/api/projects/{id}/default-model', { params: { path: { id: projectId } }, signal })),
+  });
+}
+
+/** POST /api/projects/{id}/default-model. */
+export function useSetDefaultModel(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (model: string) =>
+    body<Schemas['DefaultModel']>(await client.api.POST('/api/projects/{id}/default-model', { params: { path: { id: projectId } }, body: { model } })),
+  );
+}
+
+/** PUT /api/projects/{id}/origins: the browser origins the data plane lets call it. */
+export function useSetOrigins(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (origins: string[]) =>
+    body<Schemas['Origins']>(await client.api.PUT('/api/projects/{id}/origins', { params: { path: { id: projectId } }, body: { origins } })),
+  );
+}
+
+/** PUT /api/projects/{id}/webhook: where the project's events are delivered. */
+export function useSetWebhook(projectId: string) {
+  const client = useControlPlane();
+  return useProjectWrite(projectId, async (url: string | null) =>
+    body<Schemas['ProjectWebhook']>(await client.api.PUT('/api/projects/{id}/webhook', { params: { path: { id: projectId } }, body: { url } })),
+  );
 }

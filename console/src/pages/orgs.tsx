@@ -1,7 +1,7 @@
 // The signed-in account's orgs, each with its projects and a form to make one.
 import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { Link } from 'wouter';
 import { useCreateProject, useMe, useOrgProjects, type Me } from '../queries.js';
-import { useSession } from '../session.js';
 import { ErrorMessage } from '../components/error-message.js';
 
 type Org = Me['orgs'][number];
@@ -46,7 +46,10 @@ function OrgProjects({ org }: { org: Org }) {
         <ul aria-label={`Projects of ${org.name}`}>
           {projects.data.map((project) => (
             <li key={project.id}>
-              <span className="name">{project.name}</span> <code>{project.id}</code>
+              <Link href={`/projects/${project.id}`} className="name">
+                {project.name}
+              </Link>{' '}
+              <code>{project.id}</code>
             </li>
           ))}
         </ul>
@@ -57,30 +60,22 @@ function OrgProjects({ org }: { org: Org }) {
 }
 
 export function OrgsPage() {
-  const { session, signOut } = useSession();
   const me = useMe();
   const heading = useRef<HTMLHeadingElement>(null);
   // Signing in replaces the form the focus was in: the page's heading takes it.
-  useEffect(() => heading.current?.focus(), []);
+  useEffect(() => {
+    heading.current?.focus();
+    document.title = 'Organizations · agentplane console';
+  }, []);
 
   return (
-    <>
-      <header className="bar">
-        <span>
-          Signed in as <strong>{session?.email}</strong>
-        </span>
-        <button type="button" onClick={() => void signOut()}>
-          Sign out
-        </button>
-      </header>
-      <main>
-        <h1 ref={heading} tabIndex={-1}>
-          Organizations
-        </h1>
-        {me.isPending ? <p>Loading…</p> : null}
-        <ErrorMessage error={me.error} />
-        {me.data?.orgs.map((org) => <OrgProjects key={org.id} org={org} />)}
-      </main>
-    </>
+    <main>
+      <h1 ref={heading} tabIndex={-1}>
+        Organizations
+      </h1>
+      {me.isPending ? <p>Loading…</p> : null}
+      <ErrorMessage error={me.error} />
+      {me.data?.orgs.map((org) => <OrgProjects key={org.id} org={org} />)}
+    </main>
   );
 }

@@ -1,0 +1,4 @@
+// Not built yet: issue 30 gives this section its own step.
+export function EventsSection(_props: { projectId: string }) {
+  return <p>This section is not built yet.</p>;
+}
