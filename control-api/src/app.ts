@@ -19,6 +19,8 @@ import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { builtConsoleDir, consoleRouter } from './console/serve.js';
+import { dataPlaneProxy } from './console/data-proxy.js';
+import { AppError } from '@agentplane/lib/errors';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
@@ -126,6 +128,16 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy, indexUpstream);
     const generatedOwner = await ensureOwner(accounts, config);
 
+    /** Where a project's data plane is, as the connect snippet hands it out; undefined for no such project. */
+    const dataPlaneOf = async (projectId: string): Promise<string | undefined> => {
+      try {
+        const project = await projects.get(projectId);
+        return (await provisioning.of({ projectId, tenantId: project.tenant_id })).data_plane_url ?? config.dataPlaneUrl;
+      } catch (error) {
+        if (error instanceof AppError && error.kind === 'not_found') return undefined;
+        throw error;
+      }
+    };
     const activity = new ActivityService(projects, reach);
     const computers = new ProjectComputers(projects, reach);
     const audit = new ControlAuditLog(db, logger);
@@ -139,7 +151,11 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       lifecycle,
       bodyLimitBytes: config.bodyLimitBytes,
       // The web console: static files under their own Content-Security-Policy, beside the API it calls.
-      rawRouters: [{ path: '/console', router: consoleRouter(builtConsoleDir()) }],
+      // Its playground reaches a project's data plane through the control plane (decision 0085).
+      rawRouters: [
+        { path: '/console/data', router: dataPlaneProxy((projectId) => dataPlaneOf(projectId)) },
+        { path: '/console', router: consoleRouter(config.consoleDir ?? builtConsoleDir()) },
+      ],
       routes: delivery.carryReceipts(assertProjectRoutesAuthorize([
         ...accountRoutes(accounts, projects, activity),
         ...keyRoutes(keys),

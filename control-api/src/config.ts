@@ -19,6 +19,8 @@ export interface ControlApiConfig extends ServiceBasics {
   provisioner: LocalProvisionerConfig | KubernetesProvisionerConfig;
   /** The data-plane URL handed to customers (the all-in-one's runtime; on Kubernetes each project gets its own host). */
   dataPlaneUrl: string;
+  /** Where the built console is served from; undefined: the `@agentplane/console` package's dist/. */
+  consoleDir: string | undefined;
   signIn: { maxFailures: number; maxFailuresPerAddress: number; windowSeconds: number; lockSeconds: number };
   /**
    * Let customer-supplied URLs (provider `base_url`) reach private and loopback addresses, over plain http too:
@@ -80,6 +82,7 @@ export function loadControlApiConfig(env: Env = process.env, defaults: { dataPla
     masterKey: read.string('AGENTPLANE_MASTER_KEY'),
     provisioner,
     dataPlaneUrl: (read.url('DATA_PLANE_URL', ['http', 'https']) ?? defaults.dataPlaneUrl ?? 'http://127.0.0.1:8081').replace(/\/$/, ''),
+    consoleDir: read.string('CONSOLE_DIR'),
     sessionTtlSeconds: read.integer('SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60, max: 90 * 24 * 3600 }),
     signIn: {
       maxFailures: read.integer('SIGNIN_MAX_FAILURES', 10, { min: 1, max: 1000 }),

@@ -3,32 +3,20 @@
 // was never stored by the page), and a reload signs out. Every answer under /console carries the strict
 // Content-Security-Policy, no policy violation happens, an inline script is refused, and axe-core finds no serious
 // or critical violation on any page. The build's initial JavaScript is measured from the built files.
-import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import type { Page } from 'playwright-core';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, requireChromium, type TestBrowser } from '../harness/browser.js';
+import { launchChromium, type TestBrowser } from '../harness/browser.js';
 import { startTestControl, type TestControl } from '../harness/control.js';
+import { buildConsole, chromiumPath, inPage, owner, seriousViolations } from './harness.js';
 
-const chromiumPath = requireChromium();
-const consoleRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../console');
-const dist = join(consoleRoot, 'dist');
-const owner = { AGENTPLANE_OWNER_EMAIL: 'owner@example.com', AGENTPLANE_OWNER_PASSWORD: 'a long enough password' };
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-// Built from the sources on every run, as `npm run build:console` builds it (a production build: the test runner's
-// NODE_ENV would otherwise bundle React's development build), into the dist/ the control plane serves.
+let dist: string;
+// Built from the sources on every run, as `npm run build:console` builds it, into a directory of this suite's own.
 beforeAll(async () => {
-  const vite = join(dirname(createRequire(import.meta.url).resolve('vite/package.json')), 'bin/vite.js');
-  await promisify(execFile)(process.execPath, [vite, 'build', consoleRoot, '--config', join(consoleRoot, 'vite.config.ts'), '--logLevel', 'warn'], {
-    env: { ...process.env, NODE_ENV: 'production' },
-  });
+  dist = await buildConsole();
 });
+afterAll(() => rmSync(dist, { recursive: true, force: true }));
 
 describe('the console build', () => {
   it('loads only module script files, no inline script, and at most 250 KB of gzipped JavaScript at first', () => {
@@ -51,26 +39,12 @@ describe('the console build', () => {
   });
 });
 
-/** axe-core's serious and critical violations on the page as it is now, one line each. */
-async function seriousViolations(page: Page): Promise<string[]> {
-  // Evaluated through the protocol, not added as a script element: the page's policy refuses inline scripts.
-  await page.evaluate(axeSource);
-  const violations = await page.evaluate(async () => {
-    const results = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; impact: string | null; help: string; nodes: { target: unknown }[] }[] }> } }).axe.run();
-    return results.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => JSON.stringify(n.target)) }));
-  });
-  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.impact} ${v.id}: ${v.help} ${v.targets.join(' ')}`);
-}
-
-/** The value of an expression evaluated in the page (through the protocol, so the page's policy does not apply). */
-const inPage = <T>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
-
 describe.skipIf(chromiumPath === null)('the console in Chromium', () => {
   let control: TestControl;
   let browser: TestBrowser;
 
   beforeAll(async () => {
-    control = await startTestControl(owner);
+    control = await startTestControl({ ...owner, CONSOLE_DIR: dist });
     browser = await launchChromium(chromiumPath!);
   });
   afterAll(async () => {

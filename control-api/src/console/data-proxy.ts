@@ -1,0 +1,78 @@
+// /console/data/{projectId}/...: the console's way to a project's data plane (docs/decisions/0085). The playground
+// calls the data plane as an end-user, with a token the console minted; the browser sends it here, on the console's
+// own origin, and this forwards it to the project's data plane as a server would call it. So the console keeps
+// `connect-src 'self'`, the project's browser origins are not widened for it, and a data plane reachable only inside
+// the cluster still serves the playground.
+//
+// Only end-user tokens pass: a request without `Authorization: Bearer <JWT>` is refused here, and an account's
+// session token or a project key never leaves the control plane. The data plane authenticates the token, so what
+// passes is what the token's holder could send to the data plane directly; no credential of the control plane's
+// own is added. The target is the data plane the control plane hands out for the project, never a URL from the
+// request.
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Request, RequestHandler, Response } from 'express';
+
+/** Where a project's data plane is, or undefined for a project that does not exist. */
+export type DataPlaneOf = (projectId: string) => Promise<string | undefined>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Three base64url parts: a JWT. A session token (`ses_...`) and a project key (`pk_...`) are not. */
+const JWT = /^Bearer [A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+const FORWARDED_REQUEST_HEADERS = ['authorization', 'content-type', 'accept', 'last-event-id', 'x-request-id', 'x-run-id'];
+const FORWARDED_RESPONSE_HEADERS = ['content-type', 'cache-control', 'content-disposition', 'x-run-id', 'x-request-id', 'retry-after', 'www-authenticate'];
+
+function refuse(res: Response, status: number, code: string, detail: string): void {
+  res.status(status).json({ detail, code, request_id: res.locals.requestId });
+}
+
+export function dataPlaneProxy(dataPlaneOf: DataPlaneOf): RequestHandler {
+  return (req, res) => {
+    void forward(dataPlaneOf, req, res).catch((error: unknown) => {
+      if (res.headersSent) res.destroy(error instanceof Error ? error : undefined);
+      else refuse(res, 502, 'data_plane_unreachable', "the project's data plane did not answer; try again");
+    });
+  };
+}
+
+async function forward(dataPlaneOf: DataPlaneOf, req: Request, res: Response): Promise<void> {
+  // req.url is what follows the mount point: /{projectId}/{path}?{query}
+  const match = /^\/([^/?]+)(\/[^?]*)?(\?.*)?$/.exec(req.url);
+  const projectId = match?.[1] ?? '';
+  if (!UUID.test(projectId)) return refuse(res, 404, 'not_found', `project '${projectId.slice(0, 64)}' not found`);
+  const authorization = req.get('authorization') ?? '';
+  if (!JWT.test(authorization)) {
+    return refuse(res, 401, 'unauthenticated', 'the console reaches the data plane with an end-user token only: Authorization: Bearer <token minted for the project>');
+  }
+  const base = await dataPlaneOf(projectId);
+  if (base === undefined) return refuse(res, 404, 'not_found', `project '${projectId}' not found`);
+  const target = `${base.replace(/\/+$/, '')}${match![2] ?? '/'}${match![3] ?? ''}`;
+  const headers = new Headers();
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const value = req.get(name);
+    if (value !== undefined) headers.set(name, value);
+  }
+  // The browser's going away ends the call upstream too (a stream's run goes on there, as SPEC.md says it does).
+  const abort = new AbortController();
+  res.once('close', () => abort.abort());
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const answer = await fetch(target, {
+    method: req.method,
+    headers,
+    redirect: 'manual',
+    signal: abort.signal,
+    ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
+  } as RequestInit);
+  res.status(answer.status);
+  for (const name of FORWARDED_RESPONSE_HEADERS) {
+    const value = answer.headers.get(name);
+    if (value !== null) res.setHeader(name, value);
+  }
+  // Frames are passed on as they come: nothing between here and the browser may hold them back.
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+  if (!answer.body) return void res.end();
+  await pipeline(Readable.fromWeb(answer.body as import('node:stream/web').ReadableStream<Uint8Array>), res).catch((error: unknown) => {
+    if (!abort.signal.aborted) throw error;
+  });
+}
