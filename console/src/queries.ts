@@ -162,7 +162,7 @@ export function useDefaultModel(projectId: string) {
 /** POST /api/projects/{id}/default-model. */
 export function useSetDefaultModel(projectId: string) {
   const client = useControlPlane();
-  return useProjectWrite(projectId, async (model: string) =>
+  return useProjectWrite(projectId, async (model: string | null) =>
     body<Schemas['DefaultModel']>(await client.api.POST('/api/projects/{id}/default-model', { params: { path: { id: projectId } }, body: { model } })),
   );
 }
@@ -181,4 +181,56 @@ export function useSetWebhook(projectId: string) {
   return useProjectWrite(projectId, async (url: string | null) =>
     body<Schemas['ProjectWebhook']>(await client.api.PUT('/api/projects/{id}/webhook', { params: { path: { id: projectId } }, body: { url } })),
   );
+}
+
+/** A session as the runtime shows it (the control plane passes its records on). */
+export type SessionRecord = { id: string; title: string; user_ref: string; status: string; model: string | null; parent_session_id: string | null; requires_action: boolean; created_at: string; updated_at: string };
+export type MessageRecord = { id: string; role: 'user' | 'assistant' | 'tool'; content: string; subject: string; name: string | null; model: string | null; created_at: string; tool_calls: { id: string; name: string; arguments: unknown }[] | null };
+
+export interface SessionFilter {
+  includeSubagents: boolean;
+  subject: string;
+}
+
+/** GET /api/projects/{id}/sessions: every subject's, newest first, a page of 20 at a time. */
+export function useProjectSessions(projectId: string, filter: SessionFilter, offset: number) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'sessions', JSON.stringify(filter), String(offset)),
+    queryFn: async ({ signal }) => {
+      const query = { include_subagents: filter.includeSubagents ? ('true' as const) : ('false' as const), limit: 20, offset, ...(filter.subject ? { user_ref: filter.subject } : {}) };
+      const page = body<{ sessions: SessionRecord[]; has_more: boolean; next_offset: number | null }>(await client.api.GET('/api/projects/{id}/sessions', { params: { path: { id: projectId }, query }, signal }));
+      return page;
+    },
+    placeholderData: (previous) => previous,
+  });
+}
+
+/** GET /api/projects/{id}/sessions/{sessionId}/messages: oldest first, up to 500. */
+export function useSessionMessages(projectId: string, sessionId: string | null) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'sessions', 'messages', sessionId ?? ''),
+    enabled: sessionId !== null,
+    queryFn: async ({ signal }) =>
+      body<MessageRecord[]>(await client.api.GET('/api/projects/{id}/sessions/{sessionId}/messages', { params: { path: { id: projectId, sessionId: sessionId! }, query: { limit: 500 } }, signal })),
+  });
+}
+
+export interface AuditFilter {
+  action: string;
+  actor: string;
+}
+
+/** GET /api/projects/{id}/audit: newest first, a page of 50 before `before`. */
+export function useAudit(projectId: string, filter: AuditFilter, before: string | undefined) {
+  const client = useControlPlane();
+  return useQuery({
+    queryKey: projectKey(projectId, 'audit', JSON.stringify(filter), before ?? ''),
+    queryFn: async ({ signal }) => {
+      const query = { limit: 50, ...(filter.action ? { action: filter.action } : {}), ...(filter.actor ? { actor: filter.actor } : {}), ...(before ? { before } : {}) };
+      return body<AuditPage>(await client.api.GET('/api/projects/{id}/audit', { params: { path: { id: projectId }, query }, signal }));
+    },
+    placeholderData: (previous) => previous,
+  });
 }
