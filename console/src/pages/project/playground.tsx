@@ -21,7 +21,8 @@ type Resolution = Pick<ChatRequest, 'approval_decisions' | 'question_answers' | 
 
 function Transcript({ entries }: { entries: Entry[] }) {
   return (
-    <ol className="transcript" role="log" aria-label="Conversation">
+    <div role="log" aria-label="Conversation">
+      <ol className="transcript">
       {entries.map((entry, index) => (
         <li key={index} className={entry.kind}>
           {entry.kind === 'user' ? (
@@ -42,7 +43,8 @@ function Transcript({ entries }: { entries: Entry[] }) {
           )}
         </li>
       ))}
-    </ol>
+      </ol>
+    </div>
   );
 }
 
@@ -125,23 +127,25 @@ function Conversation({ projectId, subject, model }: { projectId: string; subjec
       for await (const frame of stream) {
         if (frame.type === 'start') {
           setSessionId(frame.session_id);
-          update((list) => [...list, { kind: 'assistant', text: '', done: false }]);
         } else if (frame.type === 'token') {
+          // Text after a tool call is a new part of the answer, drawn below the call.
           update((list) => {
-            const last = list.findLastIndex((entry) => entry.kind === 'assistant');
-            if (last >= 0) list[last] = { ...(list[last] as Extract<Entry, { kind: 'assistant' }>), text: (list[last] as Extract<Entry, { kind: 'assistant' }>).text + frame.text };
+            const last = list[list.length - 1];
+            if (last?.kind === 'assistant' && !last.done) list[list.length - 1] = { ...last, text: last.text + frame.text };
+            else list.push({ kind: 'assistant', text: frame.text, done: false });
             return list;
           });
         } else if (frame.type === 'tool_start') {
-          update((list) => [...list, { kind: 'tool', id: frame.tool_call_id, name: frame.name, arguments: JSON.stringify(frame.arguments), result: null, ok: null }]);
+          update((list) => [...list.map((entry) => (entry.kind === 'assistant' ? { ...entry, done: true } : entry)), { kind: 'tool', id: frame.tool_call_id, name: frame.name, arguments: JSON.stringify(frame.arguments), result: null, ok: null }]);
         } else if (frame.type === 'tool_end') {
           update((list) => list.map((entry) => (entry.kind === 'tool' && entry.id === frame.tool_call_id ? { ...entry, result: frame.result, ok: frame.ok } : entry)));
         } else if (frame.type === 'done') {
           setSessionId(frame.session_id);
           update((list) => {
-            const last = list.findLastIndex((entry) => entry.kind === 'assistant');
+            const last = list[list.length - 1];
             // The final content is the turn's answer, whatever tokens a reconnect may have missed.
-            if (last >= 0) list[last] = { kind: 'assistant', text: frame.content || (list[last] as Extract<Entry, { kind: 'assistant' }>).text, done: true };
+            if (last?.kind === 'assistant' && !last.done) list[list.length - 1] = { kind: 'assistant', text: frame.content || last.text, done: true };
+            else if (frame.content) list.push({ kind: 'assistant', text: frame.content, done: true });
             return list;
           });
           setPause(frame.requires_action ? frame : null);
