@@ -39,6 +39,8 @@ interface Delivery {
   status: string;
   attempts: number;
   attempt_log: unknown[];
+  last_status: number | null;
+  last_error: string | null;
 }
 
 describe.skipIf(chromiumPath === null)("a project's turns, usage, events and deliveries in the console", () => {
@@ -250,7 +252,8 @@ describe.skipIf(chromiumPath === null)("a project's turns, usage, events and del
       const cells = await rows.nth(i).getByRole('cell').allTextContents();
       expect(cells[0]).toContain(delivery.type);
       expect(cells[2]).toMatch(new RegExp(`^${delivery.status}`));
-      expect(cells[3]!.trim().split(/\s/)[0]).toBe(String(delivery.attempts));
+      expect(cells[3]).toMatch(new RegExp(`^${delivery.attempt_log.length} attempts? of `));
+      expect(cells[4]).toBe(delivery.last_error ?? `HTTP ${delivery.last_status}`);
     }
     const retried = deliveries.find((delivery) => delivery.attempts === 2)!;
     const retriedRow = rows.nth(deliveries.indexOf(retried));
@@ -272,6 +275,7 @@ describe.skipIf(chromiumPath === null)("a project's turns, usage, events and del
     // The page reads the list again while the delivery is pending, and shows the new attempt.
     await expect.poll(async () => (await retriedRow.getByRole('cell').nth(2).textContent())?.startsWith('delivered'), { timeout: 15_000 }).toBe(true);
     await retriedRow.locator('details ol li').nth(2).waitFor();
+    expect(await retriedRow.getByRole('cell').nth(3).textContent()).toMatch(/^3 attempts, 1 since sent again/);
 
     // The filter narrows the list as the API's status parameter does.
     await page.getByLabel('Status', { exact: true }).selectOption('dead');

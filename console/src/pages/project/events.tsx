@@ -142,12 +142,15 @@ function SigningSecret({ projectId }: { projectId: string }) {
   );
 }
 
+/** Every attempt, in a disclosure; a redelivery starts a fresh budget of attempts, so those since are counted apart. */
 function AttemptLog({ delivery }: { delivery: EventDelivery }) {
-  if (delivery.attempt_log.length === 0) return <>{delivery.attempts}</>;
+  const made = delivery.attempt_log.length;
+  if (made === 0) return <>none yet</>;
   return (
     <details>
       <summary>
-        {delivery.attempts} <span className="visually-hidden">attempts of {deliveryName(delivery)}</span>
+        {made} {made === 1 ? 'attempt' : 'attempts'}
+        {delivery.attempts < made ? `, ${delivery.attempts} since sent again` : ''} <span className="visually-hidden">of {deliveryName(delivery)}</span>
       </summary>
       <ol>
         {delivery.attempt_log.map((attempt, index) => (
@@ -208,7 +211,7 @@ function EventDeliveries({ projectId }: { projectId: string }) {
               <th scope="col">Target</th>
               <th scope="col">Status</th>
               <th scope="col">Attempts</th>
-              <th scope="col">Last error</th>
+              <th scope="col">Last answer</th>
               <th scope="col">Action</th>
             </tr>
           </thead>
@@ -233,7 +236,7 @@ function EventDeliveries({ projectId }: { projectId: string }) {
                 <td>
                   <AttemptLog delivery={delivery} />
                 </td>
-                <td>{delivery.last_error ?? (delivery.last_status === null ? '' : `HTTP ${delivery.last_status}`)}</td>
+                <td className={delivery.last_error ? 'error' : undefined}>{delivery.last_error ?? (delivery.last_status === null ? 'none yet' : `HTTP ${delivery.last_status}`)}</td>
                 <td>
                   {delivery.status === 'pending' ? (
                     <span className="note">retried on its own</span>
