@@ -60,6 +60,11 @@ describe.skipIf(chromiumPath === null)('the project page: documents, tools, task
     await page.keyboard.press('Enter');
     await openProject();
     projectId = /\/projects\/([0-9a-f-]{36})/.exec(page.url())![1]!;
+    // A provider with an embedding model, so the corpus's documents are read.
+    await control('/providers', {
+      method: 'POST',
+      body: JSON.stringify({ provider: 'openai_compatible', models: ['gpt-4o-mini'], values: { api_key: stack.provider.apiKey, base_url: stack.provider.url, embedding_model: 'text-embedding-3-small' } }),
+    });
   });
   afterAll(async () => {
     await page?.close();
@@ -80,9 +85,13 @@ describe.skipIf(chromiumPath === null)('the project page: documents, tools, task
 
     const row = page.getByRole('row').filter({ hasText: 'refunds.md' });
     await row.waitFor();
-    expect(await row.getByRole('cell').nth(3).innerText()).toMatch(/^(uploading|uploaded|processing|ready|failed)/);
-    const listed = await control<{ documents: { id: string; title: string; content_type: string }[] }>('/documents');
-    expect(listed.documents).toEqual([expect.objectContaining({ title: 'refunds.md', content_type: 'text/markdown' })]);
+    const status = () => row.getByRole('cell').nth(3).innerText();
+    expect(await status()).toMatch(/^(uploading|uploaded|processing|ready)/);
+    // The list is read again while the document is being read: it shows ready, with its chunks, as the control plane does.
+    await expect.poll(status, { timeout: 30_000 }).toBe('ready');
+    const listed = await control<{ documents: { title: string; content_type: string; status: string; chunk_count: number }[] }>('/documents');
+    expect(listed.documents).toEqual([expect.objectContaining({ title: 'refunds.md', content_type: 'text/markdown', status: 'ready' })]);
+    expect(await row.getByRole('cell').nth(4).innerText()).toBe(String(listed.documents[0]!.chunk_count));
     expect(await seriousViolations(page)).toEqual([]);
 
     await confirm('Delete document refunds.md');
@@ -223,7 +232,9 @@ describe.skipIf(chromiumPath === null)('the project page: documents, tools, task
     await confirm(`Delete trigger Deploys (…${hint})`);
     await ours.waitFor({ state: 'detached' });
     await theirs.waitFor();
+  });
 
+  it('logged no error and violated no policy on any of these sections', async () => {
     expect(await watch.violations()).toEqual([]);
     expect(watch.problems).toEqual([]);
   });
