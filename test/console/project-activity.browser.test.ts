@@ -3,7 +3,8 @@
 // reach a receiver that fails first, chat turns, a webhook tool's call and a failed turn. The figures the console
 // shows are the ones the control plane's API answers, each chart is an image named by its figures, Redeliver sends an
 // event again (a new attempt the API shows), a rotation confirmed by name shows the new secret, and no section has a
-// serious or critical axe violation, a page error or a policy violation.
+// serious or critical axe violation, a page error or a policy violation. A new project's sections say plainly that
+// nothing happened yet, with no empty chart.
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatReply, ChatRequest } from '../fakes/openai-server.js';
@@ -152,10 +153,10 @@ describe.skipIf(chromiumPath === null)("a project's turns, usage, events and del
     await page.getByRole('heading', { level: 1, name: label }).waitFor();
   }
 
-  async function openProject(page: Page): Promise<void> {
+  async function openProject(page: Page, name = 'activity demo'): Promise<void> {
     await page.goto(stack.url);
     await signIn(page);
-    await page.getByRole('link', { name: 'activity demo' }).click();
+    await page.getByRole('link', { name, exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
   }
 
@@ -316,6 +317,30 @@ describe.skipIf(chromiumPath === null)("a project's turns, usage, events and del
     expect(await page.content()).not.toContain(value);
     expect(await seriousViolations(page)).toEqual([]);
 
+    expect(await violations()).toEqual([]);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('says plainly that a new project has no turns, usage, events or tool calls yet, drawing no empty chart', async () => {
+    const { control } = stack.control;
+    const { account, token } = await control.accounts.signIn(owner.AGENTPLANE_OWNER_EMAIL, owner.AGENTPLANE_OWNER_PASSWORD, 'test');
+    const quiet = await control.projects.create((await control.accounts.orgsOf(account.id))[0]!.id, account.id, 'quiet project');
+    await eventually(async () => (await stack.control.call(`/api/projects/${quiet.id}/turns`, { token })).status === 200, { what: "the new project's runtime" });
+    const page = await stack.browser.context.newPage();
+    const { problems, violations } = await watchPage(page);
+    await openProject(page, 'quiet project');
+    await openSection(page, 'Turns and usage');
+    await part(page, 'Turn health').getByText('No turns in the last 24 hours.').waitFor();
+    await part(page, 'Usage and costs').getByText('No usage in the last 24 hours: the project ran no turns and called no model.').waitFor();
+    await part(page, 'Turn outcomes and latency').getByText('No turns in the last 24 hours.').waitFor();
+    expect(await page.locator('svg').count()).toBe(0);
+    expect(await seriousViolations(page)).toEqual([]);
+    await openSection(page, 'Events and deliveries');
+    await part(page, 'Webhook').getByText("No webhook URL: events go nowhere but tasks' callback URLs.").waitFor();
+    await part(page, 'Event deliveries').getByText('No events sent yet.').waitFor();
+    await part(page, 'Webhook tool calls').getByText('No webhook tool has been called yet.').waitFor();
+    expect(await seriousViolations(page)).toEqual([]);
     expect(await violations()).toEqual([]);
     expect(problems).toEqual([]);
     await page.close();
