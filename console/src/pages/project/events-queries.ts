@@ -64,7 +64,8 @@ export function useEventDeliveries(projectId: string, limit: number, status: Del
       body<{ deliveries: EventDelivery[] }>(
         await client.api.GET('/api/projects/{id}/events', { params: { path: { id: projectId }, query: { limit, ...(status ? { status } : {}) } }, signal }),
       ).deliveries,
-    placeholderData: (previous) => previous,
+    // A longer list keeps the shorter one on screen while it loads; another status does not show this one's rows.
+    placeholderData: (previous, previousQuery) => (previousQuery?.queryKey[4] === (status ?? 'all') ? previous : undefined),
     refetchInterval: (query) => (query.state.data?.some((delivery) => delivery.status === 'pending') ? 3_000 : false),
   });
 }
