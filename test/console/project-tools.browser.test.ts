@@ -225,11 +225,19 @@ describe.skipIf(chromiumPath === null)('the project page: documents, tools, task
     expect(text).not.toContain(url);
     expect(text).not.toContain(signingSecret);
 
-    // Only the console's own trigger can be removed from here; its removal names it.
+    // Rotating shows the new URL once; the old one still answers for a day.
     const ours = page.getByRole('row').filter({ hasText: 'Deploys' });
     await ours.waitFor();
-    const hint = url.slice(-4);
-    await confirm(`Delete trigger Deploys (…${hint})`);
+    await confirm(`Rotate the URL of trigger Deploys (…${url.slice(-4)})`);
+    const newUrl = await page.getByLabel('URL of trigger Deploys value').innerText();
+    expect(newUrl).not.toBe(url);
+    expect(await bodyText(page)).toMatch(/old URL answers until .* \(24 hours\)/);
+    await page.getByRole('button', { name: 'I have copied it' }).click();
+    expect(await bodyText(page)).not.toContain(newUrl);
+    await ours.getByText(/the old URL answers until/).waitFor();
+
+    // Only the console's own trigger can be removed from here; its removal names it.
+    await confirm(`Delete trigger Deploys (…${newUrl.slice(-4)})`);
     await ours.waitFor({ state: 'detached' });
     await theirs.waitFor();
   });

@@ -192,8 +192,8 @@ function Triggers({ projectId }: { projectId: string }) {
                   {trigger.subject === subject ? (
                     <>
                       <ConfirmButton
-                        label="Give a new URL to"
-                        target={triggerName(trigger)}
+                        label="Rotate"
+                        target={`the URL of ${triggerName(trigger)}`}
                         consequence="A new URL is shown once; the current one still answers for 24 hours, then no more. The signing secret is unchanged."
                         onConfirm={async () => {
                           const rotated = await rotate.mutateAsync(trigger.id);

@@ -97,14 +97,15 @@ export function useProbeMcpServer(projectId: string) {
 }
 
 /**
- * GET /tools on the data plane: what the runtime found of each MCP server. Read again every few seconds while a
- * registered server (`expected`) is not in it yet: a change reaches the runtime shortly after it is stored.
+ * GET /tools on the data plane: what the runtime found of each MCP server, read once servers are registered
+ * (`expected`), and again every few seconds while one is not in it yet: a change reaches the runtime shortly after.
  */
 export function useToolListing(projectId: string, expected: readonly string[]) {
   const reader = useReader(projectId);
   return useQuery({
     queryKey: projectKey(projectId, 'tools', 'listing'),
     queryFn: async ({ signal }) => (await reader.api.GET('/tools', { signal })).data as ToolListing,
+    enabled: expected.length > 0,
     refetchInterval: (query) => {
       const found = new Set(query.state.data?.mcp_servers.filter((server) => server.origin === 'project').map((server) => server.name) ?? []);
       return expected.some((name) => !found.has(name)) ? 3_000 : false;

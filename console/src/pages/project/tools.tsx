@@ -143,8 +143,8 @@ function WebhookTools({ projectId }: { projectId: string }) {
                 </td>
                 <td>
                   <ConfirmButton
-                    label="Rotate the secret of"
-                    target={toolName(tool)}
+                    label="Rotate"
+                    target={`the secret of ${toolName(tool)}`}
                     consequence="A new signing secret is shown once. For 24 hours calls carry both signatures, so the old secret still verifies; afterwards only the new one does."
                     onConfirm={async () => {
                       const rotated = await rotate.mutateAsync(tool.id);
