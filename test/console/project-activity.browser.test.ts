@@ -2,9 +2,9 @@
 // with a runtime behind it and the protocol-level fake provider, after real activity: a scheduled task whose events
 // reach a receiver that fails first, chat turns, a webhook tool's call and a failed turn. The figures the console
 // shows are the ones the control plane's API answers, each chart is an image named by its figures, Redeliver sends an
-// event again (a new attempt the API shows), a rotation confirmed by name shows the new secret, and no section has a
-// serious or critical axe violation, a page error or a policy violation. A new project's sections say plainly that
-// nothing happened yet, with no empty chart.
+// event again (a new attempt the API shows), a rotation confirmed by name shows the new secret, the webhook URL is
+// cleared after a confirmation and set again, and no section has a serious or critical axe violation, a page error or
+// a policy violation. A new project's sections say plainly that nothing happened yet, with no empty chart.
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatReply, ChatRequest } from '../fakes/openai-server.js';
@@ -316,6 +316,17 @@ describe.skipIf(chromiumPath === null)("a project's turns, usage, events and del
     await rotated.waitFor({ state: 'detached' });
     expect(await page.content()).not.toContain(value);
     expect(await seriousViolations(page)).toEqual([]);
+
+    // The webhook URL: cleared after a confirmation naming it, then set again from the form.
+    const webhookPart = part(page, 'Webhook');
+    await webhookPart.getByRole('button', { name: 'Clear the webhook URL' }).click();
+    await page.getByRole('dialog', { name: 'Clear the webhook URL?' }).getByRole('button', { name: 'Clear the webhook URL' }).click();
+    await webhookPart.getByText('No webhook URL').waitFor();
+    expect(await read('/webhook')).toEqual({ url: null });
+    await webhookPart.getByLabel('Webhook URL', { exact: true }).fill(`${receiver.url}/hooks/again`);
+    await webhookPart.getByRole('button', { name: 'Set webhook URL' }).click();
+    await webhookPart.getByText(`${receiver.url}/hooks/again`).waitFor();
+    expect(await read('/webhook')).toEqual({ url: `${receiver.url}/hooks/again` });
 
     expect(await violations()).toEqual([]);
     expect(problems).toEqual([]);

@@ -39,7 +39,8 @@ function WebhookUrl({ projectId }: { projectId: string }) {
       <ErrorMessage error={webhook.error} />
       {webhook.data ? (
         webhook.data.url ? (
-          <p>
+          // A div, not a paragraph: the confirmation's dialog (a heading and blocks) is rendered inside it.
+          <div>
             Events go to <code>{webhook.data.url}</code>{' '}
             <ConfirmButton
               label="Clear"
@@ -47,7 +48,7 @@ function WebhookUrl({ projectId }: { projectId: string }) {
               consequence="Events are no longer sent to it; deliveries still waiting for a retry are given up."
               onConfirm={() => setWebhook.mutateAsync(null)}
             />
-          </p>
+          </div>
         ) : (
           <p>No webhook URL: events go nowhere but tasks' callback URLs.</p>
         )
