@@ -1,5 +1,5 @@
 // The project page's documents, tools, and tasks and triggers sections in Chromium, against a real control plane
-// and runtime: a document added shows with its status and is gone (for the control plane too) once its deletion is
+// and runtime: a document added shows with its status (until it is ready), is read again on asking, and is gone (for the control plane too) once its deletion is
 // confirmed; a webhook tool's secret is shown once and nowhere after it is dismissed (nor after a reload), rotating
 // shows a new one, deleting asks naming the tool; an MCP server (the SDK's own, on loopback) registered shows the
 // tools it was found to have; a skill package is published and removed; tasks and triggers made on the data plane are
@@ -92,6 +92,21 @@ describe.skipIf(chromiumPath === null)('the project page: documents, tools, task
     const listed = await control<{ documents: { title: string; content_type: string; status: string; chunk_count: number }[] }>('/documents');
     expect(listed.documents).toEqual([expect.objectContaining({ title: 'refunds.md', content_type: 'text/markdown', status: 'ready' })]);
     expect(await row.getByRole('cell').nth(4).innerText()).toBe(String(listed.documents[0]!.chunk_count));
+
+    // Reading it again: the control plane sees a new ingest, and the list shows it ready again.
+    const ingestedAt = async () => (await control<{ documents: { status: string; ingested_at: string | null }[] }>('/documents')).documents[0]!;
+    const first = (await ingestedAt()).ingested_at;
+    await page.getByRole('button', { name: 'Read again document refunds.md' }).click();
+    await expect
+      .poll(
+        async () => {
+          const now = await ingestedAt();
+          return now.status === 'ready' && now.ingested_at !== first;
+        },
+        { timeout: 30_000 },
+      )
+      .toBe(true);
+    await expect.poll(status, { timeout: 30_000 }).toBe('ready');
     expect(await seriousViolations(page)).toEqual([]);
 
     await confirm('Delete document refunds.md');

@@ -1,4 +1,5 @@
-// The project corpus's hooks: the documents (read again while any is being read), adding one inline, deleting one.
+// The project corpus's hooks: the documents (read again while any is being read), adding one inline, reading one
+// again, deleting one.
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import type { ControlPlane } from '@agentplane/client';
 import { projectKey } from '../../queries.js';
@@ -31,6 +32,17 @@ export function useAddDocument(projectId: string) {
   return useMutation({
     mutationFn: async (request: CorpusDocumentCreate) =>
       (await client.api.POST('/api/projects/{id}/documents', { params: { path: { id: projectId } }, body: request })).data as Schemas['CorpusDocumentCreated'],
+    onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId, 'documents') }),
+  });
+}
+
+/** POST /api/projects/{id}/documents/{documentId} `reingest`: read again with the processor and embedding model in force. */
+export function useReingestDocument(projectId: string) {
+  const client = useControlPlane();
+  const queries = useQueryClient();
+  return useMutation({
+    mutationFn: async (documentId: string) =>
+      (await client.api.POST('/api/projects/{id}/documents/{documentId}', { params: { path: { id: projectId, documentId } }, body: { action: 'reingest' } })).data as CorpusDocument,
     onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId, 'documents') }),
   });
 }

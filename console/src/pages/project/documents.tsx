@@ -1,10 +1,11 @@
 // The project corpus: add a document (text typed or pasted, or a text file read in the browser and sent inline: the
 // console's policy lets it call its own origin only, so a file cannot be PUT to the store's upload URL from here),
-// list the documents with their status (read again while any is being read), delete one after naming it.
+// list the documents with their status (read again while any is being read), read one again (after the embedding
+// model changed, or a failure), delete one after naming it.
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
 import { ErrorMessage } from '../../components/error-message.js';
-import { DOCUMENT_PAGE, useAddDocument, useDeleteDocument, useDocuments, type CorpusDocument } from './documents-queries.js';
+import { DOCUMENT_PAGE, useAddDocument, useDeleteDocument, useDocuments, useReingestDocument, type CorpusDocument } from './documents-queries.js';
 
 /** The media types a document sent inline may have. */
 const TEXT_TYPES = ['text/plain', 'text/markdown', 'text/html', 'text/csv', 'application/json'] as const;
@@ -106,6 +107,7 @@ const sizeOf = (bytes: number | null) => (bytes === null ? '' : bytes < 1024 ? `
 export function DocumentsSection({ projectId }: { projectId: string }) {
   const [offset, setOffset] = useState(0);
   const documents = useDocuments(projectId, offset);
+  const reingest = useReingestDocument(projectId);
   const remove = useDeleteDocument(projectId);
   const page = documents.data;
   return (
@@ -116,6 +118,7 @@ export function DocumentsSection({ projectId }: { projectId: string }) {
         <p className="note">Every end-user of the project may search these (unless limited to roles). The list is read again every few seconds while a document is being read.</p>
         {documents.isPending ? <p>Loading documents…</p> : null}
         <ErrorMessage error={documents.error} />
+        <ErrorMessage error={reingest.error} />
         {page?.documents.length === 0 && offset === 0 ? <p>No documents yet.</p> : null}
         {page && page.documents.length > 0 ? (
           <table>
@@ -146,6 +149,13 @@ export function DocumentsSection({ projectId }: { projectId: string }) {
                   <td>{document.chunk_count}</td>
                   <td>{new Date(document.created_at).toLocaleString()}</td>
                   <td>
+                    {document.status === 'ready' || document.status === 'failed' ? (
+                      <>
+                        <button type="button" className="secondary" aria-label={`Read again ${documentName(document)}`} disabled={reingest.isPending} onClick={() => reingest.mutate(document.id)}>
+                          Read again
+                        </button>{' '}
+                      </>
+                    ) : null}
                     <ConfirmButton
                       label="Delete"
                       target={documentName(document)}
