@@ -1,10 +1,11 @@
 // The project page's documents, tools, and tasks and triggers sections in Chromium, against a real control plane
-// and runtime: a document added shows with its status (until it is ready), is read again on asking, and is gone (for the control plane too) once its deletion is
-// confirmed; a webhook tool's secret is shown once and nowhere after it is dismissed (nor after a reload), rotating
-// shows a new one, deleting asks naming the tool; an MCP server (the SDK's own, on loopback) registered shows the
-// tools it was found to have; a skill package is published and removed; tasks and triggers made on the data plane are
-// listed, a trigger made here shows its URL once and that URL takes events. No page error, no policy violation, and
-// axe-core finds no serious or critical violation on any section.
+// and runtime: a document added shows with its status until it is ready, is read again on asking, and is gone (for
+// the control plane too) once its deletion is confirmed; a webhook tool's secret is shown once and nowhere after it
+// is dismissed (nor after a reload), rotating shows a new one, deleting asks naming the tool; an MCP server (the
+// SDK's own, on loopback) registered shows the tools it was found to have; a skill package is published and removed;
+// tasks and triggers made on the data plane are listed, a trigger made here shows its URL once, that URL takes
+// events, and a rotation shows the next URL once. No page error, no policy violation, and axe-core finds no serious
+// or critical violation on any section.
 import { createHmac } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
