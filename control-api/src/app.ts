@@ -128,11 +128,19 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const providers = new ProviderService(db, secretBox, projects, upstream, urlPolicy, indexUpstream);
     const generatedOwner = await ensureOwner(accounts, config);
 
-    /** Where a project's data plane is, as the connect snippet hands it out; undefined for no such project. */
-    const dataPlaneOf = async (projectId: string): Promise<string | undefined> => {
+    /** Where a project's data plane is, as the connect snippet hands it out, and its tenant; undefined for no such project. */
+    // Kept a while: reading it asks the provisioner (on Kubernetes, the API server), and a playground turn is several
+    // calls. A project deleted meanwhile gains nothing: the data plane refuses its tenant's tokens.
+    const dataPlanes = new Map<string, { url: string; tenantId: string; until: number }>();
+    const dataPlaneOf = async (projectId: string): Promise<{ url: string; tenantId: string } | undefined> => {
+      const known = dataPlanes.get(projectId);
+      if (known && known.until > Date.now()) return known;
       try {
         const project = await projects.get(projectId);
-        return (await provisioning.of({ projectId, tenantId: project.tenant_id })).data_plane_url ?? config.dataPlaneUrl;
+        const url = (await provisioning.of({ projectId, tenantId: project.tenant_id })).data_plane_url ?? config.dataPlaneUrl;
+        if (dataPlanes.size >= 1000) dataPlanes.clear();
+        dataPlanes.set(projectId, { url, tenantId: project.tenant_id, until: Date.now() + 30_000 });
+        return { url, tenantId: project.tenant_id };
       } catch (error) {
         if (error instanceof AppError && error.kind === 'not_found') return undefined;
         throw error;

@@ -4,17 +4,19 @@
 // `connect-src 'self'`, the project's browser origins are not widened for it, and a data plane reachable only inside
 // the cluster still serves the playground.
 //
-// Only end-user tokens pass: a request without `Authorization: Bearer <JWT>` is refused here, and an account's
-// session token or a project key never leaves the control plane. The data plane authenticates the token, so what
-// passes is what the token's holder could send to the data plane directly; no credential of the control plane's
-// own is added. The target is the data plane the control plane hands out for the project, never a URL from the
-// request.
+// Only end-user tokens of the project named in the path pass: a request without `Authorization: Bearer <JWT>`, or
+// whose token says another tenant, is refused here, and an account's session token or a project key never leaves the
+// control plane. The data plane verifies the token, so what passes is what its holder could send to the data plane
+// directly; no credential of the control plane's own is added. Only the console's own pages may call it: a request
+// from another origin is refused (the console's origin is not forwarded either, so the data plane does not judge it
+// against the project's browser origins). The target is the data plane the control plane hands out for the
+// project, never a URL from the request.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, RequestHandler, Response } from 'express';
 
-/** Where a project's data plane is, or undefined for a project that does not exist. */
-export type DataPlaneOf = (projectId: string) => Promise<string | undefined>;
+/** Where a project's data plane is and its tenant, or undefined for a project that does not exist. */
+export type DataPlaneOf = (projectId: string) => Promise<{ url: string; tenantId: string } | undefined>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Three base64url parts: a JWT. A session token (`ses_...`) and a project key (`pk_...`) are not. */
@@ -24,6 +26,24 @@ const FORWARDED_RESPONSE_HEADERS = ['content-type', 'cache-control', 'content-di
 
 function refuse(res: Response, status: number, code: string, detail: string): void {
   res.status(status).json({ detail, code, request_id: res.locals.requestId });
+}
+
+function hostOf(origin: string): string | undefined {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `tenant_id` claim of a JWT's payload, unverified. */
+function tenantOf(authorization: string): unknown {
+  try {
+    const payload = authorization.slice('Bearer '.length).split('.')[1]!;
+    return (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { tenant_id?: unknown } | null)?.tenant_id;
+  } catch {
+    return undefined;
+  }
 }
 
 export function dataPlaneProxy(dataPlaneOf: DataPlaneOf): RequestHandler {
@@ -40,13 +60,19 @@ async function forward(dataPlaneOf: DataPlaneOf, req: Request, res: Response): P
   const match = /^\/([^/?]+)(\/[^?]*)?(\?.*)?$/.exec(req.url);
   const projectId = match?.[1] ?? '';
   if (!UUID.test(projectId)) return refuse(res, 404, 'not_found', `project '${projectId.slice(0, 64)}' not found`);
+  const origin = req.get('origin');
+  if (origin !== undefined && hostOf(origin) !== req.get('host')) {
+    return refuse(res, 403, 'origin_not_allowed', "only the console's own pages reach the data plane through the control plane; call the data plane itself");
+  }
   const authorization = req.get('authorization') ?? '';
   if (!JWT.test(authorization)) {
     return refuse(res, 401, 'unauthenticated', 'the console reaches the data plane with an end-user token only: Authorization: Bearer <token minted for the project>');
   }
-  const base = await dataPlaneOf(projectId);
-  if (base === undefined) return refuse(res, 404, 'not_found', `project '${projectId}' not found`);
-  const target = `${base.replace(/\/+$/, '')}${match![2] ?? '/'}${match![3] ?? ''}`;
+  const project = await dataPlaneOf(projectId);
+  if (project === undefined) return refuse(res, 404, 'not_found', `project '${projectId}' not found`);
+  // Read, not verified: the data plane verifies. This only keeps one project's path from carrying another's token.
+  if (tenantOf(authorization) !== project.tenantId) return refuse(res, 403, 'wrong_project', `the token was not minted for project '${projectId}'`);
+  const target = `${project.url.replace(/\/+$/, '')}${match![2] ?? '/'}${match![3] ?? ''}`;
   const headers = new Headers();
   for (const name of FORWARDED_REQUEST_HEADERS) {
     const value = req.get(name);
