@@ -203,7 +203,10 @@ function NewMcpServerForm({ projectId }: { projectId: string }) {
     setProbed(null);
     probe.reset();
     const headers = parseHeaders(headerLines);
-    if (typeof headers === 'string') return setProblem(headers);
+    if (typeof headers === 'string') {
+      setProblem(headers);
+      return;
+    }
     const request = { url: url.trim(), transport, ...(Object.keys(headers).length ? { headers } : {}) };
     add.mutate(
       { name: name.trim(), ...request },
