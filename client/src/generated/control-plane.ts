@@ -1162,44 +1162,44 @@ export interface components {
              * @description The longest one command may run; an exec asks for less or gets this
              * @default 120
              */
-            command_timeout_seconds: number;
+            command_timeout_seconds?: number;
             /**
              * @description CPU time per second of each sandbox (1 is one core)
              * @default 1
              */
-            cpus: number;
+            cpus?: number;
             /**
              * @description The size of each sandbox's /workspace, MiB
              * @default 2048
              */
-            disk_mib: number;
+            disk_mib?: number;
             /**
              * @description A running sandbox no command used for this long is paused
              * @default 600
              */
-            idle_pause_seconds: number;
+            idle_pause_seconds?: number;
             /** @description The image of each sandbox's Pod (Kubernetes host); unset: the deployment's default. The local host runs this machine's programs */
             image?: string;
             /**
              * @description A sandbox is stopped this long after it was made, whatever it is doing; its files stay readable until it is deleted
              * @default 86400
              */
-            max_lifetime_seconds: number;
+            max_lifetime_seconds?: number;
             /**
              * @description Sandboxes the project holds at once (made, running or paused); 0 turns the computer off
              * @default 10
              */
-            max_sandboxes: number;
+            max_sandboxes?: number;
             /**
              * @description Memory of each sandbox, MiB
              * @default 1024
              */
-            memory_mib: number;
+            memory_mib?: number;
             /**
              * @description Processes and threads at once in each sandbox
              * @default 512
              */
-            processes: number;
+            processes?: number;
         };
         ComputerSettingsOutput: {
             /**
@@ -1448,7 +1448,7 @@ export interface components {
              * @description Checks on what an end-user sends: one that fires ends the turn before any model is called
              * @default []
              */
-            input: ({
+            input?: ({
                 case_insensitive?: boolean;
                 /** @constant */
                 kind: "pattern";
@@ -1482,7 +1482,7 @@ export interface components {
              * @description Checks on the agent's answer: one that fires withholds it
              * @default []
              */
-            output: ({
+            output?: ({
                 case_insensitive?: boolean;
                 /** @constant */
                 kind: "pattern";
@@ -1796,13 +1796,13 @@ export interface components {
              * @description A label for people
              * @default
              */
-            name: string;
+            name?: string;
             /**
              * @description `mint` (default): mint end-user tokens and read the ceiling. `admin`: every control-plane call.
              * @default mint
              * @enum {string}
              */
-            scope: "mint" | "admin";
+            scope?: "mint" | "admin";
         };
         ProjectKeyCreated: {
             /** Format: date-time */
@@ -2128,7 +2128,7 @@ export interface components {
              * @description How many of the project's subagents may run at once (default 4)
              * @default 4
              */
-            maxConcurrent: number;
+            maxConcurrent?: number;
             /** @description Registered models; empty: the delegating turn's own model */
             models: string[];
         };

@@ -1669,12 +1669,12 @@ export interface components {
              * @description Added to every token's groups at mint
              * @default []
              */
-            defaultGroups: string[];
+            defaultGroups?: string[];
             /**
              * @description Added to every token's roles at mint
              * @default []
              */
-            defaultRoles: string[];
+            defaultRoles?: string[];
             /** @description History ceiling; unset means unlimited */
             maxContextTokens?: number;
             /** @description Longest `expires_in` a token may get (narrowing clamps to it) */
@@ -1685,7 +1685,7 @@ export interface components {
              * @description A read-only project never grants `documents:write`, even when `capabilities` names it
              * @default false
              */
-            readOnly: boolean;
+            readOnly?: boolean;
             /** @description Models the project registered; unset means the runtime does not check registration */
             registeredModels?: string[];
         };
@@ -1819,7 +1819,7 @@ export interface components {
         /** @description A tool the application runs: its calls come back in `tool_calls` with `requires_action` true */
         ClientTool: {
             /** @default  */
-            description: string;
+            description?: string;
             name: string;
             /**
              * @description A JSON Schema object for the arguments
@@ -1828,7 +1828,7 @@ export interface components {
              *       "properties": {}
              *     }
              */
-            parameters: {
+            parameters?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
             /** @description Refused with 400 whatever its value: the write surface spells it `requiresApproval` */
@@ -1848,44 +1848,44 @@ export interface components {
              * @description The longest one command may run; an exec asks for less or gets this
              * @default 120
              */
-            command_timeout_seconds: number;
+            command_timeout_seconds?: number;
             /**
              * @description CPU time per second of each sandbox (1 is one core)
              * @default 1
              */
-            cpus: number;
+            cpus?: number;
             /**
              * @description The size of each sandbox's /workspace, MiB
              * @default 2048
              */
-            disk_mib: number;
+            disk_mib?: number;
             /**
              * @description A running sandbox no command used for this long is paused
              * @default 600
              */
-            idle_pause_seconds: number;
+            idle_pause_seconds?: number;
             /** @description The image of each sandbox's Pod (Kubernetes host); unset: the deployment's default. The local host runs this machine's programs */
             image?: string;
             /**
              * @description A sandbox is stopped this long after it was made, whatever it is doing; its files stay readable until it is deleted
              * @default 86400
              */
-            max_lifetime_seconds: number;
+            max_lifetime_seconds?: number;
             /**
              * @description Sandboxes the project holds at once (made, running or paused); 0 turns the computer off
              * @default 10
              */
-            max_sandboxes: number;
+            max_sandboxes?: number;
             /**
              * @description Memory of each sandbox, MiB
              * @default 1024
              */
-            memory_mib: number;
+            memory_mib?: number;
             /**
              * @description Processes and threads at once in each sandbox
              * @default 512
              */
-            processes: number;
+            processes?: number;
         };
         ComputerSettingsOutput: {
             /**
@@ -2009,12 +2009,12 @@ export interface components {
              * @description Only callers in one of these groups (or carrying one of allowed_roles) see the document. At most 50
              * @default []
              */
-            allowed_groups: string[];
+            allowed_groups?: string[];
             /**
              * @description Only callers carrying one of these roles (or one of allowed_groups) see the document; empty: no such limit. At most 50
              * @default []
              */
-            allowed_roles: string[];
+            allowed_roles?: string[];
             /** @description The media type: with `text`, one of text/plain, text/markdown, text/html, text/csv, application/json (default text/plain); with `size`, one of text/plain, text/markdown, text/html, text/csv, application/json, application/pdf, application/vnd.openxmlformats-officedocument.wordprocessingml.document */
             content_type?: string;
             /** @description The file's name, without a path (at most 255 characters) */
@@ -2023,7 +2023,7 @@ export interface components {
              * @description Your own fields, kept and returned as given; at most 16384 bytes as JSON
              * @default {}
              */
-            metadata: {
+            metadata?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
             /** @description With `size`: upload in parts (default: only above the largest single upload) */
@@ -2266,7 +2266,7 @@ export interface components {
         };
         FollowupsRequest: {
             /** @default 3 */
-            count: number;
+            count?: number;
         };
         ForgetReport: {
             /** Format: date-time */
@@ -2307,7 +2307,7 @@ export interface components {
              * @description Checks on what an end-user sends: one that fires ends the turn before any model is called
              * @default []
              */
-            input: ({
+            input?: ({
                 case_insensitive?: boolean;
                 /** @constant */
                 kind: "pattern";
@@ -2341,7 +2341,7 @@ export interface components {
              * @description Checks on the agent's answer: one that fires withholds it
              * @default []
              */
-            output: ({
+            output?: ({
                 case_insensitive?: boolean;
                 /** @constant */
                 kind: "pattern";
@@ -2458,25 +2458,25 @@ export interface components {
              * @description Only callers in one of these groups (or carrying one of allowed_roles) see the document. At most 50
              * @default []
              */
-            allowed_groups: string[];
+            allowed_groups?: string[];
             /**
              * @description Only callers carrying one of these roles (or one of allowed_groups) see the document; empty: no such limit. At most 50
              * @default []
              */
-            allowed_roles: string[];
+            allowed_roles?: string[];
             /**
              * @description How to read the text: text/plain, text/markdown, text/html, text/csv, application/json
              * @default text/plain
              * @enum {string}
              */
-            content_type: "text/plain" | "text/markdown" | "text/html" | "text/csv" | "application/json";
+            content_type?: "text/plain" | "text/markdown" | "text/html" | "text/csv" | "application/json";
             /** @description The file's name, without a path (at most 255 characters) */
             filename?: string;
             /**
              * @description Your own fields, kept and returned as given; at most 16384 bytes as JSON
              * @default {}
              */
-            metadata: {
+            metadata?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
             /** @description The document's text; for files, send a form (multipart/form-data) or use presign-upload */
@@ -2488,7 +2488,7 @@ export interface components {
              * @default scope
              * @enum {string}
              */
-            visibility: "scope" | "self";
+            visibility?: "scope" | "self";
         };
         /** @description Any JSON value */
         JsonValue: unknown;
@@ -2744,12 +2744,12 @@ export interface components {
              * @description Only callers in one of these groups (or carrying one of allowed_roles) see the document. At most 50
              * @default []
              */
-            allowed_groups: string[];
+            allowed_groups?: string[];
             /**
              * @description Only callers carrying one of these roles (or one of allowed_groups) see the document; empty: no such limit. At most 50
              * @default []
              */
-            allowed_roles: string[];
+            allowed_roles?: string[];
             /** @description The file's media type, one of text/plain, text/markdown, text/html, text/csv, application/json, application/pdf, application/vnd.openxmlformats-officedocument.wordprocessingml.document (parameters such as charset are dropped) */
             content_type: string;
             /** @description The file's name, without a path (at most 255 characters) */
@@ -2758,7 +2758,7 @@ export interface components {
              * @description Your own fields, kept and returned as given; at most 16384 bytes as JSON
              * @default {}
              */
-            metadata: {
+            metadata?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
             /** @description Upload in parts (default: only when size is above 67108864 bytes, the largest single upload) */
@@ -2774,7 +2774,7 @@ export interface components {
              * @default scope
              * @enum {string}
              */
-            visibility: "scope" | "self";
+            visibility?: "scope" | "self";
         };
         ProviderSection: {
             /** @description The provider key, in clear on the admin channel; sealed at rest and shown redacted (`****` plus its last four characters), and a redacted one is refused */
@@ -2905,7 +2905,7 @@ export interface components {
              * @description How many chunks to answer, at most 50
              * @default 8
              */
-            k: number;
+            k?: number;
             /** @description What to look for, in words (at most 4000 characters) */
             query: string;
         };
@@ -3219,7 +3219,7 @@ export interface components {
              * @description Browser origins allowed to call the data plane
              * @default []
              */
-            origins: (string & unknown)[];
+            origins?: (string & unknown)[];
             /** @description The project's provider credentials (at most 64); a model appears under one provider only. Unset: none */
             providers?: components["schemas"]["ProviderSection"][];
             /** @description How documents are embedded and searched; unset: by their words only */
@@ -3230,7 +3230,7 @@ export interface components {
              * @description The project's system prompt; it wins over a per-request one
              * @default null
              */
-            system_prompt: string | null;
+            system_prompt?: string | null;
             /** @description The public JWKS end-user tokens are verified against; the only source of keys (never a URL in a token) */
             trusted_keys: {
                 keys: {
@@ -3321,12 +3321,12 @@ export interface components {
              * @description A label for people; not unique
              * @default
              */
-            name: string;
+            name?: string;
             /**
              * @description Free-form settings. `litellm_key` and `default_model` route this tenant's model calls. A name with a credential word as one of its segments (key, token, secret, password, credential, auth, cookie, dsn, private, ...) is sealed at rest and shown redacted.
              * @default {}
              */
-            settings_json: {
+            settings_json?: {
                 [key: string]: components["schemas"]["JsonValue"];
             };
             /**
