@@ -47,6 +47,7 @@ function body<T>(result: { data?: T }): T {
 export class ChatClient {
   readonly #calls: RunCalls;
 
+  /** @internal Made by createDataPlaneClient. */
   constructor(
     private readonly api: Client<paths>,
     private readonly transport: Send,

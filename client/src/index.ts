@@ -40,9 +40,21 @@ export {
   StreamError,
   TimeoutError,
   UnprocessableEntityError,
+  type AgentplaneErrorFields,
   type ErrorBody,
+  type StreamErrorFields,
 } from './errors.js';
 export { paginate, type Page } from './pages.js';
 export type { RetryOptions } from './transport.js';
+/**
+ * The control plane's paths and schemas, generated from its OpenAPI document (docs/api/control-plane.openapi.json,
+ * and /docs on the service), which is their reference.
+ * @hidden
+ */
 export type * as ControlPlane from './generated/control-plane.js';
+/**
+ * The data plane's paths and schemas, generated from its OpenAPI document (docs/api/data-plane.openapi.json, and
+ * /docs on the service), which is their reference.
+ * @hidden
+ */
 export type * as DataPlane from './generated/data-plane.js';

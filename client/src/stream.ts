@@ -67,7 +67,8 @@ export class ChatStream implements AsyncIterable<StreamFrame> {
 
   /**
    * `open` makes the first request (POST /chat/stream, or the resume of a known run). `runId` and `lastEventId` are
-   * known up front when rejoining a run.
+   * known up front when rejoining a run. Made by ChatClient.stream and ChatClient.resume.
+   * @internal
    */
   constructor(
     open: (signal: AbortSignal) => Promise<Response>,
