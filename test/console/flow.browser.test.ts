@@ -1,7 +1,7 @@
 // The console's main flow in Debian's Chromium, against a real control plane with a runtime behind it and the
 // protocol-level fake provider: sign in, make a project, make a key (shown once, copied), register the provider and
-// watch readiness turn to "can answer", chat in the playground with streamed tokens, a tool call and a question
-// answered in place, open the session, revoke the key after a confirmation naming it, and find the revocation in the
+// watch readiness turn to "can answer", chat in the playground with streamed tokens, a tool call, a question and an
+// approval answered in place, open the session, revoke the key after a confirmation naming it, and find the revocation in the
 // audit log. Every page passes axe-core (no serious or critical violation) under the console's policy, which nothing
 // violates.
 import type { Page } from 'playwright-core';
@@ -89,6 +89,7 @@ describe.skipIf(chromiumPath === null)('the console, from sign-in to the audit l
 
     // The playground: a turn that calls a tool and streams its answer, then one that asks a question.
     // The model, as a function of the conversation: the service also asks it for titles, between turns.
+    const approvalCall = 'call_approval_1';
     const model: ChatReply = (request) => {
       const last = request.messages.at(-1)!;
       const text = typeof last.content === 'string' ? last.content : '';
@@ -96,6 +97,8 @@ describe.skipIf(chromiumPath === null)('the console, from sign-in to the audit l
       if (last.role === 'tool' && text.startsWith('Remembered')) return { text: 'Noted: you prefer answers by email, and I will keep that in mind from now on.', dripMs: 60 };
       if (text === 'Please remember that I prefer email.') return { toolCalls: [{ name: 'remember', arguments: { content: 'Prefers answers by email.' } }] };
       if (text === 'What does my plan include?') return { toolCalls: [{ name: 'ask_user', arguments: { question: 'Which plan are you on?', options: ['free', 'pro'] } }] };
+      if (text === 'Upgrade me to the yearly plan.') return { toolCalls: [{ id: approvalCall, name: 'request_approval', arguments: { action: 'Switch the account to yearly billing', detail: 'pro, yearly, from the next invoice' } }] };
+      if (last.role === 'tool' && last.tool_call_id === approvalCall) return /refused|denied|not approved/i.test(text) ? 'Then I leave it as it is.' : 'Done: you are on yearly billing from the next invoice.';
       if (last.role === 'tool' && text.includes('pro')) return 'The pro plan includes priority support.';
       return `unexpected: ${JSON.stringify(last)}`;
     };
@@ -129,6 +132,16 @@ describe.skipIf(chromiumPath === null)('the console, from sign-in to the audit l
     await page.getByLabel('Which plan are you on?').fill('pro');
     await page.getByRole('button', { name: 'Send and go on' }).click();
     await transcript.getByText('The pro plan includes priority support.').waitFor();
+    // An approval: what the agent wants to do is shown, approving it lets the turn go on.
+    await page.getByRole('textbox', { name: 'Message', exact: true }).fill('Upgrade me to the yearly plan.');
+    await page.keyboard.press('Enter');
+    const approval = page.getByRole('group', { name: 'Approve the action: Switch the account to yearly billing' });
+    await approval.getByText('pro, yearly, from the next invoice').waitFor();
+    expect(await seriousViolations(page)).toEqual([]);
+    await approval.getByLabel('Approve').check();
+    await page.getByRole('button', { name: 'Send and go on' }).click();
+    await transcript.getByText('Done: you are on yearly billing from the next invoice.').waitFor();
+
     // The transcript reads in the order things happened: the message, the tool call, then the answer.
     expect((await transcript.innerText()).replace(/\s+/g, ' ')).toMatch(/Please remember.*Tool remember.*returned: Remembered.*Noted: you prefer.*What does my plan include\?.*The pro plan/);
 
