@@ -204,6 +204,11 @@ export class FakeOpenAIServer {
     this.routes.set(`${method.toUpperCase()} ${path}`, handler);
   }
 
+  /** The handler a route has now, so a test can wrap it (delay some answers) and put it back. */
+  routeOf(method: string, path: string): FakeRoute | undefined {
+    return this.routes.get(`${method.toUpperCase()} ${path}`);
+  }
+
   /**
    * The next `times` requests (to `path`, or any path) answer `status` with OpenAI's error shape. Checked after
    * the key, so a failing provider still refuses a wrong key first, as a real one does.

@@ -184,14 +184,29 @@ describe.each(availableSetups())('document ingestion (%s)', (setup) => {
     const token = await t.token();
     const doc = await json<DocumentOutput>(await post('/documents?wait=20', token, { text: guide, content_type: 'text/markdown' }), 201);
     const spaceOf = (model: string, dimensions: number) => `${fake.url}|${model}|${dimensions}`;
-    const lastEmbeddingModel = () => (fake.requestsTo('/embeddings').at(-1)!.body as { model: string }).model;
+    const query = '# Shipping\nOrders ship from Lisbon every weekday.';
+    // The model the last search asked (background embedding calls may come after it: they are not the search's).
+    const lastEmbeddingModel = () => {
+      const searches = fake.requestsTo('/embeddings').filter((request) => JSON.stringify((request.body as { input: unknown }).input) === JSON.stringify([query]));
+      return (searches.at(-1)?.body as { model: string } | undefined)?.model;
+    };
     const providers = [{ id: 'cred-1', kind: 'openai_compatible', base_url: fake.url, api_key: fake.apiKey, models: ['chat-model'] }];
-    expect((await t.reconfigure({ providers, retrieval: { embedding: { provider: 'cred-1', model: 'embed-large', dimensions: 12 } } } as never)).status).toBe(200);
+    // The new model answers slowly until the first search is done, so the background work cannot finish before it.
+    const embeddings = fake.routeOf('POST', '/embeddings')!;
+    fake.route('POST', '/embeddings', (request, self) => {
+      const answer = embeddings(request, self);
+      return (request.body as { model?: string }).model === 'embed-large' && 'status' in answer ? { ...answer, delayMs: 2_000 } : answer;
+    });
+    try {
+      expect((await t.reconfigure({ providers, retrieval: { embedding: { provider: 'cred-1', model: 'embed-large', dimensions: 12 } } } as never)).status).toBe(200);
 
-    // The first search after the change finds the new space incomplete: it asks the old model, in the old space.
-    const during = await json<{ mode: string; results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query: '# Shipping\nOrders ship from Lisbon every weekday.', k: 1 }), 200);
-    expect(lastEmbeddingModel()).toBe(EMBEDDING_MODEL);
-    expect(during.results[0]).toMatchObject({ document_id: doc.id, matched: ['vector', 'keyword'] });
+      // The first search after the change finds the new space incomplete: it asks the old model, in the old space.
+      const during = await json<{ mode: string; results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query, k: 1 }), 200);
+      expect(lastEmbeddingModel()).toBe(EMBEDDING_MODEL);
+      expect(during.results[0]).toMatchObject({ document_id: doc.id, matched: ['vector', 'keyword'] });
+    } finally {
+      fake.route('POST', '/embeddings', embeddings);
+    }
 
     // In the background every chunk gets its vector in the new space; then searches use it.
     const deadline = Date.now() + 20_000;
@@ -205,7 +220,7 @@ describe.each(availableSetups())('document ingestion (%s)', (setup) => {
     const vectors = await db().selectFrom('chunk_embeddings').select(['space']).where('chunk_id', 'in', chunks.map((c) => c.id)).execute();
     expect(vectors.filter((v) => v.space === spaceOf(EMBEDDING_MODEL, DIMENSIONS))).toHaveLength(3);
     expect(vectors.filter((v) => v.space === spaceOf('embed-large', 12))).toHaveLength(3);
-    const after = await json<{ results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query: '# Shipping\nOrders ship from Lisbon every weekday.', k: 1 }), 200);
+    const after = await json<{ results: { document_id: string; matched: string[] }[] }>(await post('/documents/retrieve', token, { query, k: 1 }), 200);
     expect(lastEmbeddingModel()).toBe('embed-large');
     expect(after.results[0]).toMatchObject({ document_id: doc.id, matched: ['vector', 'keyword'] });
     // A document uploaded now is embedded in the new model only, and found by it.
