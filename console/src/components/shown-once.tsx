@@ -1,36 +1,28 @@
 // A key or secret the service returns once and never again: shown with a copy button until the person dismisses it.
 // It lives in the component's state only; once dismissed (or the page left) the console has no way to show it again.
-import { useState } from 'react';
+import type { ReactNode } from 'react';
+import { CopyButton } from './copy-button.js';
 
-export function ShownOnce({ label, value, onDismiss }: { label: string; value: string; onDismiss: () => void }) {
-  const [copied, setCopied] = useState<'yes' | 'failed' | null>(null);
-  async function copy() {
-    try {
-      await navigator.clipboard.writeText(value);
-      setCopied('yes');
-    } catch {
-      setCopied('failed');
-    }
-  }
+/** A secret with a copy button and a way to put it away; `note` says what to do with it. */
+export function SecretPanel({ label, value, note, onDismiss }: { label: string; value: string; note: ReactNode; onDismiss: () => void }) {
   return (
     <div className="shown-once" role="region" aria-label={label}>
       <p>
-        <strong>{label}</strong>: copy it now. It is shown this once and cannot be read again.
+        <strong>{label}</strong>: {note}
       </p>
       <output aria-label={`${label} value`} className="secret">
         {value}
       </output>
       <div className="actions">
-        <button type="button" onClick={() => void copy()}>
-          Copy {label.toLowerCase()}
-        </button>
+        <CopyButton value={value} label={`Copy ${label.toLowerCase()}`} />
         <button type="button" className="secondary" onClick={onDismiss}>
           I have copied it
         </button>
       </div>
-      <p role="status" className="note">
-        {copied === 'yes' ? 'Copied to the clipboard.' : copied === 'failed' ? 'The browser refused the clipboard: select the text and copy it.' : ''}
-      </p>
     </div>
   );
+}
+
+export function ShownOnce({ label, value, onDismiss }: { label: string; value: string; onDismiss: () => void }) {
+  return <SecretPanel label={label} value={value} note="copy it now. It is shown this once and cannot be read again." onDismiss={onDismiss} />;
 }

@@ -2,6 +2,7 @@
 import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { Link } from 'wouter';
 import { useCreateProject, useMe, useOrgProjects, type Me } from '../queries.js';
+import { QueryState } from '../components/query-state.js';
 import { ErrorMessage } from '../components/error-message.js';
 
 type Org = Me['orgs'][number];
@@ -39,8 +40,7 @@ function OrgProjects({ org }: { org: Org }) {
       <h2 id={headingId}>
         {org.name} <span className="note">({org.role})</span>
       </h2>
-      {projects.isPending ? <p>Loading projects…</p> : null}
-      <ErrorMessage error={projects.error} />
+      <QueryState query={projects} what="projects" />
       {projects.data?.length === 0 ? <p>No projects yet.</p> : null}
       {projects.data && projects.data.length > 0 ? (
         <ul aria-label={`Projects of ${org.name}`}>
@@ -73,8 +73,7 @@ export function OrgsPage() {
       <h1 ref={heading} tabIndex={-1}>
         Organizations
       </h1>
-      {me.isPending ? <p>Loading…</p> : null}
-      <ErrorMessage error={me.error} />
+      <QueryState query={me} what="Loading" />
       {me.data?.orgs.map((org) => <OrgProjects key={org.id} org={org} />)}
     </main>
   );

@@ -2,7 +2,7 @@
 // chosen period (by model, by purpose, by outcome, latency), then the caps on its usage. Each chart is a small SVG of
 // horizontal bars named by a summary of its figures, and the same figures are in a table under it.
 import { useId, useState } from 'react';
-import { ErrorMessage } from '../../components/error-message.js';
+import { QueryState } from '../../components/query-state.js';
 import { USAGE_WINDOWS, useLimits, useObservability, useTurnHealth, useUsage, type ObservabilityReport, type TurnHealth, type UsageReport, type UsageWindow } from './activity-queries.js';
 
 const windowNames: Record<UsageWindow, string> = { '1h': 'the last hour', '24h': 'the last 24 hours', '7d': 'the last 7 days', '30d': 'the last 30 days' };
@@ -252,8 +252,7 @@ function LimitsFigures({ projectId }: { projectId: string }) {
   return (
     <section aria-labelledby="limits-heading">
       <h2 id="limits-heading">Usage caps</h2>
-      {limits.isPending ? <p>Loading the caps…</p> : null}
-      <ErrorMessage error={limits.error} />
+      <QueryState query={limits} what="the caps" />
       {limits.data ? (
         <>
           <dl className="figures">
@@ -284,8 +283,7 @@ export function ActivitySection({ projectId }: { projectId: string }) {
     <>
       <section aria-labelledby="turn-health-heading">
         <h2 id="turn-health-heading">Turn health</h2>
-        {health.isPending ? <p>Loading turn health…</p> : null}
-        <ErrorMessage error={health.error} />
+        <QueryState query={health} what="turn health" />
         {health.data ? <TurnHealthReport health={health.data} /> : null}
       </section>
       <section aria-labelledby="usage-heading">
@@ -300,15 +298,13 @@ export function ActivitySection({ projectId }: { projectId: string }) {
             ))}
           </select>
         </form>
-        {usage.isPending ? <p>Loading usage…</p> : null}
-        <ErrorMessage error={usage.error} />
+        <QueryState query={usage} what="usage" />
         {usage.data ? <UsageFigures usage={usage.data} /> : null}
       </section>
       <section aria-labelledby="outcomes-heading">
         <h2 id="outcomes-heading">Turn outcomes and latency</h2>
         <p className="note">Over {windowNames[period]}, the period chosen above.</p>
-        {observability.isPending ? <p>Loading turn outcomes…</p> : null}
-        <ErrorMessage error={observability.error} />
+        <QueryState query={observability} what="turn outcomes" />
         {observability.data ? <ObservabilityFigures report={observability.data} /> : null}
       </section>
       <LimitsFigures projectId={projectId} />

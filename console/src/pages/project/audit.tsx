@@ -1,7 +1,8 @@
 // The project's control-plane audit log, newest first: every write and token mint, who, when, from where and how it
 // went, filtered by action (such as `DELETE /api/projects/{id}/keys/{keyId}`) or actor (`account:<id>`, `key:<id>`).
 import { useState, type FormEvent } from 'react';
-import { ErrorMessage } from '../../components/error-message.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { useAudit, type AuditFilter } from '../../queries.js';
 
 export function AuditSection({ projectId }: { projectId: string }) {
@@ -32,44 +33,30 @@ export function AuditSection({ projectId }: { projectId: string }) {
       </form>
       <section aria-labelledby="audit-heading">
         <h2 id="audit-heading">Entries</h2>
-        {audit.isPending ? <p>Loading the audit log…</p> : null}
-        <ErrorMessage error={audit.error} />
+        <QueryState query={audit} what="the audit log" />
         {audit.data?.entries.length === 0 ? <p>No entries{filter.action || filter.actor ? ' match' : ' yet'}.</p> : null}
         {audit.data && audit.data.entries.length > 0 ? (
-          <table>
-            <caption className="visually-hidden">Audit entries, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Action</th>
-                <th scope="col">Actor</th>
-                <th scope="col">Outcome</th>
-                <th scope="col">Resource</th>
-                <th scope="col">From</th>
+          <DataTable columns={['When', 'Action', 'Actor', 'Outcome', 'Resource', 'From']} caption="Audit entries, newest first">
+            {audit.data.entries.map((entry) => (
+              <tr key={entry.id}>
+                <td>{new Date(entry.at).toLocaleString()}</td>
+                <td>
+                  <code>{entry.action}</code>
+                </td>
+                <td>
+                  <code>{entry.actor}</code>
+                </td>
+                <td className={entry.outcome === 'ok' ? 'ok' : 'error'}>
+                  {entry.outcome}
+                  {entry.status === null ? '' : ` (${entry.status})`}
+                </td>
+                <td>
+                  <code>{JSON.stringify(entry.resource)}</code>
+                </td>
+                <td>{entry.ip ?? ''}</td>
               </tr>
-            </thead>
-            <tbody>
-              {audit.data.entries.map((entry) => (
-                <tr key={entry.id}>
-                  <td>{new Date(entry.at).toLocaleString()}</td>
-                  <td>
-                    <code>{entry.action}</code>
-                  </td>
-                  <td>
-                    <code>{entry.actor}</code>
-                  </td>
-                  <td className={entry.outcome === 'ok' ? 'ok' : 'error'}>
-                    {entry.outcome}
-                    {entry.status === null ? '' : ` (${entry.status})`}
-                  </td>
-                  <td>
-                    <code>{JSON.stringify(entry.resource)}</code>
-                  </td>
-                  <td>{entry.ip ?? ''}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </DataTable>
         ) : null}
         <div className="actions">
           <button type="button" className="secondary" disabled={pages.length === 1} onClick={() => setPages((list) => list.slice(0, -1))}>

@@ -4,6 +4,8 @@
 // model changed, or a failure), delete one after naming it.
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { DOCUMENT_PAGE, useAddDocument, useDeleteDocument, useDocuments, useReingestDocument, type CorpusDocument } from './documents-queries.js';
 
@@ -116,57 +118,42 @@ export function DocumentsSection({ projectId }: { projectId: string }) {
       <section aria-labelledby="documents-heading">
         <h2 id="documents-heading">Corpus</h2>
         <p className="note">Every end-user of the project may search these (unless limited to roles). The list is read again every few seconds while a document is being read.</p>
-        {documents.isPending ? <p>Loading documents…</p> : null}
-        <ErrorMessage error={documents.error} />
+        <QueryState query={documents} what="documents" />
         <ErrorMessage error={reingest.error} />
         {page?.documents.length === 0 && offset === 0 ? <p>No documents yet.</p> : null}
         {page && page.documents.length > 0 ? (
-          <table>
-            <caption className="visually-hidden">The project's documents, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Title</th>
-                <th scope="col">Format</th>
-                <th scope="col">Size</th>
-                <th scope="col">Status</th>
-                <th scope="col">Chunks</th>
-                <th scope="col">Added</th>
-                <th scope="col">Actions</th>
+          <DataTable columns={['Title', 'Format', 'Size', 'Status', 'Chunks', 'Added', 'Actions']} caption="The project's documents, newest first">
+            {page.documents.map((document) => (
+              <tr key={document.id}>
+                <td>
+                  {document.title}
+                  {document.allowed_roles.length ? <span className="note"> (roles: {document.allowed_roles.join(', ')})</span> : null}
+                </td>
+                <td>{document.content_type}</td>
+                <td>{sizeOf(document.size_bytes)}</td>
+                <td>
+                  <Status document={document} />
+                </td>
+                <td>{document.chunk_count}</td>
+                <td>{new Date(document.created_at).toLocaleString()}</td>
+                <td>
+                  {document.status === 'ready' || document.status === 'failed' ? (
+                    <>
+                      <button type="button" className="secondary" aria-label={`Read again ${documentName(document)}`} disabled={reingest.isPending} onClick={() => reingest.mutate(document.id)}>
+                        Read again
+                      </button>{' '}
+                    </>
+                  ) : null}
+                  <ConfirmButton
+                    label="Delete"
+                    target={documentName(document)}
+                    consequence="Its text, chunks and vectors are removed; the agent no longer finds it. This cannot be undone."
+                    onConfirm={() => remove.mutateAsync(document.id)}
+                  />
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {page.documents.map((document) => (
-                <tr key={document.id}>
-                  <td>
-                    {document.title}
-                    {document.allowed_roles.length ? <span className="note"> (roles: {document.allowed_roles.join(', ')})</span> : null}
-                  </td>
-                  <td>{document.content_type}</td>
-                  <td>{sizeOf(document.size_bytes)}</td>
-                  <td>
-                    <Status document={document} />
-                  </td>
-                  <td>{document.chunk_count}</td>
-                  <td>{new Date(document.created_at).toLocaleString()}</td>
-                  <td>
-                    {document.status === 'ready' || document.status === 'failed' ? (
-                      <>
-                        <button type="button" className="secondary" aria-label={`Read again ${documentName(document)}`} disabled={reingest.isPending} onClick={() => reingest.mutate(document.id)}>
-                          Read again
-                        </button>{' '}
-                      </>
-                    ) : null}
-                    <ConfirmButton
-                      label="Delete"
-                      target={documentName(document)}
-                      consequence="Its text, chunks and vectors are removed; the agent no longer finds it. This cannot be undone."
-                      onConfirm={() => remove.mutateAsync(document.id)}
-                    />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </DataTable>
         ) : null}
         {page && (offset > 0 || page.has_more) ? (
           <div className="actions">

@@ -3,6 +3,9 @@
 // calls. The lists are the newest first; "Show more" asks for a longer list, as the API takes no offset.
 import { useId, useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
+import { SecretPanel } from '../../components/shown-once.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { useSetWebhook } from '../../queries.js';
 import {
@@ -35,8 +38,7 @@ function WebhookUrl({ projectId }: { projectId: string }) {
     <section aria-labelledby="webhook-heading">
       <h2 id="webhook-heading">Webhook</h2>
       <p className="note">Where turn.stopped (for unattended runs) and scheduled_task.fired are sent, signed with the secret below.</p>
-      {webhook.isPending ? <p>Loading the webhook URL…</p> : null}
-      <ErrorMessage error={webhook.error} />
+      <QueryState query={webhook} what="the webhook URL" />
       {webhook.data ? (
         webhook.data.url ? (
           // A div, not a paragraph: the confirmation's dialog (a heading and blocks) is rendered inside it.
@@ -67,35 +69,13 @@ function WebhookUrl({ projectId }: { projectId: string }) {
 
 /** The secret a rotation answered with, until the person has put it in their receiver. */
 function RotatedSecret({ secret, onDismiss }: { secret: WebhookSecret; onDismiss: () => void }) {
-  const [copied, setCopied] = useState<'yes' | 'failed' | null>(null);
-  async function copy() {
-    try {
-      await navigator.clipboard.writeText(secret.webhook_secret);
-      setCopied('yes');
-    } catch {
-      setCopied('failed');
-    }
-  }
   return (
-    <div className="shown-once" role="region" aria-label="New signing secret">
-      <p>
-        <strong>New signing secret</strong>: deliveries are signed with it from now on, and the old one no longer verifies. Put it in your receiver now.
-      </p>
-      <output aria-label="New signing secret value" className="secret">
-        {secret.webhook_secret}
-      </output>
-      <div className="actions">
-        <button type="button" onClick={() => void copy()}>
-          Copy new signing secret
-        </button>
-        <button type="button" className="secondary" onClick={onDismiss}>
-          I have copied it
-        </button>
-      </div>
-      <p role="status" className="note">
-        {copied === 'yes' ? 'Copied to the clipboard.' : copied === 'failed' ? 'The browser refused the clipboard: select the text and copy it.' : ''}
-      </p>
-    </div>
+    <SecretPanel
+      label="New signing secret"
+      value={secret.webhook_secret}
+      note="deliveries are signed with it from now on, and the old one no longer verifies. Put it in your receiver now."
+      onDismiss={onDismiss}
+    />
   );
 }
 
@@ -109,8 +89,7 @@ function SigningSecret({ projectId }: { projectId: string }) {
     <section aria-labelledby="secret-heading">
       <h2 id="secret-heading">Signing secret</h2>
       {rotated ? <RotatedSecret secret={rotated} onDismiss={() => setRotated(null)} /> : null}
-      {secret.isPending ? <p>Loading the signing secret…</p> : null}
-      <ErrorMessage error={secret.error} />
+      <QueryState query={secret} what="the signing secret" />
       {secret.data ? (
         <>
           <p>
@@ -200,57 +179,43 @@ function EventDeliveries({ projectId }: { projectId: string }) {
       </form>
       <p role="status">{said}</p>
       <ErrorMessage error={redeliver.error} />
-      {deliveries.isPending ? <p>Loading event deliveries…</p> : null}
-      <ErrorMessage error={deliveries.error} />
+      <QueryState query={deliveries} what="event deliveries" />
       {deliveries.data && rows.length === 0 ? <p>{status ? `No ${status} deliveries.` : 'No events sent yet.'}</p> : null}
       {rows.length > 0 ? (
-        <table>
-          <caption className="visually-hidden">The project's event deliveries, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Event</th>
-              <th scope="col">Target</th>
-              <th scope="col">Status</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Last answer</th>
-              <th scope="col">Action</th>
+        <DataTable columns={['Event', 'Target', 'Status', 'Attempts', 'Last answer', 'Action']} caption="The project's event deliveries, newest first">
+          {rows.map((delivery) => (
+            <tr key={delivery.id}>
+              <td>
+                {delivery.type}
+                <br />
+                <span className="note">{when(delivery.created_at)}</span>
+              </td>
+              <td>
+                {delivery.target === 'project' ? 'webhook' : 'task callback'}
+                <br />
+                <code>{delivery.url}</code>
+              </td>
+              <td>
+                {delivery.status}
+                {delivery.delivered_at ? <span className="note"> {when(delivery.delivered_at)}</span> : null}
+                {delivery.next_attempt_at ? <span className="note"> next try {when(delivery.next_attempt_at)}</span> : null}
+              </td>
+              <td>
+                <AttemptLog delivery={delivery} />
+              </td>
+              <td className={delivery.last_error ? 'error' : undefined}>{delivery.last_error ?? (delivery.last_status === null ? 'none yet' : `HTTP ${delivery.last_status}`)}</td>
+              <td>
+                {delivery.status === 'pending' ? (
+                  <span className="note">retried on its own</span>
+                ) : (
+                  <button type="button" aria-label={`Redeliver ${deliveryName(delivery)}`} disabled={redeliver.isPending} onClick={() => send(delivery)}>
+                    Redeliver
+                  </button>
+                )}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {rows.map((delivery) => (
-              <tr key={delivery.id}>
-                <td>
-                  {delivery.type}
-                  <br />
-                  <span className="note">{when(delivery.created_at)}</span>
-                </td>
-                <td>
-                  {delivery.target === 'project' ? 'webhook' : 'task callback'}
-                  <br />
-                  <code>{delivery.url}</code>
-                </td>
-                <td>
-                  {delivery.status}
-                  {delivery.delivered_at ? <span className="note"> {when(delivery.delivered_at)}</span> : null}
-                  {delivery.next_attempt_at ? <span className="note"> next try {when(delivery.next_attempt_at)}</span> : null}
-                </td>
-                <td>
-                  <AttemptLog delivery={delivery} />
-                </td>
-                <td className={delivery.last_error ? 'error' : undefined}>{delivery.last_error ?? (delivery.last_status === null ? 'none yet' : `HTTP ${delivery.last_status}`)}</td>
-                <td>
-                  {delivery.status === 'pending' ? (
-                    <span className="note">retried on its own</span>
-                  ) : (
-                    <button type="button" aria-label={`Redeliver ${deliveryName(delivery)}`} disabled={redeliver.isPending} onClick={() => send(delivery)}>
-                      Redeliver
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
       {rows.length >= limit && limit < MAX_LIMIT ? (
         <button type="button" className="secondary" disabled={deliveries.isFetching} onClick={() => setLimit(Math.min(MAX_LIMIT, limit + PAGE_SIZE))}>
@@ -268,37 +233,22 @@ function ToolDeliveries({ projectId }: { projectId: string }) {
   return (
     <section aria-labelledby="tool-calls-heading">
       <h2 id="tool-calls-heading">Webhook tool calls</h2>
-      {deliveries.isPending ? <p>Loading webhook tool calls…</p> : null}
-      <ErrorMessage error={deliveries.error} />
+      <QueryState query={deliveries} what="webhook tool calls" />
       {deliveries.data && rows.length === 0 ? <p>No webhook tool has been called yet.</p> : null}
       {rows.length > 0 ? (
-        <table>
-          <caption className="visually-hidden">Calls of the project's webhook tools, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Tool</th>
-              <th scope="col">For</th>
-              <th scope="col">Handler's answer</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Took</th>
-              <th scope="col">Result or error</th>
+        <DataTable columns={['When', 'Tool', 'For', 'Handler\'s answer', 'Attempts', 'Took', 'Result or error']} caption="Calls of the project's webhook tools, newest first">
+          {rows.map((call) => (
+            <tr key={call.id}>
+              <td>{when(call.at)}</td>
+              <td>{call.tool}</td>
+              <td>{call.subject}</td>
+              <td className={call.ok ? 'ok' : 'error'}>{call.status === null ? 'no answer' : `HTTP ${call.status}`}</td>
+              <td>{call.attempts}</td>
+              <td>{call.duration_ms} ms</td>
+              <td>{call.error ?? call.result}</td>
             </tr>
-          </thead>
-          <tbody>
-            {rows.map((call) => (
-              <tr key={call.id}>
-                <td>{when(call.at)}</td>
-                <td>{call.tool}</td>
-                <td>{call.subject}</td>
-                <td className={call.ok ? 'ok' : 'error'}>{call.status === null ? 'no answer' : `HTTP ${call.status}`}</td>
-                <td>{call.attempts}</td>
-                <td>{call.duration_ms} ms</td>
-                <td>{call.error ?? call.result}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
       {rows.length >= limit && limit < MAX_LIMIT ? (
         <button type="button" className="secondary" disabled={deliveries.isFetching} onClick={() => setLimit(Math.min(MAX_LIMIT, limit + PAGE_SIZE))}>

@@ -1,6 +1,8 @@
 // The project's keys: make one (the key is shown once, with a copy button), list them, revoke one after naming it.
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { ShownOnce } from '../../components/shown-once.js';
 import { useCreateKey, useKeys, useRevokeKey, type ProjectKey, type ProjectKeyCreated } from '../../queries.js';
@@ -55,41 +57,28 @@ export function KeysSection({ projectId }: { projectId: string }) {
       {made ? <ShownOnce label={`Key ${made.name || made.last_four}`} value={made.key} onDismiss={() => setMade(null)} /> : <NewKeyForm projectId={projectId} onMade={setMade} />}
       <section aria-labelledby="keys-heading">
         <h2 id="keys-heading">Keys</h2>
-        {keys.isPending ? <p>Loading keys…</p> : null}
-        <ErrorMessage error={keys.error} />
+        <QueryState query={keys} what="keys" />
         {keys.data?.length === 0 ? <p>No keys yet.</p> : null}
         {keys.data && keys.data.length > 0 ? (
-          <table>
-            <caption className="visually-hidden">The project's keys</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Ends with</th>
-                <th scope="col">Scope</th>
-                <th scope="col">Made</th>
-                <th scope="col">State</th>
+          <DataTable columns={['Name', 'Ends with', 'Scope', 'Made', 'State']} caption="The project's keys">
+            {keys.data.map((key) => (
+              <tr key={key.id}>
+                <td>{key.name || '(unnamed)'}</td>
+                <td>
+                  <code>…{key.last_four}</code>
+                </td>
+                <td>{key.scope}</td>
+                <td>{new Date(key.created_at).toLocaleString()}</td>
+                <td>
+                  {key.revoked_at ? (
+                    `revoked ${new Date(key.revoked_at).toLocaleString()}`
+                  ) : (
+                    <ConfirmButton label="Revoke" target={keyName(key)} consequence="Calls made with it are refused from now on; this cannot be undone." onConfirm={() => revoke.mutateAsync(key.id)} />
+                  )}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {keys.data.map((key) => (
-                <tr key={key.id}>
-                  <td>{key.name || '(unnamed)'}</td>
-                  <td>
-                    <code>…{key.last_four}</code>
-                  </td>
-                  <td>{key.scope}</td>
-                  <td>{new Date(key.created_at).toLocaleString()}</td>
-                  <td>
-                    {key.revoked_at ? (
-                      `revoked ${new Date(key.revoked_at).toLocaleString()}`
-                    ) : (
-                      <ConfirmButton label="Revoke" target={keyName(key)} consequence="Calls made with it are refused from now on; this cannot be undone." onConfirm={() => revoke.mutateAsync(key.id)} />
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </DataTable>
         ) : null}
       </section>
     </>

@@ -2,6 +2,7 @@
 // performs its fix), then the endpoints and the starting snippet.
 import { useState, type FormEvent } from 'react';
 import { Link } from 'wouter';
+import { QueryState } from '../../components/query-state.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { useConnect, useProviders, useReadiness, useSetDefaultModel, useSetOrigins, useSetWebhook, type ReadinessReport } from '../../queries.js';
 
@@ -132,8 +133,7 @@ export function OverviewSection({ projectId }: { projectId: string }) {
     <>
       <section aria-labelledby="readiness-heading">
         <h2 id="readiness-heading">Readiness</h2>
-        {readiness.isPending ? <p>Reading the readiness report…</p> : null}
-        <ErrorMessage error={readiness.error} />
+        <QueryState query={readiness} what="the readiness report" />
         {readiness.data ? <Checklist projectId={projectId} report={readiness.data} /> : null}
       </section>
       <section aria-labelledby="connect-heading">

@@ -2,6 +2,8 @@
 // storing it, so a wrong key or model is refused here), refresh its catalog, delete it; and the default model.
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { useDefaultModel, useDeleteProvider, useProviders, useRefreshProvider, useRegisterProvider, useSetDefaultModel, type Provider } from '../../queries.js';
 
@@ -131,28 +133,14 @@ export function ProvidersSection({ projectId }: { projectId: string }) {
     <>
       <section aria-labelledby="providers-heading">
         <h2 id="providers-heading">Providers</h2>
-        {providers.isPending ? <p>Loading providers…</p> : null}
-        <ErrorMessage error={providers.error} />
+        <QueryState query={providers} what="providers" />
         {providers.data?.length === 0 ? <p>No provider yet: turns answer 409 no_provider until one is registered.</p> : null}
         {providers.data && providers.data.length > 0 ? (
-          <table>
-            <caption className="visually-hidden">The project's providers</caption>
-            <thead>
-              <tr>
-                <th scope="col">Provider</th>
-                <th scope="col">Chat models</th>
-                <th scope="col">Embedding</th>
-                <th scope="col">Key</th>
-                <th scope="col">Catalog read</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {providers.data.map((provider) => (
-                <ProviderRow key={provider.id} projectId={projectId} provider={provider} />
-              ))}
-            </tbody>
-          </table>
+          <DataTable columns={['Provider', 'Chat models', 'Embedding', 'Key', 'Catalog read', 'Actions']} caption="The project's providers">
+            {providers.data.map((provider) => (
+              <ProviderRow key={provider.id} projectId={projectId} provider={provider} />
+            ))}
+          </DataTable>
         ) : null}
       </section>
       <DefaultModel projectId={projectId} models={models} />

@@ -2,7 +2,8 @@
 // a switch, a page at a time; choosing one shows its messages (`?session=` in the path, so the playground links here).
 import { useState, type FormEvent } from 'react';
 import { Link, useSearch } from 'wouter';
-import { ErrorMessage } from '../../components/error-message.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { useProjectSessions, useSessionMessages, type SessionFilter } from '../../queries.js';
 
 function Messages({ projectId, sessionId }: { projectId: string; sessionId: string }) {
@@ -12,8 +13,7 @@ function Messages({ projectId, sessionId }: { projectId: string; sessionId: stri
       <h2 id="messages-heading">
         Messages of session <code>{sessionId}</code>
       </h2>
-      {messages.isPending ? <p>Loading messages…</p> : null}
-      <ErrorMessage error={messages.error} />
+      <QueryState query={messages} what="messages" />
       {messages.data?.length === 0 ? <p>No messages.</p> : null}
       <ol className="transcript" aria-label="Messages">
         {messages.data?.map((message) => (
@@ -69,36 +69,23 @@ export function SessionsSection({ projectId }: { projectId: string }) {
           />{' '}
           Show subagents' working conversations
         </label>
-        {sessions.isPending ? <p>Loading sessions…</p> : null}
-        <ErrorMessage error={sessions.error} />
+        <QueryState query={sessions} what="sessions" />
         {sessions.data?.sessions.length === 0 ? <p>No sessions{filter.subject ? ` of ${filter.subject}` : ''} yet.</p> : null}
         {sessions.data && sessions.data.sessions.length > 0 ? (
-          <table>
-            <caption className="visually-hidden">The project's sessions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Session</th>
-                <th scope="col">Subject</th>
-                <th scope="col">Status</th>
-                <th scope="col">Model</th>
-                <th scope="col">Updated</th>
+          <DataTable columns={['Session', 'Subject', 'Status', 'Model', 'Updated']} caption="The project's sessions">
+            {sessions.data.sessions.map((session) => (
+              <tr key={session.id} aria-current={session.id === chosen ? 'true' : undefined}>
+                <td>
+                  <Link href={`/projects/${projectId}/sessions?session=${session.id}`}>{session.title || session.id}</Link>
+                  {session.parent_session_id ? <span className="note"> (subagent of {session.parent_session_id.slice(0, 8)})</span> : null}
+                </td>
+                <td>{session.user_ref}</td>
+                <td>{session.status}</td>
+                <td>{session.model ?? ''}</td>
+                <td>{new Date(session.updated_at).toLocaleString()}</td>
               </tr>
-            </thead>
-            <tbody>
-              {sessions.data.sessions.map((session) => (
-                <tr key={session.id} aria-current={session.id === chosen ? 'true' : undefined}>
-                  <td>
-                    <Link href={`/projects/${projectId}/sessions?session=${session.id}`}>{session.title || session.id}</Link>
-                    {session.parent_session_id ? <span className="note"> (subagent of {session.parent_session_id.slice(0, 8)})</span> : null}
-                  </td>
-                  <td>{session.user_ref}</td>
-                  <td>{session.status}</td>
-                  <td>{session.model ?? ''}</td>
-                  <td>{new Date(session.updated_at).toLocaleString()}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </DataTable>
         ) : null}
         <div className="actions">
           <button type="button" className="secondary" disabled={offsets.length === 1} onClick={() => setOffsets((list) => list.slice(0, -1))}>

@@ -3,6 +3,8 @@
 // new URL (shown once) and removed after naming them. Another subject's trigger is only its owner's to change.
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { QueryState } from '../../components/query-state.js';
+import { DataTable } from '../../components/data-table.js';
 import { ErrorMessage } from '../../components/error-message.js';
 import { ShownOnce } from '../../components/shown-once.js';
 import { PAGE, useCreateTrigger, useDeleteTrigger, useRotateTrigger, useTasks, useTriggers, useTriggerSubject, type Task, type Trigger, type TriggerWithUrl } from './tasks-queries.js';
@@ -39,45 +41,32 @@ function Tasks({ projectId }: { projectId: string }) {
     <section aria-labelledby="tasks-heading">
       <h2 id="tasks-heading">Scheduled tasks</h2>
       <p className="note">Tasks end-users (or their agents) scheduled; each runs as the subject that made it. They are changed through the data plane by their owners.</p>
-      {tasks.isPending ? <p>Loading scheduled tasks…</p> : null}
-      <ErrorMessage error={tasks.error} />
+      <QueryState query={tasks} what="scheduled tasks" />
       {page?.tasks.length === 0 && offset === 0 ? <p>No scheduled tasks.</p> : null}
       {page && page.tasks.length > 0 ? (
-        <table aria-labelledby="tasks-heading">
-          <thead>
-            <tr>
-              <th scope="col">Task</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Status</th>
-              <th scope="col">Schedule</th>
-              <th scope="col">Next run</th>
-              <th scope="col">Last run</th>
+        <DataTable columns={['Task', 'Owner', 'Status', 'Schedule', 'Next run', 'Last run']} labelledBy="tasks-heading">
+          {page.tasks.map((task) => (
+            <tr key={task.id}>
+              <td>
+                {task.name}
+                <br />
+                <span className="note">{task.prompt}</span>
+              </td>
+              <td>{task.subject}</td>
+              <td>
+                <span className={task.status === 'failed' ? 'error' : undefined}>{task.status}</span>
+                {task.last_error ? <span className="note"> ({task.last_error})</span> : null}
+              </td>
+              <td>{scheduleOf(task)}</td>
+              <td>{when(task.next_run_at)}</td>
+              <td>
+                {when(task.last_run_at)}
+                {task.run_count ? <span className="note"> ({task.run_count} run{task.run_count === 1 ? '' : 's'})</span> : null}
+                {task.last_run_error ? <span className="error"> {task.last_run_error}</span> : task.last_finish_reason ? <span className="note"> stopped: {task.last_finish_reason}</span> : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {page.tasks.map((task) => (
-              <tr key={task.id}>
-                <td>
-                  {task.name}
-                  <br />
-                  <span className="note">{task.prompt}</span>
-                </td>
-                <td>{task.subject}</td>
-                <td>
-                  <span className={task.status === 'failed' ? 'error' : undefined}>{task.status}</span>
-                  {task.last_error ? <span className="note"> ({task.last_error})</span> : null}
-                </td>
-                <td>{scheduleOf(task)}</td>
-                <td>{when(task.next_run_at)}</td>
-                <td>
-                  {when(task.last_run_at)}
-                  {task.run_count ? <span className="note"> ({task.run_count} run{task.run_count === 1 ? '' : 's'})</span> : null}
-                  {task.last_run_error ? <span className="error"> {task.last_run_error}</span> : task.last_finish_reason ? <span className="note"> stopped: {task.last_finish_reason}</span> : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
       {page ? <Pager what="tasks" offset={offset} page={page} onOffset={setOffset} /> : null}
     </section>
@@ -154,63 +143,50 @@ function Triggers({ projectId }: { projectId: string }) {
       {secret ? <ShownOnce label={`Signing secret of trigger ${secret.name}`} value={secret.value} onDismiss={() => setSecret(null)} /> : null}
       {url || secret ? null : <NewTriggerForm projectId={projectId} onMade={made} />}
       <h3 id="trigger-list-heading">Triggers</h3>
-      {triggers.isPending ? <p>Loading triggers…</p> : null}
-      <ErrorMessage error={triggers.error} />
+      <QueryState query={triggers} what="triggers" />
       {page?.triggers.length === 0 && offset === 0 ? <p>No triggers yet.</p> : null}
       {page && page.triggers.length > 0 ? (
-        <table aria-labelledby="trigger-list-heading">
-          <thead>
-            <tr>
-              <th scope="col">Trigger</th>
-              <th scope="col">Owner</th>
-              <th scope="col">URL ends with</th>
-              <th scope="col">Events</th>
-              <th scope="col">Made</th>
-              <th scope="col">Actions</th>
+        <DataTable columns={['Trigger', 'Owner', 'URL ends with', 'Events', 'Made', 'Actions']} labelledBy="trigger-list-heading">
+          {page.triggers.map((trigger) => (
+            <tr key={trigger.id}>
+              <td>
+                {trigger.name}
+                {trigger.signed ? ' (signed)' : ''}
+                <br />
+                <span className="note">{trigger.prompt}</span>
+              </td>
+              <td>{trigger.subject}</td>
+              <td>
+                <code>…{trigger.url_hint}</code>
+                {trigger.previous_url_until ? <span className="note"> (the old URL answers until {when(trigger.previous_url_until)})</span> : null}
+              </td>
+              <td>
+                {trigger.fire_count}
+                {trigger.last_fired_at ? <span className="note"> (last {when(trigger.last_fired_at)})</span> : null}
+              </td>
+              <td>{when(trigger.created_at)}</td>
+              <td>
+                {trigger.subject === subject ? (
+                  <>
+                    <ConfirmButton
+                      label="Rotate"
+                      target={`the URL of ${triggerName(trigger)}`}
+                      consequence="A new URL is shown once; the current one still answers for 24 hours, then no more. The signing secret is unchanged."
+                      onConfirm={async () => {
+                        const rotated = await rotate.mutateAsync(trigger.id);
+                        setSecret(null);
+                        setUrl({ name: rotated.name, value: rotated.url, note: `The old URL answers until ${when(rotated.previous_url_until)} (24 hours); move your senders to the new one.` });
+                      }}
+                    />{' '}
+                    <ConfirmButton label="Delete" target={triggerName(trigger)} consequence="Its URLs answer no more; runs it started go on. This cannot be undone." onConfirm={() => remove.mutateAsync(trigger.id)} />
+                  </>
+                ) : (
+                  <span className="note">only its owner changes it</span>
+                )}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {page.triggers.map((trigger) => (
-              <tr key={trigger.id}>
-                <td>
-                  {trigger.name}
-                  {trigger.signed ? ' (signed)' : ''}
-                  <br />
-                  <span className="note">{trigger.prompt}</span>
-                </td>
-                <td>{trigger.subject}</td>
-                <td>
-                  <code>…{trigger.url_hint}</code>
-                  {trigger.previous_url_until ? <span className="note"> (the old URL answers until {when(trigger.previous_url_until)})</span> : null}
-                </td>
-                <td>
-                  {trigger.fire_count}
-                  {trigger.last_fired_at ? <span className="note"> (last {when(trigger.last_fired_at)})</span> : null}
-                </td>
-                <td>{when(trigger.created_at)}</td>
-                <td>
-                  {trigger.subject === subject ? (
-                    <>
-                      <ConfirmButton
-                        label="Rotate"
-                        target={`the URL of ${triggerName(trigger)}`}
-                        consequence="A new URL is shown once; the current one still answers for 24 hours, then no more. The signing secret is unchanged."
-                        onConfirm={async () => {
-                          const rotated = await rotate.mutateAsync(trigger.id);
-                          setSecret(null);
-                          setUrl({ name: rotated.name, value: rotated.url, note: `The old URL answers until ${when(rotated.previous_url_until)} (24 hours); move your senders to the new one.` });
-                        }}
-                      />{' '}
-                      <ConfirmButton label="Delete" target={triggerName(trigger)} consequence="Its URLs answer no more; runs it started go on. This cannot be undone." onConfirm={() => remove.mutateAsync(trigger.id)} />
-                    </>
-                  ) : (
-                    <span className="note">only its owner changes it</span>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
       {page ? <Pager what="triggers" offset={offset} page={page} onOffset={setOffset} /> : null}
     </section>

@@ -3,7 +3,9 @@
 // the list says what the runtime found of each), and skill packages (uploaded as a file, listed, removed).
 import { useState, type FormEvent } from 'react';
 import { ConfirmButton } from '../../components/confirm.js';
+import { DataTable } from '../../components/data-table.js';
 import { describeError, ErrorMessage } from '../../components/error-message.js';
+import { QueryState } from '../../components/query-state.js';
 import { ShownOnce } from '../../components/shown-once.js';
 import {
   useAddMcpServer,
@@ -111,56 +113,44 @@ function WebhookTools({ projectId }: { projectId: string }) {
         <NewWebhookToolForm projectId={projectId} onMade={setSecret} />
       )}
       <h3 id="webhook-tool-list-heading">Published</h3>
-      {tools.isPending ? <p>Loading webhook tools…</p> : null}
-      <ErrorMessage error={tools.error} />
+      <QueryState query={tools} what="webhook tools" />
       {tools.data?.length === 0 ? <p>No webhook tools yet.</p> : null}
       {tools.data && tools.data.length > 0 ? (
-        <table aria-labelledby="webhook-tool-list-heading">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Handler</th>
-              <th scope="col">Approval</th>
-              <th scope="col">Secret</th>
-              <th scope="col">Actions</th>
+        <DataTable columns={['Name', 'Handler', 'Approval', 'Secret', 'Actions']} labelledBy="webhook-tool-list-heading">
+          {tools.data.map((tool) => (
+            <tr key={tool.id}>
+              <td>
+                {tool.name}
+                <br />
+                <span className="note">{tool.description}</span>
+              </td>
+              <td>
+                <code>{tool.url}</code>
+              </td>
+              <td>{tool.requiresApproval ? 'each call' : 'none'}</td>
+              <td>
+                {tool.rotated_at ? `rotated ${new Date(tool.rotated_at).toLocaleString()}` : `made ${new Date(tool.created_at).toLocaleString()}`}
+                {tool.previousSecretUntil ? <span className="note"> (the old one signs until {new Date(tool.previousSecretUntil).toLocaleString()})</span> : null}
+              </td>
+              <td>
+                <ConfirmButton
+                  label="Rotate"
+                  target={`the secret of ${toolName(tool)}`}
+                  consequence="A new signing secret is shown once. For 24 hours calls carry both signatures, so the old secret still verifies; afterwards only the new one does."
+                  onConfirm={async () => {
+                    const rotated = await rotate.mutateAsync(tool.id);
+                    setSecret({
+                      label: `New signing secret of ${tool.name}`,
+                      value: rotated.secret,
+                      note: `The old secret still verifies until ${new Date(rotated.previousSecretUntil).toLocaleString()} (24 hours); switch your handler to the new one before then.`,
+                    });
+                  }}
+                />{' '}
+                <ConfirmButton label="Delete" target={toolName(tool)} consequence="The agent can no longer call it; its secret stops signing. This cannot be undone." onConfirm={() => remove.mutateAsync(tool.id)} />
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {tools.data.map((tool) => (
-              <tr key={tool.id}>
-                <td>
-                  {tool.name}
-                  <br />
-                  <span className="note">{tool.description}</span>
-                </td>
-                <td>
-                  <code>{tool.url}</code>
-                </td>
-                <td>{tool.requiresApproval ? 'each call' : 'none'}</td>
-                <td>
-                  {tool.rotated_at ? `rotated ${new Date(tool.rotated_at).toLocaleString()}` : `made ${new Date(tool.created_at).toLocaleString()}`}
-                  {tool.previousSecretUntil ? <span className="note"> (the old one signs until {new Date(tool.previousSecretUntil).toLocaleString()})</span> : null}
-                </td>
-                <td>
-                  <ConfirmButton
-                    label="Rotate"
-                    target={`the secret of ${toolName(tool)}`}
-                    consequence="A new signing secret is shown once. For 24 hours calls carry both signatures, so the old secret still verifies; afterwards only the new one does."
-                    onConfirm={async () => {
-                      const rotated = await rotate.mutateAsync(tool.id);
-                      setSecret({
-                        label: `New signing secret of ${tool.name}`,
-                        value: rotated.secret,
-                        note: `The old secret still verifies until ${new Date(rotated.previousSecretUntil).toLocaleString()} (24 hours); switch your handler to the new one before then.`,
-                      });
-                    }}
-                  />{' '}
-                  <ConfirmButton label="Delete" target={toolName(tool)} consequence="The agent can no longer call it; its secret stops signing. This cannot be undone." onConfirm={() => remove.mutateAsync(tool.id)} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
     </section>
   );
@@ -272,44 +262,31 @@ function McpServers({ projectId }: { projectId: string }) {
       <p className="note">Servers reached over HTTP whose tools every turn of the project is offered. Stdio servers are not supported.</p>
       <NewMcpServerForm projectId={projectId} />
       <h3 id="mcp-list-heading">Registered</h3>
-      {servers.isPending ? <p>Loading MCP servers…</p> : null}
-      <ErrorMessage error={servers.error} />
+      <QueryState query={servers} what="MCP servers" />
       {listing.error ? <ErrorMessage error={`What the runtime found could not be read: ${describeError(listing.error)}`} /> : null}
       {servers.data?.length === 0 ? <p>No MCP servers yet.</p> : null}
       {servers.data && servers.data.length > 0 ? (
-        <table aria-labelledby="mcp-list-heading">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">URL</th>
-              <th scope="col">Transport</th>
-              <th scope="col">Headers</th>
-              <th scope="col">Tools found</th>
-              <th scope="col">Actions</th>
+        <DataTable columns={['Name', 'URL', 'Transport', 'Headers', 'Tools found', 'Actions']} labelledBy="mcp-list-heading">
+          {servers.data.map((server) => (
+            <tr key={server.id}>
+              <td>{server.name}</td>
+              <td>
+                <code>{server.url}</code>
+              </td>
+              <td>{server.transport}</td>
+              <td>{server.header_names.join(', ') || 'none'}</td>
+              <td>{listing.isPending ? <span className="note">reading…</span> : <Found server={server} listing={listing.data} />}</td>
+              <td>
+                <ConfirmButton
+                  label="Delete"
+                  target={`MCP server ${server.name}`}
+                  consequence="Its tools are no longer offered to the project's turns. This cannot be undone."
+                  onConfirm={() => remove.mutateAsync(server.id)}
+                />
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {servers.data.map((server) => (
-              <tr key={server.id}>
-                <td>{server.name}</td>
-                <td>
-                  <code>{server.url}</code>
-                </td>
-                <td>{server.transport}</td>
-                <td>{server.header_names.join(', ') || 'none'}</td>
-                <td>{listing.isPending ? <span className="note">reading…</span> : <Found server={server} listing={listing.data} />}</td>
-                <td>
-                  <ConfirmButton
-                    label="Delete"
-                    target={`MCP server ${server.name}`}
-                    consequence="Its tools are no longer offered to the project's turns. This cannot be undone."
-                    onConfirm={() => remove.mutateAsync(server.id)}
-                  />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
     </section>
   );
@@ -356,37 +333,25 @@ function Skills({ projectId }: { projectId: string }) {
       <p className="note">Packages of SKILL.md files (YAML frontmatter with name and description) the agent may load: the project's, and those end-users uploaded for themselves.</p>
       <UploadSkillsForm projectId={projectId} />
       <h3 id="skills-list-heading">Packages</h3>
-      {skills.isPending ? <p>Loading skills…</p> : null}
-      <ErrorMessage error={skills.error} />
+      <QueryState query={skills} what="skills" />
       {skills.data?.length === 0 ? <p>No skills yet.</p> : null}
       {skills.data && skills.data.length > 0 ? (
-        <table aria-labelledby="skills-list-heading">
-          <thead>
-            <tr>
-              <th scope="col">Package</th>
-              <th scope="col">Skills</th>
-              <th scope="col">Whose</th>
-              <th scope="col">Published</th>
-              <th scope="col">Actions</th>
+        <DataTable columns={['Package', 'Skills', 'Whose', 'Published', 'Actions']} labelledBy="skills-list-heading">
+          {skills.data.map((plugin) => (
+            <tr key={plugin.id}>
+              <td>
+                {plugin.name}
+                {plugin.warnings.length ? <span className="note"> (left out: {plugin.warnings.join('; ')})</span> : null}
+              </td>
+              <td>{plugin.skills.map((skill) => skill.name).join(', ')}</td>
+              <td>{plugin.visibility === 'project' ? 'the project' : `${plugin.owner_subject ?? 'an end-user'} (private)`}</td>
+              <td>{new Date(plugin.created_at).toLocaleString()}</td>
+              <td>
+                <ConfirmButton label="Delete" target={`skill package ${plugin.name}`} consequence="Its skills are no longer offered. This cannot be undone." onConfirm={() => remove.mutateAsync(plugin.id)} />
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {skills.data.map((plugin) => (
-              <tr key={plugin.id}>
-                <td>
-                  {plugin.name}
-                  {plugin.warnings.length ? <span className="note"> (left out: {plugin.warnings.join('; ')})</span> : null}
-                </td>
-                <td>{plugin.skills.map((skill) => skill.name).join(', ')}</td>
-                <td>{plugin.visibility === 'project' ? 'the project' : `${plugin.owner_subject ?? 'an end-user'} (private)`}</td>
-                <td>{new Date(plugin.created_at).toLocaleString()}</td>
-                <td>
-                  <ConfirmButton label="Delete" target={`skill package ${plugin.name}`} consequence="Its skills are no longer offered. This cannot be undone." onConfirm={() => remove.mutateAsync(plugin.id)} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       ) : null}
     </section>
   );
