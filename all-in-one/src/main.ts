@@ -31,7 +31,8 @@ function servedDataPlaneUrl(): string | undefined {
 const logger = loggerFor(configs.runtime);
 const lifecycle = new Lifecycle();
 const runtime = await startOrExit(logger, 'the runtime', () =>
-  createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle }),
+  // A page the agent's browser opens may reach neither plane of this process.
+  createRuntime({ config: configs.runtime, logger: logger.child({ program: 'runtime' }), lifecycle, ownPorts: [configs.control.port] }),
 );
 // One embedded database for both: the control-api keeps its tables in schema `control` beside the runtime's.
 const control = await startOrExit(logger, 'the control-api', () =>

@@ -78,6 +78,8 @@ import { createSandboxHost } from './computers/index.js';
 import { computerRoutes, sandboxAdminRoutes } from './computers/routes.js';
 import { ComputerService } from './computers/service.js';
 import { computerFamily } from './computers/tools.js';
+import { createBrowserPool } from './browsers/feature.js';
+import { browserFamily } from './browsers/tools.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
@@ -143,9 +145,11 @@ export interface RuntimeDeps {
   lifecycle?: Lifecycle;
   /** Replaces the OpenAI-compatible model factory (benchmarks measure the engine against a model in process). */
   models?: ModelFactory;
+  /** Ports of this service besides the runtime's own (the all-in-one's control plane) that a browser page may never reach. */
+  ownPorts?: number[];
 }
 
-export async function createRuntime({ config, logger, lifecycle = new Lifecycle(), models }: RuntimeDeps): Promise<Runtime> {
+export async function createRuntime({ config, logger, lifecycle = new Lifecycle(), models, ownPorts }: RuntimeDeps): Promise<Runtime> {
   const secretsDir = join(config.dataDir, 'secrets');
   const adminKeyFile = join(secretsDir, 'runtime-admin-key');
   const adminKey = config.adminKey ? { value: config.adminKey, created: false } : loadOrCreateSecret(adminKeyFile, () => newSecret('ak_'));
@@ -429,6 +433,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
       audit: (entries) => audit.recordLater(entries),
     });
     await registerComputers(features, { computers, configurations, logger, sweepMs: config.computerSweepMs, storeIsExclusive: database.driver === 'pglite' });
+    // The agent's browser: Chromium on this machine, behind the egress guard, when it is installed.
+    const browsers = createBrowserPool(features, config, logger, [config.port, ...(ownPorts ?? [])]);
     // The tools the service runs for a caller, family by family, in the order a turn offers them: a turn's, and what
     // GET /tools lists. A project's MCP servers and the caller's own are listed from their kept lists (a call to a
     // server only when its list is stale).
@@ -448,6 +454,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     tools.register({ name: 'web', forTurn: ({ principal }) => web.for(principal.configuration.document.web_search) });
     tools.register({ name: 'webhooks', forTurn: ({ principal }) => webhookTools.for(principal) });
     tools.register(computerFamily(computers));
+    tools.register(browserFamily(browsers));
     tools.register({
       name: 'mcp',
       forTurn: async ({ principal, permission }) => {
@@ -501,7 +508,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...wikiAdminRoutes(memory, tenants),
         ...forgottenSubjectRoutes(database.db, tenants),
         ...tenantConfigurationRoutes(configurations),
-        ...capabilityRoutes({ sandboxHost: computers.host !== undefined }),
+        ...capabilityRoutes({ sandboxHost: computers.host !== undefined, browser: browsers !== undefined }),
         ...narrowingRoutes(narrowing),
         ...chatRoutes(chat, side),
         ...sessionRoutes(sessions, todos, lifecycle.drainSignal),

@@ -95,6 +95,25 @@ export interface RuntimeConfig extends ServiceBasics {
   computerLocalPool: number;
   /** How often idle sandboxes are paused and those past their lifetime stopped. */
   computerSweepMs: number;
+  /**
+   * The agent's browser (docs/decisions/0087, 0088): `local` (Chromium as a child process), `none`, or `auto`: local
+   * where Chromium is installed at `browser.executablePath`, none where it is not.
+   */
+  browserHost: 'auto' | 'local' | 'none';
+  browser: {
+    executablePath: string;
+    /** Chromium's own sandbox: `auto` is on unless this process is root (Chromium refuses to sandbox itself as root). */
+    sandbox: boolean;
+    maxContexts: number;
+    maxPagesPerContext: number;
+    maxMemoryBytes: number | null;
+    idleMs: number;
+    waitMs: number;
+    /** Private addresses a page may reach (never loopback to the service's ports, link-local or metadata). Default false. */
+    allowPrivate: boolean;
+    /** `host:port` destinations allowed even where they are private (an intranet site, a test's pages). */
+    allowedDestinations: string[];
+  };
   /** How often the text of answers being streamed is saved (what a crash can lose at most). */
   draftSaveMs: number;
   /** Where chunk vectors live (docs/decisions/0046): beside the chunks (pgvector), or in a Pinecone index. */
@@ -238,6 +257,31 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     computerLocalUid: read.integer('COMPUTER_LOCAL_UID', 61_000, { min: 1, max: 4_294_967_294 }),
     computerLocalPool: read.integer('COMPUTER_LOCAL_POOL', 1, { min: 0, max: 64 }),
     computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
+    browserHost: read.oneOf('BROWSER_HOST', ['auto', 'local', 'none'], 'auto'),
+    browser: {
+      executablePath: read.string('BROWSER_EXECUTABLE', '/usr/bin/chromium'),
+      sandbox: (() => {
+        const chosen = read.oneOf('BROWSER_SANDBOX', ['auto', 'true', 'false'], 'auto');
+        return chosen === 'auto' ? process.getuid?.() !== 0 : chosen === 'true';
+      })(),
+      maxContexts: read.integer('BROWSER_MAX_CONTEXTS', 4, { min: 1, max: 1000 }),
+      maxPagesPerContext: read.integer('BROWSER_MAX_PAGES_PER_CONTEXT', 3, { min: 1, max: 100 }),
+      maxMemoryBytes: (() => {
+        const mib = read.integer('BROWSER_MAX_MEMORY_MIB', 3072, { min: 0, max: 1024 * 1024 });
+        return mib === 0 ? null : mib * 1024 * 1024;
+      })(),
+      idleMs: read.integer('BROWSER_IDLE_SECONDS', 300, { min: 1, max: 86_400 }) * 1000,
+      waitMs: read.integer('BROWSER_WAIT_MS', 10_000, { min: 0, max: 600_000 }),
+      allowPrivate: read.boolean('BROWSER_ALLOW_PRIVATE_URLS', false),
+      allowedDestinations: (read.string('BROWSER_ALLOWED_DESTINATIONS') ?? '')
+        .split(',')
+        .map((destination) => destination.trim())
+        .filter((destination) => {
+          if (destination === '') return false;
+          if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+):\d{1,5}$/i.test(destination)) read.problem(`BROWSER_ALLOWED_DESTINATIONS: ${JSON.stringify(destination)} is not host:port`);
+          return true;
+        }),
+    },
     draftSaveMs: read.integer('DRAFT_SAVE_MS', 1_000, { min: 50, max: 3_600_000 }),
   };
   read.done();

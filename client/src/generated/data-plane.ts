@@ -1643,6 +1643,7 @@ export interface components {
                 enable_approvals: boolean;
                 enable_ask_user: boolean;
                 enable_auto_title: boolean;
+                enable_browser: boolean;
                 enable_computer: boolean;
                 enable_memory: boolean;
                 enable_plugins: boolean;

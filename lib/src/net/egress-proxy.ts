@@ -41,6 +41,9 @@ export interface EgressProxy {
   close(): Promise<void>;
 }
 
+/** On the proxy's own 403 for a refused plain-HTTP request: why, URI-encoded. */
+export const EGRESS_REFUSED_HEADER = 'x-agentplane-egress-refused';
+
 /** Why a destination was refused: said to the client in the proxy's 403, and to `onRefused`. */
 class Refused extends Error {}
 
@@ -114,7 +117,9 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     try {
       addresses = await vet(bareHost(target.hostname), port);
     } catch (error) {
-      res.writeHead(403, { 'Content-Type': 'text/plain', Connection: 'close' }).end(`refused by the egress guard: ${refuse(target.host, error)}\n`);
+      // Marked, so the one who asked (the agent's navigation) can tell the guard's refusal from a site's own 403.
+      const reason = refuse(target.host, error);
+      res.writeHead(403, { 'Content-Type': 'text/plain', Connection: 'close', [EGRESS_REFUSED_HEADER]: encodeURIComponent(reason) }).end(`refused by the egress guard: ${reason}\n`);
       return;
     }
     const headers = { ...req.headers };

@@ -53,18 +53,21 @@ function configured(flag: RequestFlag, document: Principal['configuration']['doc
   if (flag === 'enable_webhook_tools') return (document.webhook_tools?.length ?? 0) > 0;
   // A computer needs a sandbox host on this runtime, and a project that allows it at least one sandbox.
   if (flag === 'enable_computer') return runtime.sandboxHost && (document.computer?.max_sandboxes ?? 1) > 0;
+  if (flag === 'enable_browser') return runtime.browser;
   return true;
 }
 
 /** What this runtime has that a switch depends on. */
 export interface RuntimeOffers {
   sandboxHost: boolean;
+  /** A browser the agent can drive (Chromium on this machine). */
+  browser: boolean;
 }
 
-/** SPEC.md: `screenshot_url` may wait for the browser; until then it is not offered, and this says so. */
-const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it needs the browser, which this build does not have yet' }];
+/** SPEC.md: `screenshot_url` answers an image, which the turn does not yet carry to the model; until then it is not offered, and this says so. */
+const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it answers an image, and this build does not yet give tool results as images to the model' }];
 
-export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal, runtime: RuntimeOffers = { sandboxHost: false }): CapabilitiesOutput {
+export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal, runtime: RuntimeOffers = { sandboxHost: false, browser: false }): CapabilitiesOutput {
   return {
     tenant_id: tenantId,
     subject: claims.sub,

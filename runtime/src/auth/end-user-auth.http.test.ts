@@ -30,7 +30,7 @@ const ceiling = {
 };
 
 /** The switches this build has a feature behind (docs/decisions/0030), with those named on. */
-const BUILT_SWITCHES = ['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_computer', 'enable_memory', 'enable_plugins', 'enable_rag', 'enable_scheduling', 'enable_subagents', 'enable_todo', 'enable_web_search', 'enable_webhook_tools'];
+const BUILT_SWITCHES = ['enable_approvals', 'enable_ask_user', 'enable_auto_title', 'enable_browser', 'enable_computer', 'enable_memory', 'enable_plugins', 'enable_rag', 'enable_scheduling', 'enable_subagents', 'enable_todo', 'enable_web_search', 'enable_webhook_tools'];
 const switchesWith = (...on: string[]) => Object.fromEntries(BUILT_SWITCHES.map((flag) => [flag, on.includes(flag)]));
 
 describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
@@ -87,16 +87,16 @@ describe.each(availableSetups())('end-user authentication (%s)', (setup) => {
         max_tool_iterations: 5,
         max_context_tokens: 64_000,
         privileged: false,
-        tools_not_offered: [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it needs the browser, which this build does not have yet' }],
+        tools_not_offered: [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it answers an image, and this build does not yet give tool results as images to the model' }],
       });
     });
 
     it('offers only the switches a feature of this build is behind, however many capabilities the token holds', async () => {
       const token = await acme.mint({ capabilities: ['chat', 'documents:read', 'memory', 'web_search', 'browser', 'ask_user'] });
       const body = (await (await capabilities(token)).json()) as { capabilities: string[]; switches: Record<string, boolean> };
-      // Held, but nothing is built behind them yet: still listed as held, never offered as a switch worth setting.
+      // Each held capability with a feature behind it is a switch worth setting (the browser: Chromium is on this machine).
       expect(body.capabilities).toEqual(['ask_user', 'browser', 'chat', 'documents:read', 'memory', 'web_search']);
-      expect(body.switches).toEqual(switchesWith('enable_ask_user', 'enable_rag', 'enable_memory', 'enable_web_search', 'enable_plugins'));
+      expect(body.switches).toEqual(switchesWith('enable_ask_user', 'enable_browser', 'enable_rag', 'enable_memory', 'enable_web_search', 'enable_plugins'));
       const doc = (await (await fetch(`${rt.url}/openapi.json`)).json()) as { components: { schemas: Record<string, { properties: Record<string, { properties?: object }> }> } };
       expect(Object.keys(doc.components.schemas.Capabilities!.properties.switches!.properties!).sort()).toEqual(BUILT_SWITCHES);
     });

@@ -5,7 +5,7 @@ import { Capabilities, capabilitiesOf, type RuntimeOffers } from './capabilities
 import { principalOf } from './guard.js';
 import { TokenRequest, TokenResponse, type TokenNarrowingService } from './narrowing.js';
 
-export function capabilityRoutes(runtime: RuntimeOffers = { sandboxHost: false }): RouteDefinition[] {
+export function capabilityRoutes(runtime: RuntimeOffers = { sandboxHost: false, browser: false }): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get',

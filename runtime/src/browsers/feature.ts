@@ -1,0 +1,34 @@
+// What the agent's browser brings to the composition root (docs/decisions/0088): the pool over the embedded Chromium
+// when this runtime has one, its part of a tenant's erase and a subject's forget (their contexts closed, cookies and
+// storage with them), the sweep that closes idle contexts, and closing the browser at shutdown.
+import { existsSync } from 'node:fs';
+import type { Logger } from '@agentplane/lib/logging';
+import type { RuntimeConfig } from '../config.js';
+import type { FeatureHost } from '../features.js';
+import { LocalBrowserSource } from './local.js';
+import { BrowserPool } from './pool.js';
+import { subjectPrefix, tenantPrefix } from './tools.js';
+
+/** How often idle contexts are looked for. */
+const SWEEP_MS = 15_000;
+
+export function createBrowserPool(host: FeatureHost, config: RuntimeConfig, logger: Logger, ownPorts: number[]): BrowserPool | undefined {
+  const { browser } = config;
+  const local = config.browserHost === 'local' || (config.browserHost === 'auto' && existsSync(browser.executablePath));
+  if (!local) return undefined;
+  const source = new LocalBrowserSource({
+    executablePath: browser.executablePath,
+    sandbox: browser.sandbox,
+    egress: { policy: { allowPrivate: browser.allowPrivate, allowHttp: true }, ownPorts, allow: browser.allowedDestinations },
+    logger: logger.child({ component: 'browser' }),
+  });
+  const pool = new BrowserPool(source, browser, logger.child({ component: 'browser' }));
+  host.eraseStep({ name: 'browser contexts', phase: 'stop_work', run: async (tenantId) => ({ items: await pool.closeMatching(tenantPrefix(tenantId)) }) });
+  host.forgetStep({ name: 'browser contexts', run: async (tenantId, subject) => ({ items: await pool.closeMatching(subjectPrefix(tenantId, subject)) }) });
+  host.every('browser sweep', SWEEP_MS, () => pool.sweep());
+  host.onShutdown(async () => {
+    await pool.closeAll();
+    await source.close();
+  });
+  return pool;
+}

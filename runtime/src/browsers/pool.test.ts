@@ -1,0 +1,144 @@
+// The pool's arithmetic over a stand-in browser (the real Chromium is the browser suites'): one context per
+// conversation, held and released; a full pool closes the longest-idle context nobody holds, waits a bounded time when
+// every one is held, then refuses with browser_busy; idle contexts close after their time; a memory limit counts as
+// full; a tenant's contexts close together; a context the browser lost is opened again.
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { silentLogger } from '@agentplane/lib/logging';
+import { AppError } from '@agentplane/lib/errors';
+import { BrowserPool, type BrowserPoolLimits, type BrowserSource } from './pool.js';
+
+class FakeContext extends EventEmitter {
+  closed = false;
+  private readonly open: object[] = [];
+  pages() {
+    return this.open;
+  }
+  async newPage() {
+    const page = {};
+    this.open.push(page);
+    return page;
+  }
+  async close() {
+    this.closed = true;
+    this.emit('close');
+  }
+}
+
+function fakeSource(memory: { bytes: number } = { bytes: 0 }) {
+  const contexts: FakeContext[] = [];
+  const source: BrowserSource = {
+    browser: async () =>
+      ({
+        newContext: async () => {
+          const context = new FakeContext();
+          contexts.push(context);
+          return context;
+        },
+      }) as unknown as Browser,
+    memoryBytes: async () => memory.bytes,
+  };
+  return { source, contexts, memory };
+}
+
+const limits = (changes: Partial<BrowserPoolLimits> = {}): BrowserPoolLimits => ({ maxContexts: 2, maxPagesPerContext: 3, maxMemoryBytes: null, idleMs: 1000, waitMs: 200, ...changes });
+
+describe('the browser pool', () => {
+  it('gives a conversation its own context, the same one each time, and another conversation another', async () => {
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits(), silentLogger());
+    const first = await pool.hold('t1/alice/s1');
+    pool.release(first);
+    const again = await pool.hold('t1/alice/s1');
+    expect(again.context).toBe(first.context);
+    const other = await pool.hold('t1/bob/s2');
+    expect(other.context).not.toBe(first.context);
+    expect(contexts).toHaveLength(2);
+    expect(await first.page()).toBe(await again.page());
+  });
+
+  it('closes the longest-idle context nobody holds to make room, and never one that is held', async () => {
+    let now = 0;
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits(), silentLogger(), () => now);
+    const older = await pool.hold('t/a/1');
+    const held = await pool.hold('t/a/2');
+    now = 10;
+    pool.release(older);
+    const third = await pool.hold('t/a/3');
+    expect(contexts[0]!.closed).toBe(true);
+    expect(contexts[1]!.closed).toBe(false);
+    expect(pool.size).toBe(2);
+    pool.release(third);
+    pool.release(held);
+  });
+
+  it('waits a bounded time when every context is held, then refuses with browser_busy; a release lets the waiter in', async () => {
+    const { source } = fakeSource();
+    const pool = new BrowserPool(source, limits({ waitMs: 150 }), silentLogger());
+    const a = await pool.hold('t/a/1');
+    await pool.hold('t/a/2');
+    const refused = await pool.hold('t/a/3').catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(AppError);
+    expect((refused as AppError).code).toBe('browser_busy');
+    const waiting = pool.hold('t/a/4');
+    setTimeout(() => pool.release(a), 30);
+    const got = await waiting;
+    expect(got.key).toBe('t/a/4');
+  });
+
+  it('counts the browser at its memory limit as full', async () => {
+    const { source, memory } = fakeSource();
+    const pool = new BrowserPool(source, limits({ maxContexts: 10, maxMemoryBytes: 1000, waitMs: 50 }), silentLogger());
+    await pool.hold('t/a/1');
+    memory.bytes = 1000;
+    expect(await pool.hold('t/a/2').catch((error: AppError) => error.code)).toBe('browser_busy');
+    memory.bytes = 10;
+    expect((await pool.hold('t/a/2')).key).toBe('t/a/2');
+  });
+
+  it('closes contexts idle past their time, and only those', async () => {
+    let now = 0;
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits(), silentLogger(), () => now);
+    pool.release(await pool.hold('t/a/1'));
+    await pool.hold('t/a/2');
+    now = 1001;
+    expect(await pool.sweep()).toBe(1);
+    expect(contexts.map((context) => context.closed)).toEqual([true, false]);
+  });
+
+  it("closes a tenant's contexts, held or not, and no other tenant's", async () => {
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits({ maxContexts: 5 }), silentLogger());
+    await pool.hold('t1/a/1');
+    pool.release(await pool.hold('t1/b/2'));
+    await pool.hold('t2/a/3');
+    expect(await pool.closeMatching('t1/')).toBe(2);
+    expect(contexts.map((context) => context.closed)).toEqual([true, true, false]);
+  });
+
+  it('opens a new context for a conversation whose context the browser lost', async () => {
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits(), silentLogger());
+    const first = await pool.hold('t/a/1');
+    pool.release(first);
+    await contexts[0]!.close();
+    const second = await pool.hold('t/a/1');
+    expect(second.context).not.toBe(first.context);
+  });
+
+  it('closes the popups past a context’s page limit as they open', async () => {
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits({ maxPagesPerContext: 1 }), silentLogger());
+    await pool.hold('t/a/1');
+    const context = contexts[0]!;
+    await context.newPage();
+    let closed = false;
+    const popup = { close: async () => void (closed = true) };
+    context.pages().push(popup);
+    context.emit('page', popup);
+    expect(closed).toBe(true);
+  });
+});

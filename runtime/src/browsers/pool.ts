@@ -1,0 +1,209 @@
+// The browser contexts of this process (docs/decisions/0088): one per conversation, with its own cookies and storage,
+// never shared between conversations, people or tenants. The pool bounds how many are open and how much memory the
+// browser may hold; a conversation's context stays while it is used and closes after it has been idle a while. A
+// turn that needs a new context while the pool is full first closes the longest-idle one nobody holds; if every one
+// is held, it waits a bounded time, then gets a clear error.
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { unavailable } from '@agentplane/lib/errors';
+import type { Logger } from '@agentplane/lib/logging';
+
+export interface BrowserPoolLimits {
+  /** Contexts open at once in this process. */
+  maxContexts: number;
+  /** Pages (tabs) one context may have; a page's popups past it are closed as they open. */
+  maxPagesPerContext: number;
+  /** Bytes the browser's processes may hold before no new context opens (null: no limit). */
+  maxMemoryBytes: number | null;
+  /** A context nobody holds closes after this long. */
+  idleMs: number;
+  /** How long a turn waits for room before it is refused. */
+  waitMs: number;
+}
+
+/** Where the pool gets its browser, and how much memory that browser holds now. */
+export interface BrowserSource {
+  browser(): Promise<Browser>;
+  /** Bytes held by the browser's processes; undefined when it cannot be read (the limit is then not applied). */
+  memoryBytes(): Promise<number | undefined>;
+}
+
+/** One conversation's browser: its context and its page, and whether a person holds it (a hand-off). */
+export interface ConversationBrowser {
+  readonly key: string;
+  readonly context: BrowserContext;
+  /** The page the agent drives: the context's first, opened again if it was closed. */
+  page(): Promise<Page>;
+}
+
+interface Entry extends ConversationBrowser {
+  holders: number;
+  idleSince: number;
+  closing?: Promise<void>;
+}
+
+export const VIEWPORT = { width: 1280, height: 800 } as const;
+
+export class BrowserPool {
+  private readonly entries = new Map<string, Entry>();
+  private readonly opening = new Map<string, Promise<Entry>>();
+  private readonly waiters = new Set<() => void>();
+
+  constructor(
+    private readonly source: BrowserSource,
+    private readonly limits: BrowserPoolLimits,
+    private readonly logger: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Contexts open now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /**
+   * The conversation's browser, opened if it has none, held until `release`. `key` names the conversation within its
+   * tenant (`<tenant>/<session>`); nothing else ever gets its context.
+   */
+  async hold(key: string, signal?: AbortSignal): Promise<ConversationBrowser> {
+    const deadline = this.now() + this.limits.waitMs;
+    for (;;) {
+      signal?.throwIfAborted();
+      const open = this.entries.get(key);
+      if (open && !open.closing) {
+        open.holders++;
+        return open;
+      }
+      const pending = this.opening.get(key);
+      if (pending) {
+        await pending.catch(() => undefined);
+        continue;
+      }
+      if (await this.roomForOne()) {
+        const opened = this.open(key);
+        this.opening.set(key, opened);
+        try {
+          const entry = await opened;
+          entry.holders++;
+          return entry;
+        } finally {
+          this.opening.delete(key);
+        }
+      }
+      const left = deadline - this.now();
+      if (left <= 0) {
+        throw unavailable(`every browser of this process is in use (${this.limits.maxContexts} at most); try again in a moment`, { code: 'browser_busy' });
+      }
+      await this.waitForRoom(left, signal);
+    }
+  }
+
+  /** The holder is done for now: the context stays for the conversation's next use, until it has been idle `idleMs`. */
+  release(browser: ConversationBrowser): void {
+    const entry = this.entries.get(browser.key);
+    if (entry !== browser) return;
+    entry.holders = Math.max(0, entry.holders - 1);
+    entry.idleSince = this.now();
+    if (entry.holders === 0) this.wake();
+  }
+
+  /** Whether the conversation has an open context (a hand-off can only show a page that exists). */
+  has(key: string): boolean {
+    return this.entries.has(key) && !this.entries.get(key)!.closing;
+  }
+
+  /** The open context of a conversation, without holding it (the hand-off's screencast and input). */
+  peek(key: string): ConversationBrowser | undefined {
+    const entry = this.entries.get(key);
+    return entry && !entry.closing ? entry : undefined;
+  }
+
+  /** Closes the contexts idle past `idleMs`. */
+  async sweep(): Promise<number> {
+    const cutoff = this.now() - this.limits.idleMs;
+    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && entry.idleSince <= cutoff);
+    await Promise.all(idle.map((entry) => this.close(entry)));
+    return idle.length;
+  }
+
+  /** Closes every context whose key starts with `prefix` (a tenant's erase, a conversation deleted), held or not. */
+  async closeMatching(prefix: string): Promise<number> {
+    const matching = [...this.entries.values()].filter((entry) => entry.key.startsWith(prefix));
+    await Promise.all(matching.map((entry) => this.close(entry)));
+    return matching.length;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.entries.values()].map((entry) => this.close(entry)));
+  }
+
+  private async open(key: string): Promise<Entry> {
+    const browser = await this.source.browser();
+    const context = await browser.newContext({
+      viewport: VIEWPORT,
+      acceptDownloads: false,
+      serviceWorkers: 'block',
+      // Permissions a page may ask for are all refused: no geolocation, camera, microphone or notifications.
+      permissions: [],
+    });
+    // A page's popups count as its pages; past the limit they are closed as they open.
+    context.on('page', (page) => {
+      if (context.pages().length > this.limits.maxPagesPerContext) void page.close().catch(() => undefined);
+    });
+    const entry: Entry = {
+      key,
+      context,
+      holders: 0,
+      idleSince: this.now(),
+      page: async () => context.pages()[0] ?? (await context.newPage()),
+    };
+    // The browser going away (a crash, a kill) takes the context with it: the next use opens a new one.
+    context.on('close', () => {
+      if (this.entries.get(key) === entry) this.entries.delete(key);
+      this.wake();
+    });
+    this.entries.set(key, entry);
+    return entry;
+  }
+
+  private close(entry: Entry): Promise<void> {
+    entry.closing ??= (async () => {
+      if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
+      await entry.context.close().catch((error: unknown) => this.logger.warn({ err: error }, 'a browser context did not close cleanly'));
+      this.wake();
+    })();
+    return entry.closing;
+  }
+
+  /** Whether one more context fits, closing the longest-idle one nobody holds when it would not. */
+  private async roomForOne(): Promise<boolean> {
+    if (this.entries.size + this.opening.size < this.limits.maxContexts && !(await this.overMemory())) return true;
+    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && !entry.closing).sort((a, b) => a.idleSince - b.idleSince)[0];
+    if (!idle) return false;
+    await this.close(idle);
+    return this.entries.size + this.opening.size < this.limits.maxContexts && !(await this.overMemory());
+  }
+
+  private async overMemory(): Promise<boolean> {
+    if (this.limits.maxMemoryBytes === null || this.entries.size === 0) return false;
+    const held = await this.source.memoryBytes();
+    return held !== undefined && held >= this.limits.maxMemoryBytes;
+  }
+
+  private waitForRoom(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.waiters.add(done);
+      signal?.addEventListener('abort', done);
+    });
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}

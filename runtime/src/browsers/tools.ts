@@ -1,0 +1,204 @@
+// The agent's browser (SPEC.md capability `browser`, flag `enable_browser`; docs/decisions/0088): open a page, read it
+// as an accessibility snapshot or as text, click, type, select, scroll and go back, in the conversation's own browser
+// context. Each action answers with the page as it is afterwards (its snapshot, bounded), so the model sees what its
+// action did. Element references (`ref`) come from the latest snapshot. The turn engine knows none of this: it is a
+// tool family.
+import type { Page } from 'playwright-core';
+import { EGRESS_REFUSED_HEADER } from '@agentplane/lib/net/egress-proxy';
+import type { FamilyTools, ToolCaller, ToolFamily } from '../chat/tool-registry.js';
+import type { ServerTool, ServerToolOutcome } from '../chat/tools.js';
+import type { BrowserPool, ConversationBrowser } from './pool.js';
+
+export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back'] as const;
+/** What the model gets of a snapshot or a page's text: the rest is said to be cut. */
+export const MAX_BROWSER_RESULT_CHARS = 12_000;
+/** How long an action, or a navigation, may take. */
+const ACTION_MS = 10_000;
+const NAVIGATION_MS = 20_000;
+
+const cut = (text: string) => (text.length > MAX_BROWSER_RESULT_CHARS ? `${text.slice(0, MAX_BROWSER_RESULT_CHARS)}\n[cut: ${text.length - MAX_BROWSER_RESULT_CHARS} more characters]` : text);
+
+/** Where a conversation's browser is kept in the pool: under its tenant, then its owner (a forget closes theirs). */
+export const conversationKey = (tenantId: string, subject: string, sessionId: string) => `${subjectPrefix(tenantId, subject)}${sessionId}`;
+export const tenantPrefix = (tenantId: string) => `${tenantId}/`;
+export const subjectPrefix = (tenantId: string, subject: string) => `${tenantPrefix(tenantId)}${encodeURIComponent(subject)}/`;
+
+/** The page as the model reads it: where it is, its title, and its accessibility snapshot with element references. */
+async function describe(page: Page): Promise<string> {
+  const snapshot = await page.ariaSnapshot({ mode: 'ai', timeout: ACTION_MS });
+  return cut(`Page: ${page.url()}\nTitle: ${await page.title()}\n\n${snapshot}`);
+}
+
+/** An action's failure, said so the model can act on it (a stale ref, a refused address, a timeout). */
+function failure(error: unknown, doing: string): ServerToolOutcome {
+  const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
+  if (/ERR_TUNNEL_CONNECTION_FAILED|ERR_PROXY|ERR_NAME_NOT_RESOLVED|ERR_CONNECTION_REFUSED/.test(message)) {
+    return { ok: false, message: `${doing} failed: the address cannot be reached. The browser opens public web pages only (not this machine, private networks or cloud metadata).` };
+  }
+  if (/Timeout/i.test(message)) return { ok: false, message: `${doing} took too long and was given up (${message}).` };
+  if (/ref|not found|resolve/i.test(message)) return { ok: false, message: `${doing} failed: ${message}. Take a new browser_snapshot: references change as the page does.` };
+  return { ok: false, message: `${doing} failed: ${message}` };
+}
+
+function refArg(args: Record<string, unknown>): string | undefined {
+  return typeof args.ref === 'string' && /^[a-z0-9]{1,32}$/i.test(args.ref) ? args.ref : undefined;
+}
+
+const refProperty = { ref: { type: 'string', description: 'The element, by its [ref=...] in the latest browser_snapshot (e.g. e12)' } };
+
+/** The browser's tools for one turn; the conversation's context is held while a call runs. */
+export function browserTools(pool: BrowserPool, caller: ToolCaller): FamilyTools {
+  const { principal } = caller;
+  const needs = ['browser'] as const;
+  /** Runs `act` on the conversation's page, held for the call. */
+  const onPage = async (sessionId: string, signal: AbortSignal, act: (page: Page, browser: ConversationBrowser) => Promise<ServerToolOutcome>, doing: string): Promise<ServerToolOutcome> => {
+    const browser = await pool.hold(conversationKey(principal.tenantId, principal.claims.sub, sessionId), signal);
+    try {
+      return await act(await browser.page(), browser);
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      return failure(error, doing);
+    } finally {
+      pool.release(browser);
+    }
+  };
+  const tool = (name: string, description: string, properties: Record<string, unknown>, required: string[], run: ServerTool['run']): ServerTool => ({
+    needs,
+    definition: { name, description, parameters: { type: 'object', properties, required } },
+    run,
+  });
+  const tools: ServerTool[] = [
+    tool(
+      'browser_open',
+      "Open a web page in your browser for this conversation (cookies and logins stay for the conversation). Answers the page's accessibility snapshot, whose [ref=...] name elements for the other browser tools.",
+      { url: { type: 'string', description: 'The http(s) address' } },
+      ['url'],
+      async (args, signal, context) => {
+        const url = typeof args.url === 'string' ? args.url.trim() : '';
+        let parsed: URL;
+        try {
+          parsed = new URL(url);
+        } catch {
+          return { ok: false, message: 'browser_open needs an absolute http(s) `url`.' };
+        }
+        if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return { ok: false, message: `browser_open opens http and https pages only, not ${parsed.protocol}` };
+        return onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
+            if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failure(new Error('ERR_PROXY refused'), `Opening ${parsed.href}`);
+            const status = response ? ` (HTTP ${response.status()})` : '';
+            return { ok: true, text: `Opened${status}.\n${await describe(page)}` };
+          },
+          `Opening ${parsed.href}`,
+        );
+      },
+    ),
+    tool('browser_snapshot', "The current page's accessibility snapshot: its structure, text and [ref=...] of the elements you can act on.", {}, [], (_args, signal, context) =>
+      onPage(context.sessionId, signal, async (page) => ({ ok: true, text: await describe(page) }), 'Reading the page'),
+    ),
+    tool('browser_read', "The current page's visible text, as a person reads it (for long articles; use browser_snapshot to act on the page).", {}, [], (_args, signal, context) =>
+      onPage(
+        context.sessionId,
+        signal,
+        async (page) => ({ ok: true, text: cut(`Page: ${page.url()}\nTitle: ${await page.title()}\n\n${(await page.locator('body').innerText({ timeout: ACTION_MS })).replace(/\n{3,}/g, '\n\n')}`) }),
+        'Reading the page',
+      ),
+    ),
+    tool('browser_click', 'Click an element of the current page. Answers the page afterwards.', refProperty, ['ref'], (args, signal, context) => {
+      const ref = refArg(args);
+      if (!ref) return Promise.resolve({ ok: false, message: 'browser_click needs `ref`, from the latest browser_snapshot.' });
+      return onPage(
+        context.sessionId,
+        signal,
+        async (page) => {
+          await page.getByRef(ref).click({ timeout: ACTION_MS });
+          await page.waitForLoadState('domcontentloaded', { timeout: NAVIGATION_MS }).catch(() => undefined);
+          return { ok: true, text: `Clicked ${ref}.\n${await describe(page)}` };
+        },
+        `Clicking ${ref}`,
+      );
+    }),
+    tool(
+      'browser_type',
+      'Type text into a field of the current page, replacing what it holds; `submit` presses Enter after. Answers the page afterwards.',
+      { ...refProperty, text: { type: 'string', description: 'What to type' }, submit: { type: 'boolean', description: 'Press Enter after typing (default false)' } },
+      ['ref', 'text'],
+      (args, signal, context) => {
+        const ref = refArg(args);
+        if (!ref || typeof args.text !== 'string') return Promise.resolve({ ok: false, message: 'browser_type needs `ref` (from the latest browser_snapshot) and `text`.' });
+        const text = args.text.slice(0, 10_000);
+        return onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            const field = page.getByRef(ref);
+            await field.fill(text, { timeout: ACTION_MS });
+            if (args.submit === true) {
+              await field.press('Enter', { timeout: ACTION_MS });
+              await page.waitForLoadState('domcontentloaded', { timeout: NAVIGATION_MS }).catch(() => undefined);
+            }
+            return { ok: true, text: `Typed into ${ref}${args.submit === true ? ' and pressed Enter' : ''}.\n${await describe(page)}` };
+          },
+          `Typing into ${ref}`,
+        );
+      },
+    ),
+    tool(
+      'browser_select',
+      'Choose options of a select element of the current page, by their labels or values. Answers the page afterwards.',
+      { ...refProperty, values: { type: 'array', items: { type: 'string' }, description: 'The options to choose' } },
+      ['ref', 'values'],
+      (args, signal, context) => {
+        const ref = refArg(args);
+        const values = Array.isArray(args.values) ? args.values.filter((value): value is string => typeof value === 'string').slice(0, 50) : [];
+        if (!ref || values.length === 0) return Promise.resolve({ ok: false, message: 'browser_select needs `ref` (from the latest browser_snapshot) and `values`.' });
+        return onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            const chosen = await page.getByRef(ref).selectOption(values, { timeout: ACTION_MS });
+            return { ok: true, text: `Chose ${chosen.join(', ')} in ${ref}.\n${await describe(page)}` };
+          },
+          `Choosing in ${ref}`,
+        );
+      },
+    ),
+    tool(
+      'browser_scroll',
+      'Scroll the current page up or down by about a screen (or to an element, with `ref`). Answers the page afterwards.',
+      { direction: { type: 'string', enum: ['up', 'down'], description: 'Default down' }, ...refProperty },
+      [],
+      (args, signal, context) =>
+        onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            const ref = refArg(args);
+            if (ref) await page.getByRef(ref).scrollIntoViewIfNeeded({ timeout: ACTION_MS });
+            else await page.mouse.wheel(0, args.direction === 'up' ? -700 : 700);
+            return { ok: true, text: `Scrolled ${ref ? `to ${ref}` : args.direction === 'up' ? 'up' : 'down'}.\n${await describe(page)}` };
+          },
+          'Scrolling',
+        ),
+    ),
+    tool('browser_back', 'Go back to the previous page of this conversation’s browser. Answers the page afterwards.', {}, [], (_args, signal, context) =>
+      onPage(
+        context.sessionId,
+        signal,
+        async (page) => {
+          const response = await page.goBack({ waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
+          return response === null ? { ok: false, message: 'There is no earlier page to go back to.' } : { ok: true, text: `Went back.\n${await describe(page)}` };
+        },
+        'Going back',
+      ),
+    ),
+  ];
+  return { tools };
+}
+
+/** The browser as a tool family of the turn; without a browser on this runtime it offers nothing. */
+export function browserFamily(pool: BrowserPool | undefined): ToolFamily {
+  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller) : []) };
+}
