@@ -6,6 +6,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { run as blobs } from './blobs.bench.js';
+import { run as browser } from './browser.bench.js';
 import { run as chat } from './chat.bench.js';
 import { run as events } from './events.bench.js';
 import { run as ingest } from './ingest.bench.js';
@@ -21,7 +22,7 @@ import { run as soak } from './soak.bench.js';
 import { run as startup } from './startup.bench.js';
 import { run as tools } from './tools.bench.js';
 
-const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, tools, operator, provider, startup, retrieval, ingest, soak, scheduler, sandboxes };
+const benches: Record<string, () => Promise<BenchReport>> = { relational, events, blobs, memory, chat, tools, operator, provider, startup, retrieval, ingest, soak, scheduler, sandboxes, browser };
 /** Run only when named: the soak takes an hour. */
 const byNameOnly = new Set(['soak']);
 
