@@ -16,6 +16,9 @@ export interface LocalBrowserOptions {
   logger: Logger;
 }
 
+/** How long a reading of the browser's memory is used before /proc is read again. */
+const MEMORY_READING_MS = 1_000;
+
 export class LocalBrowserSource implements BrowserSource {
   private starting: Promise<{ browser: Browser; proxy: EgressProxy }> | undefined;
 
@@ -51,9 +54,14 @@ export class LocalBrowserSource implements BrowserSource {
     return this.starting;
   }
 
+  /** The last reading and when it was taken: walking /proc costs a few ms, and contexts open in bursts. */
+  private memory: { bytes: Promise<number | undefined>; at: number } | undefined;
+
   async memoryBytes(): Promise<number | undefined> {
     if (!this.starting) return 0;
-    return descendantsMemory(process.pid);
+    const now = Date.now();
+    if (!this.memory || now - this.memory.at > MEMORY_READING_MS) this.memory = { bytes: descendantsMemory(process.pid), at: now };
+    return this.memory.bytes;
   }
 
   async close(): Promise<void> {

@@ -42,7 +42,7 @@ function fakeSource(memory: { bytes: number } = { bytes: 0 }) {
   return { source, contexts, memory };
 }
 
-const limits = (changes: Partial<BrowserPoolLimits> = {}): BrowserPoolLimits => ({ maxContexts: 2, maxPagesPerContext: 3, maxMemoryBytes: null, idleMs: 1000, waitMs: 200, ...changes });
+const limits = (changes: Partial<BrowserPoolLimits> = {}): BrowserPoolLimits => ({ maxContexts: 2, maxPagesPerContext: 3, maxMemoryBytes: null, idleMs: 1000, waitMs: 200, spare: 0, ...changes });
 
 describe('the browser pool', () => {
   it('gives a conversation its own context, the same one each time, and another conversation another', async () => {
@@ -129,12 +129,27 @@ describe('the browser pool', () => {
     expect(second.context).not.toBe(first.context);
   });
 
+  it('hands a new conversation a context made ahead, with its page, and makes the next one; closing drops the spares', async () => {
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits({ spare: 1, maxContexts: 5 }), silentLogger());
+    const first = await pool.hold('t/a/1');
+    // The first use made its own; a spare is being made for the next.
+    await expect.poll(() => contexts.length).toBe(2);
+    const spare = contexts[1]!;
+    expect(spare.pages()).toHaveLength(1);
+    const second = await pool.hold('t/b/2');
+    expect(second.context).toBe(spare);
+    expect(second.context).not.toBe(first.context);
+    await expect.poll(() => contexts.length).toBe(3);
+    await pool.closeAll();
+    expect(contexts.every((context) => context.closed)).toBe(true);
+  });
+
   it('closes the popups past a context’s page limit as they open', async () => {
     const { source, contexts } = fakeSource();
     const pool = new BrowserPool(source, limits({ maxPagesPerContext: 1 }), silentLogger());
     await pool.hold('t/a/1');
     const context = contexts[0]!;
-    await context.newPage();
     let closed = false;
     const popup = { close: async () => void (closed = true) };
     context.pages().push(popup);

@@ -18,6 +18,12 @@ export interface BrowserPoolLimits {
   idleMs: number;
   /** How long a turn waits for room before it is refused. */
   waitMs: number;
+  /**
+   * Contexts made ahead, each with its page, that a conversation's first use takes instead of waiting for Chromium
+   * (a context and page take ~350 ms here; a spare is handed over at once). A fresh context holds nothing, so which
+   * conversation takes it does not matter. Default 1; 0 makes every context on demand.
+   */
+  spare?: number;
 }
 
 /** Where the pool gets its browser, and how much memory that browser holds now. */
@@ -47,6 +53,10 @@ export class BrowserPool {
   private readonly entries = new Map<string, Entry>();
   private readonly opening = new Map<string, Promise<Entry>>();
   private readonly waiters = new Set<() => void>();
+  /** Contexts made ahead, none yet a conversation's. */
+  private readonly spares: BrowserContext[] = [];
+  private making = 0;
+  private closed = false;
 
   constructor(
     private readonly source: BrowserSource,
@@ -58,6 +68,11 @@ export class BrowserPool {
   /** Contexts open now. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Contexts made ahead and not yet taken. */
+  get spareCount(): number {
+    return this.spares.length;
   }
 
   /**
@@ -133,10 +148,13 @@ export class BrowserPool {
   }
 
   async closeAll(): Promise<void> {
+    this.closed = true;
     await Promise.all([...this.entries.values()].map((entry) => this.close(entry)));
+    await Promise.all(this.spares.splice(0).map((context) => context.close().catch(() => undefined)));
   }
 
-  private async open(key: string): Promise<Entry> {
+  /** A fresh context with its page: the browser's settings for every conversation. */
+  private async fresh(): Promise<BrowserContext> {
     const browser = await this.source.browser();
     const context = await browser.newContext({
       viewport: VIEWPORT,
@@ -145,6 +163,37 @@ export class BrowserPool {
       // Permissions a page may ask for are all refused: no geolocation, camera, microphone or notifications.
       permissions: [],
     });
+    await context.newPage();
+    return context;
+  }
+
+  /** Makes spares up to the number wanted, in the background; one that fails is logged and not retried until the next use. */
+  private replenish(): void {
+    const wanted = this.limits.spare ?? 1;
+    while (!this.closed && this.spares.length + this.making < wanted) {
+      this.making++;
+      this.fresh().then(
+        (context) => {
+          this.making--;
+          if (this.closed) return void context.close().catch(() => undefined);
+          this.spares.push(context);
+          // A spare the browser lost is dropped; the next use makes another.
+          context.on('close', () => {
+            const at = this.spares.indexOf(context);
+            if (at >= 0) this.spares.splice(at, 1);
+          });
+        },
+        (error: unknown) => {
+          this.making--;
+          this.logger.warn({ err: error }, 'a spare browser context could not be made');
+        },
+      );
+    }
+  }
+
+  private async open(key: string): Promise<Entry> {
+    const context = this.spares.shift() ?? (await this.fresh());
+    this.replenish();
     // A page's popups count as its pages; past the limit they are closed as they open.
     context.on('page', (page) => {
       if (context.pages().length > this.limits.maxPagesPerContext) void page.close().catch(() => undefined);
