@@ -19,7 +19,10 @@ import { accountRoutes, sessionGuard } from './accounts/routes.js';
 import { AccountService } from './accounts/service.js';
 import type { ControlApiConfig } from './config.js';
 import { builtConsoleDir, consoleRouter } from './console/serve.js';
-import { dataPlaneProxy } from './console/data-proxy.js';
+import { dataPlaneProxy, type ProjectDataPlane } from './console/data-proxy.js';
+import { accessTokenVerifier } from '@agentplane/lib/tokens/verify';
+import { trustedKeysOf } from '@agentplane/lib/tokens/keys';
+import { issuerFor } from '@agentplane/lib/tokens/claims';
 import { AppError } from '@agentplane/lib/errors';
 import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './keys/routes.js';
 import { ProjectKeyService } from './keys/service.js';
@@ -129,18 +132,26 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
     const generatedOwner = await ensureOwner(accounts, config);
 
     /** Where a project's data plane is, as the connect snippet hands it out, and its tenant; undefined for no such project. */
-    // Kept a while: reading it asks the provisioner (on Kubernetes, the API server), and a playground turn is several
-    // calls. A project deleted meanwhile gains nothing: the data plane refuses its tenant's tokens.
-    const dataPlanes = new Map<string, { url: string; tenantId: string; until: number }>();
-    const dataPlaneOf = async (projectId: string): Promise<{ url: string; tenantId: string } | undefined> => {
+    // Kept a while: reading it asks the provisioner (on Kubernetes, the API server) and opens the project's keys, and a
+    // playground turn is several calls. A project deleted meanwhile gains nothing: the data plane refuses its tenant's
+    // tokens; keys rotated meanwhile are read again when a token does not verify (data-proxy.ts).
+    const dataPlanes = new Map<string, ProjectDataPlane & { until: number }>();
+    const dataPlaneOf = async (projectId: string, fresh = false): Promise<ProjectDataPlane | undefined> => {
       const known = dataPlanes.get(projectId);
-      if (known && known.until > Date.now()) return known;
+      if (!fresh && known && known.until > Date.now()) return known;
       try {
         const project = await projects.get(projectId);
         const url = (await provisioning.of({ projectId, tenantId: project.tenant_id })).data_plane_url ?? config.dataPlaneUrl;
+        const verify = accessTokenVerifier({ trustedKeys: trustedKeysOf(await projects.signingKeys(projectId)), issuer: issuerFor(projectId), tenantId: project.tenant_id });
+        const entry = {
+          url,
+          tenantId: project.tenant_id,
+          verifies: (token: string) => verify(token).then(() => true, () => false),
+          until: Date.now() + 30_000,
+        };
         if (dataPlanes.size >= 1000) dataPlanes.clear();
-        dataPlanes.set(projectId, { url, tenantId: project.tenant_id, until: Date.now() + 30_000 });
-        return { url, tenantId: project.tenant_id };
+        dataPlanes.set(projectId, entry);
+        return entry;
       } catch (error) {
         if (error instanceof AppError && error.kind === 'not_found') return undefined;
         throw error;
@@ -161,7 +172,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
       // The web console: static files under their own Content-Security-Policy, beside the API it calls.
       // Its playground reaches a project's data plane through the control plane (decision 0085).
       rawRouters: [
-        { path: '/console/data', router: dataPlaneProxy((projectId) => dataPlaneOf(projectId)) },
+        { path: '/console/data', router: dataPlaneProxy(dataPlaneOf) },
         { path: '/console', router: consoleRouter(config.consoleDir ?? builtConsoleDir()) },
       ],
       routes: delivery.carryReceipts(assertProjectRoutesAuthorize([

@@ -58,6 +58,7 @@ describe.skipIf(!available)("the agent's browser", () => {
         res.setHeader('Set-Cookie', `who=${url.searchParams.get('who')}; Path=/`);
         return page('<h1>Cookie set</h1>');
       }
+      if (url.pathname === '/busy') return page('<h1>Busy</h1><script>setTimeout(() => { for (;;) {} }, 3000)</script>');
       if (url.pathname === '/whoami') return page(`<h1>You are ${/who=(\w+)/.exec(req.headers.cookie ?? '')?.[1] ?? 'nobody'}</h1>`);
       res.writeHead(404).end();
     });
@@ -73,7 +74,7 @@ describe.skipIf(!available)("the agent's browser", () => {
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-browser-0001', chatModels: [MODEL] });
     // Loopback provider URLs are allowed for the fake model; the browser's own guard refuses private addresses all
     // the same, but for the shop, which the operator allows by name.
-    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(shopUrl).host } });
+    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(shopUrl).host, BROWSER_CALL_SECONDS: '4' } });
     tenant = await configuredTenant(rt, { ceiling: { capabilities: ['chat', 'browser'], registeredModels: [MODEL] } });
     await tenant.reconfigure({ providers: providerSection(fake, [MODEL]), default_model: MODEL });
   });
@@ -148,6 +149,28 @@ describe.skipIf(!available)("the agent's browser", () => {
     expect((await turn(alice, 'Who am I, in a new conversation?')).done.content).toBe('You are nobody');
     fake.script(...open('/whoami'));
     expect((await turn(bob, 'Who am I?')).done.content).toBe('You are nobody');
+  });
+
+  it('gives up on a page whose script keeps it busy, closes it, and lets the conversation go on', async () => {
+    const token = await tenant.mint({ sub: 'acme:dave', capabilities: ['chat', 'browser'] });
+    fake.script(
+      call('browser_open', { url: `${shopUrl}/busy` }),
+      // The model takes its time (five words 0.8 s apart) before reading: by then the page's script loops, and the
+      // read would never end without the deadline.
+      { text: 'Let me read it now.', toolCalls: [{ name: 'browser_read', arguments: {} }], dripMs: 800, chunkBy: 'word' },
+      call('browser_open', { url: `${shopUrl}/` }),
+      'recovered',
+    );
+    const { frames, done } = await turn(token, 'Read the busy page.');
+    const ends = frames.filter((frame) => frame.type === 'tool_end');
+    expect(ends.map((frame) => [frame.name, frame.ok])).toEqual([
+      ['browser_open', true],
+      ['browser_read', false],
+      ['browser_open', true],
+    ]);
+    expect(ends[1]!.result).toMatch(/did not finish within 4 s: the page was busy and has been closed/);
+    expect(ends[2]!.result).toContain('Shop');
+    expect(done.content).toBe('recovered');
   });
 
   it('refuses, in words the model can act on, addresses the guard refuses and other schemes', async () => {

@@ -84,9 +84,23 @@ describe('the console data-plane route', () => {
       const body = await json<{ code: string; detail: string }>(answer, status);
       expect(body.code, authorization).toBe(code);
     }
+    // A token that only looks like the project's (its claims written by anyone, unsigned or signed by another key) is
+    // refused here, not left to the data plane, and so is an expired one.
+    const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    const genuine = await mint(first!, 'user-9');
+    const forged = `${genuine.split('.')[0]}.${Buffer.from(JSON.stringify({ ...claims(genuine), sub: 'someone-else' })).toString('base64url')}.`;
+    const reSigned = `${genuine.split('.')[0]}.${Buffer.from(JSON.stringify({ ...claims(genuine), sub: 'someone-else' })).toString('base64url')}.${genuine.split('.')[2]}`;
+    for (const token of [forged, reSigned]) {
+      for (const path of ['/chat/sessions', '/metrics', '/triggers/anything']) {
+        const answer = await viaConsole(first!.id, path, { headers: { authorization: `Bearer ${token}` } });
+        expect(answer.status, path).toBeGreaterThanOrEqual(401);
+        expect(answer.status, path).toBeLessThan(500);
+      }
+    }
+    expect((await json<{ code: string }>(await viaConsole(first!.id, '/chat/sessions', { headers: { authorization: `Bearer ${forged}` } }), 401)).code).toBe('invalid_token');
     // A project key in X-API-Key is not forwarded either: the route still needs a token.
     expect((await control.call(`/console/data/${first!.id}/chat/sessions`, { key: first!.key })).status).toBe(401);
-    expect(runtimeRequests.filter((line) => line.includes('/chat/sessions'))).toEqual([]);
+    expect(runtimeRequests.filter((line) => line.includes('/chat/sessions') || line.includes('/metrics') || line.includes('/triggers'))).toEqual([]);
   });
 
   it('refuses pages of other origins, unknown projects and hostile paths with a 4xx that changes nothing', async () => {
@@ -105,7 +119,15 @@ describe('the console data-plane route', () => {
       expect(answer.status, path).toBeGreaterThanOrEqual(400);
       expect(answer.status, path).toBeLessThan(500);
     }
-    // None of them reached the runtime's admin routes.
-    expect(runtimeRequests.filter((line) => line.includes('/tenants'))).toEqual([]);
+    // The data plane's operational routes are not reached through the console, even with a valid token, nor by
+    // climbing out of the path; other methods are refused with 405.
+    for (const path of ['/metrics', '/ready', '/health', '/openapi.json', '/docs', '/tenants', '/%2e%2e/metrics', '/chat/%2E%2E/%2e%2e/metrics', '/chat%2f..%2fmetrics']) {
+      const answer = await viaConsole(first!.id, path, { token });
+      expect(answer.status, path).toBe(404);
+    }
+    const traced = await viaConsole(first!.id, '/chat/sessions', { method: 'OPTIONS', token });
+    expect(traced.status).toBe(405);
+    // None of them reached the runtime's admin or operational routes.
+    expect(runtimeRequests.filter((line) => /\/(tenants|metrics|ready|health|openapi\.json|docs)/.test(line))).toEqual([]);
   });
 });

@@ -4,10 +4,11 @@
 // `connect-src 'self'`, the project's browser origins are not widened for it, and a data plane reachable only inside
 // the cluster still serves the playground.
 //
-// Only end-user tokens of the project named in the path pass: a request without `Authorization: Bearer <JWT>`, or
-// whose token says another tenant, is refused here, and an account's session token or a project key never leaves the
-// control plane. The data plane verifies the token, so what passes is what its holder could send to the data plane
-// directly; no credential of the control plane's own is added. Only the console's own pages may call it: a request
+// Only end-user tokens of the project named in the path pass, verified here against the project's keys: a request
+// without `Authorization: Bearer <JWT>`, or whose token is another project's, expired or forged, is refused, and an
+// account's session token or a project key never leaves the control plane. What passes is what the token's holder
+// could send to the data plane directly, minus its operational routes; no credential of the control plane's own is
+// added. Only the console's own pages may call it: a request
 // from another origin is refused (the console's origin is not forwarded either, so the data plane does not judge it
 // against the project's browser origins). The target is the data plane the control plane hands out for the
 // project, never a URL from the request.
@@ -15,8 +16,20 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, RequestHandler, Response } from 'express';
 
-/** Where a project's data plane is and its tenant, or undefined for a project that does not exist. */
-export type DataPlaneOf = (projectId: string) => Promise<{ url: string; tenantId: string } | undefined>;
+/** A project's data plane as this route needs it: where it is, its tenant, and a check of its end-user tokens. */
+export interface ProjectDataPlane {
+  url: string;
+  tenantId: string;
+  /** Whether the token is one of the project's, valid now (signature, issuer, audience, expiry). */
+  verifies(token: string): Promise<boolean>;
+}
+
+/** The project's data plane, or undefined for a project that does not exist; `fresh` skips any kept answer. */
+export type DataPlaneOf = (projectId: string, fresh?: boolean) => Promise<ProjectDataPlane | undefined>;
+
+const FORWARDED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+/** The data plane's operational and administrative surface: never reached through the console. */
+const CLOSED_PATHS = /^\/(metrics|ready|health|openapi\.json|docs|tenants|admin)(\/|$)/i;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Three base64url parts: a JWT. A session token (`ses_...`) and a project key (`pk_...`) are not. */
@@ -64,15 +77,31 @@ async function forward(dataPlaneOf: DataPlaneOf, req: Request, res: Response): P
   if (origin !== undefined && hostOf(origin) !== req.get('host')) {
     return refuse(res, 403, 'origin_not_allowed', "only the console's own pages reach the data plane through the control plane; call the data plane itself");
   }
+  if (!FORWARDED_METHODS.has(req.method)) {
+    res.setHeader('Allow', [...FORWARDED_METHODS].join(', '));
+    return refuse(res, 405, 'method_not_allowed', `the console does not call the data plane with ${req.method.slice(0, 16)}`);
+  }
+  const path = match![2] ?? '/';
+  // Dot segments, spelled or encoded, would climb out of a data-plane URL with a path once it is resolved.
+  const segments = path.split('/').map((segment) => segment.replace(/%2e/gi, '.'));
+  if (segments.some((segment) => segment === '.' || segment === '..') || /%2f|%5c|\\/i.test(path)) return refuse(res, 404, 'not_found', 'no such data-plane path');
+  if (CLOSED_PATHS.test(path)) return refuse(res, 404, 'not_found', "the data plane's operational routes are not reached through the console");
   const authorization = req.get('authorization') ?? '';
   if (!JWT.test(authorization)) {
     return refuse(res, 401, 'unauthenticated', 'the console reaches the data plane with an end-user token only: Authorization: Bearer <token minted for the project>');
   }
-  const project = await dataPlaneOf(projectId);
+  let project = await dataPlaneOf(projectId);
   if (project === undefined) return refuse(res, 404, 'not_found', `project '${projectId}' not found`);
-  // Read, not verified: the data plane verifies. This only keeps one project's path from carrying another's token.
+  // Read first, to tell a token of another project from a bad one; then verified here, not only by the data plane:
+  // an unverified request must not reach a data plane that is otherwise reachable only inside the cluster.
   if (tenantOf(authorization) !== project.tenantId) return refuse(res, 403, 'wrong_project', `the token was not minted for project '${projectId}'`);
-  const target = `${project.url.replace(/\/+$/, '')}${match![2] ?? '/'}${match![3] ?? ''}`;
+  const token = authorization.slice('Bearer '.length);
+  if (!(await project.verifies(token))) {
+    // The project's keys may have been rotated since they were kept: read them again once.
+    project = await dataPlaneOf(projectId, true);
+    if (!project || !(await project.verifies(token))) return refuse(res, 401, 'invalid_token', 'the token is not a valid end-user token of this project (expired, or not signed by it)');
+  }
+  const target = `${project.url.replace(/\/+$/, '')}${path}${match![3] ?? ''}`;
   const headers = new Headers();
   for (const name of FORWARDED_REQUEST_HEADERS) {
     const value = req.get(name);

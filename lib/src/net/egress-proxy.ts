@@ -13,6 +13,7 @@ import os from 'node:os';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import ipaddr from 'ipaddr.js';
 import { errorMessage } from '../errors.js';
 import { bareHost, checkUrl, type ResolvedAddress, type UrlPolicy } from './url-guard.js';
 
@@ -135,7 +136,18 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     });
     upstream.once('timeout', () => upstream.destroy(new Error('timed out')));
     upstream.once('response', (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
+      // A status Node would refuse to write (a server may answer 000) or headers it would refuse must not throw
+      // here: this runs in a listener, and a throw would take the process down.
+      const status = answer.statusCode;
+      try {
+        if (status === undefined || status < 100 || status > 999) throw new Error(`status ${status}`);
+        res.writeHead(status, answer.rawHeaders);
+      } catch {
+        answer.destroy();
+        if (!res.headersSent) res.writeHead(502, { Connection: 'close' }).end('the destination answered with what is not HTTP\n');
+        else res.destroy();
+        return;
+      }
       pipeline(answer, res).catch(() => undefined);
     });
     upstream.once('error', () => {
@@ -199,8 +211,19 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   };
 }
 
-/** Whether an address is this machine's: loopback, unspecified, or one of its interfaces'. */
+/** Whether an address is this machine's: loopback, unspecified, or one of its interfaces', in any IPv6 spelling. */
 function isLocal(address: string): boolean {
-  if (address === '0.0.0.0' || address === '::' || address.startsWith('127.') || address === '::1' || address.startsWith('::ffff:127.')) return true;
-  return Object.values(os.networkInterfaces()).some((entries) => entries?.some((entry) => entry.address === address));
+  const ip = normalized(address);
+  if (ip === undefined) return false;
+  const range = ip.range();
+  if (range === 'loopback' || range === 'unspecified') return true;
+  const spelled = ip.toNormalizedString();
+  return Object.values(os.networkInterfaces()).some((entries) => entries?.some((entry) => normalized(entry.address)?.toNormalizedString() === spelled));
+}
+
+/** The address parsed, an IPv4-mapped IPv6 address (`::ffff:7f00:1`) as the IPv4 address it carries. */
+function normalized(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
+  if (!ipaddr.isValid(address)) return undefined;
+  const ip = ipaddr.parse(address);
+  return ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress() ? (ip as ipaddr.IPv6).toIPv4Address() : ip;
 }

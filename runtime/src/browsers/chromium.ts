@@ -12,11 +12,17 @@ export interface ChromiumLaunch {
   sandbox: boolean;
 }
 
+/** The name Chromium knows the proxy by: the only name it can resolve (to the proxy's address). */
+const PROXY_NAME = 'egress-proxy.invalid';
+
 export function guardedChromiumArgs(proxyUrl: string): string[] {
   return [
     '--proxy-bypass-list=<-loopback>',
-    // Every name and address but the proxy's own maps to nothing: a request that skipped the proxy goes nowhere.
-    `--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE ${new URL(proxyUrl).hostname}`,
+    // Every name and address maps to nothing but the proxy's own name: a request that skipped the proxy goes nowhere,
+    // 127.0.0.1 included (the proxy is not reached by its address).
+    `--host-resolver-rules=MAP ${PROXY_NAME} ${new URL(proxyUrl).hostname}, MAP * ~NOTFOUND`,
+    // One page's script cannot take more than this of a renderer's heap.
+    '--js-flags=--max-old-space-size=512',
     '--disable-quic',
     '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
     '--webrtc-ip-handling-policy=disable_non_proxied_udp',
@@ -37,7 +43,7 @@ export function launchGuardedChromium(launch: ChromiumLaunch): Promise<Browser> 
     executablePath: launch.executablePath,
     headless: true,
     chromiumSandbox: launch.sandbox,
-    proxy: { server: launch.proxy.url, username: launch.proxy.username, password: launch.proxy.password, bypass: '<-loopback>' },
+    proxy: { server: `http://${PROXY_NAME}:${new URL(launch.proxy.url).port}`, username: launch.proxy.username, password: launch.proxy.password, bypass: '<-loopback>' },
     args: guardedChromiumArgs(launch.proxy.url),
   });
 }

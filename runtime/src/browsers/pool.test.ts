@@ -88,6 +88,17 @@ describe('the browser pool', () => {
     expect(got.key).toBe('t/a/4');
   });
 
+  it('opens no more than its limit when many conversations ask at once, while the memory is read', async () => {
+    const { source, contexts } = fakeSource();
+    const slow: BrowserSource = { ...source, memoryBytes: () => new Promise((resolve) => setTimeout(() => resolve(0), 20)) };
+    const pool = new BrowserPool(slow, limits({ maxContexts: 2, maxMemoryBytes: 1 << 30, waitMs: 100 }), silentLogger());
+    await pool.hold('t/a/0');
+    const asked = await Promise.all(['t/a/1', 't/a/2', 't/a/3', 't/a/4'].map((key) => pool.hold(key).then(() => 'held', (error: AppError) => error.code)));
+    expect(asked.filter((outcome) => outcome === 'held')).toHaveLength(1);
+    expect(pool.size).toBe(2);
+    expect(contexts).toHaveLength(2);
+  });
+
   it('counts the browser at its memory limit as full', async () => {
     const { source, memory } = fakeSource();
     const pool = new BrowserPool(source, limits({ maxContexts: 10, maxMemoryBytes: 1000, waitMs: 50 }), silentLogger());

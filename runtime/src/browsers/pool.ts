@@ -57,6 +57,8 @@ export class BrowserPool {
   private readonly spares: BrowserContext[] = [];
   private making = 0;
   private closed = false;
+  /** Places promised by roomForOne to calls about to open a context. */
+  private reserved = 0;
 
   constructor(
     private readonly source: BrowserSource,
@@ -94,6 +96,9 @@ export class BrowserPool {
         continue;
       }
       if (await this.roomForOne()) {
+        this.reserved--;
+        // Another call for this conversation may have opened it while room was being made.
+        if (this.entries.has(key) || this.opening.has(key)) continue;
         const opened = this.open(key);
         this.opening.set(key, opened);
         try {
@@ -142,6 +147,8 @@ export class BrowserPool {
 
   /** Closes every context whose key starts with `prefix` (a tenant's erase, a conversation deleted), held or not. */
   async closeMatching(prefix: string): Promise<number> {
+    // Contexts being opened for it are waited for, so none appears just after.
+    await Promise.all([...this.opening].filter(([key]) => key.startsWith(prefix)).map(([, opened]) => opened.catch(() => undefined)));
     const matching = [...this.entries.values()].filter((entry) => entry.key.startsWith(prefix));
     await Promise.all(matching.map((entry) => this.close(entry)));
     return matching.length;
@@ -223,13 +230,25 @@ export class BrowserPool {
     return entry.closing;
   }
 
-  /** Whether one more context fits, closing the longest-idle one nobody holds when it would not. */
+  /**
+   * Whether one more context fits, closing the longest-idle one nobody holds when it would not. A yes reserves the
+   * place (`reserved`, given back by the caller as it starts opening) in the same step as the count, so calls that
+   * ask at once cannot all be told yes for one place.
+   */
   private async roomForOne(): Promise<boolean> {
-    if (this.entries.size + this.opening.size < this.limits.maxContexts && !(await this.overMemory())) return true;
+    const count = () => this.entries.size + this.opening.size + this.reserved;
+    if (count() < this.limits.maxContexts && !(await this.overMemory()) && count() < this.limits.maxContexts) {
+      this.reserved++;
+      return true;
+    }
     const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && !entry.closing).sort((a, b) => a.idleSince - b.idleSince)[0];
     if (!idle) return false;
     await this.close(idle);
-    return this.entries.size + this.opening.size < this.limits.maxContexts && !(await this.overMemory());
+    if (count() < this.limits.maxContexts && !(await this.overMemory()) && count() < this.limits.maxContexts) {
+      this.reserved++;
+      return true;
+    }
+    return false;
   }
 
   private async overMemory(): Promise<boolean> {

@@ -15,6 +15,8 @@ export const MAX_BROWSER_RESULT_CHARS = 12_000;
 /** How long an action, or a navigation, may take. */
 const ACTION_MS = 10_000;
 const NAVIGATION_MS = 20_000;
+/** The most one call may take in all (a navigation, then the snapshot of what it led to), unless configured. */
+export const DEFAULT_CALL_MS = 45_000;
 
 const cut = (text: string) => (text.length > MAX_BROWSER_RESULT_CHARS ? `${text.slice(0, MAX_BROWSER_RESULT_CHARS)}\n[cut: ${text.length - MAX_BROWSER_RESULT_CHARS} more characters]` : text);
 
@@ -26,7 +28,15 @@ export const subjectPrefix = (tenantId: string, subject: string) => `${tenantPre
 /** The page as the model reads it: where it is, its title, and its accessibility snapshot with element references. */
 async function describe(page: Page): Promise<string> {
   const snapshot = await page.ariaSnapshot({ mode: 'ai', timeout: ACTION_MS });
-  return cut(`Page: ${page.url()}\nTitle: ${await page.title()}\n\n${snapshot}`);
+  return cut(`Page: ${page.url()}\nTitle: ${await titleOf(page)}\n\n${snapshot}`);
+}
+
+/** The page's title, within the action time (a busy page never answers `page.title()`). */
+function titleOf(page: Page): Promise<string> {
+  const title = page.title().catch(() => '');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(''), ACTION_MS)));
+  return Promise.race([title, late]).finally(() => clearTimeout(timer));
 }
 
 /** An action's failure, said so the model can act on it (a stale ref, a refused address, a timeout). */
@@ -47,18 +57,41 @@ function refArg(args: Record<string, unknown>): string | undefined {
 const refProperty = { ref: { type: 'string', description: 'The element, by its [ref=...] in the latest browser_snapshot (e.g. e12)' } };
 
 /** The browser's tools for one turn; the conversation's context is held while a call runs. */
-export function browserTools(pool: BrowserPool, caller: ToolCaller): FamilyTools {
+export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEFAULT_CALL_MS): FamilyTools {
   const { principal } = caller;
   const needs = ['browser'] as const;
-  /** Runs `act` on the conversation's page, held for the call. */
+  /**
+   * Runs `act` on the conversation's page, held for the call. A page's script can keep the renderer busy so that
+   * calls without a timeout of their own (a title, a wheel) never return: past the call's deadline, or when the turn
+   * is cancelled, the page is closed, which ends its renderer, and the call fails; the next call opens a new page.
+   */
   const onPage = async (sessionId: string, signal: AbortSignal, act: (page: Page, browser: ConversationBrowser) => Promise<ServerToolOutcome>, doing: string): Promise<ServerToolOutcome> => {
     const browser = await pool.hold(conversationKey(principal.tenantId, principal.claims.sub, sessionId), signal);
+    let page: Page | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let stop: (() => void) | undefined;
     try {
-      return await act(await browser.page(), browser);
+      page = await browser.page();
+      const acting = act(page, browser);
+      acting.catch(() => undefined);
+      const stopped = new Promise<'deadline' | 'cancelled'>((resolve) => {
+        timer = setTimeout(() => resolve('deadline'), callMs);
+        stop = () => resolve('cancelled');
+        signal.addEventListener('abort', stop, { once: true });
+      });
+      const first = await Promise.race([acting, stopped]);
+      if (first === 'deadline' || first === 'cancelled') {
+        await page.close({ runBeforeUnload: false }).catch(() => undefined);
+        if (first === 'cancelled') throw signal.reason;
+        return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page was busy and has been closed. Open it again with browser_open.` };
+      }
+      return first;
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       return failure(error, doing);
     } finally {
+      clearTimeout(timer);
+      if (stop) signal.removeEventListener('abort', stop);
       pool.release(browser);
     }
   };
@@ -102,7 +135,7 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller): FamilyTools
       onPage(
         context.sessionId,
         signal,
-        async (page) => ({ ok: true, text: cut(`Page: ${page.url()}\nTitle: ${await page.title()}\n\n${(await page.locator('body').innerText({ timeout: ACTION_MS })).replace(/\n{3,}/g, '\n\n')}`) }),
+        async (page) => ({ ok: true, text: cut(`Page: ${page.url()}\nTitle: ${await titleOf(page)}\n\n${(await page.locator('body').innerText({ timeout: ACTION_MS })).replace(/\n{3,}/g, '\n\n')}`) }),
         'Reading the page',
       ),
     ),
@@ -199,6 +232,6 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller): FamilyTools
 }
 
 /** The browser as a tool family of the turn; without a browser on this runtime it offers nothing. */
-export function browserFamily(pool: BrowserPool | undefined): ToolFamily {
-  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller) : []) };
+export function browserFamily(pool: BrowserPool | undefined, callMs = DEFAULT_CALL_MS): ToolFamily {
+  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller, callMs) : []) };
 }
