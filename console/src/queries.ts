@@ -21,7 +21,7 @@ export type AuditEntry = AuditPage['entries'][number];
 export const projectKey = (projectId: string, ...resource: string[]): QueryKey => ['projects', projectId, ...resource];
 
 /** The answer's body: a failed call has thrown already (the client turns failures into errors). */
-const body = <T,>(result: { data?: unknown }) => result.data as T;
+export const body = <T,>(result: { data?: unknown }) => result.data as T;
 
 const projectsKey = (orgId: string) => ['orgs', orgId, 'projects'] as const;
 
@@ -109,6 +109,12 @@ export function useRevokeKey(projectId: string) {
     mutationFn: async (keyId: string) => body<ProjectKey>(await client.api.DELETE('/api/projects/{id}/keys/{keyId}', { params: { path: { id: projectId, keyId } } })),
     onSuccess: () => queries.invalidateQueries({ queryKey: projectKey(projectId) }),
   });
+}
+
+/** The chat models the project's providers registered, each once, in the order registered. */
+export function useRegisteredModels(projectId: string): string[] {
+  const providers = useProviders(projectId);
+  return [...new Set(providers.data?.flatMap((provider) => provider.models) ?? [])];
 }
 
 /** GET /api/projects/{id}/providers. */

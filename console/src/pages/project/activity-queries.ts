@@ -3,7 +3,7 @@
 // types here are the runtime's (runtime/src/governance/usage.ts).
 import { useQuery } from '@tanstack/react-query';
 import type { ControlPlane } from '@agentplane/client';
-import { projectKey } from '../../queries.js';
+import { body, projectKey } from '../../queries.js';
 import { useControlPlane } from '../../session.js';
 
 type Schemas = ControlPlane.components['schemas'];
@@ -40,7 +40,6 @@ export interface ObservabilityReport {
   top_errors: { code: string; count: number }[];
 }
 
-const body = <T>(result: { data?: unknown }) => result.data as T;
 
 /** GET /api/projects/{id}/turns: the last 24 hours' turns, the failed ones and the streak of failures. */
 export function useTurnHealth(projectId: string) {

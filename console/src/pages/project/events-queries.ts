@@ -4,7 +4,7 @@
 // (runtime/src/deliveries/routes.ts, runtime/src/tools/routes.ts).
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import type { ControlPlane } from '@agentplane/client';
-import { projectKey } from '../../queries.js';
+import { body, projectKey } from '../../queries.js';
 import { useControlPlane } from '../../session.js';
 
 type Schemas = ControlPlane.components['schemas'];
@@ -53,7 +53,6 @@ export interface ToolDelivery {
 export const PAGE_SIZE = 25;
 export const MAX_LIMIT = 1_000;
 
-const body = <T>(result: { data?: unknown }) => result.data as T;
 
 /** GET /api/projects/{id}/events?limit=&status=: newest first, read again every few seconds while one is pending. */
 export function useEventDeliveries(projectId: string, limit: number, status: DeliveryStatus | undefined) {

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from 'react';
 import { Link } from 'wouter';
 import { QueryState } from '../../components/query-state.js';
 import { ErrorMessage } from '../../components/error-message.js';
-import { useConnect, useProviders, useReadiness, useSetDefaultModel, useSetOrigins, useSetWebhook, type ReadinessReport } from '../../queries.js';
+import { useConnect, useRegisteredModels, useReadiness, useSetDefaultModel, useSetOrigins, useSetWebhook, type ReadinessReport } from '../../queries.js';
 
 type Step = ReadinessReport['steps'][number];
 
@@ -29,9 +29,8 @@ function FixForm({ label, submitLabel, placeholder, pending, error, onSubmit }: 
 }
 
 function DefaultModelFix({ projectId }: { projectId: string }) {
-  const providers = useProviders(projectId);
   const setModel = useSetDefaultModel(projectId);
-  const models = [...new Set(providers.data?.flatMap((provider) => provider.models) ?? [])];
+  const models = useRegisteredModels(projectId);
   const [model, setChosen] = useState('');
   if (models.length === 0) return <p>Register a provider first: its models are offered here.</p>;
   return (

@@ -6,7 +6,7 @@ import { Link } from 'wouter';
 import { StreamError, type ChatRequest, type ChatStream, type DataPlane } from '@agentplane/client';
 import { ErrorMessage } from '../../components/error-message.js';
 import { useDataPlane } from '../../data-plane.js';
-import { useProviders } from '../../queries.js';
+import { useRegisteredModels } from '../../queries.js';
 import { useSession } from '../../session.js';
 
 type ChatResponse = DataPlane.components['schemas']['ChatResponse'];
@@ -232,8 +232,7 @@ function Conversation({ projectId, subject, model }: { projectId: string; subjec
 
 export function PlaygroundSection({ projectId }: { projectId: string }) {
   const { session } = useSession();
-  const providers = useProviders(projectId);
-  const models = [...new Set(providers.data?.flatMap((provider) => provider.models) ?? [])];
+  const models = useRegisteredModels(projectId);
   const [subject, setSubject] = useState(`playground:${session?.email.split('@')[0] ?? 'tester'}`);
   const [model, setModel] = useState('');
   return (

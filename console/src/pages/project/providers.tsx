@@ -5,7 +5,7 @@ import { ConfirmButton } from '../../components/confirm.js';
 import { QueryState } from '../../components/query-state.js';
 import { DataTable } from '../../components/data-table.js';
 import { ErrorMessage } from '../../components/error-message.js';
-import { useDefaultModel, useDeleteProvider, useProviders, useRefreshProvider, useRegisterProvider, useSetDefaultModel, type Provider } from '../../queries.js';
+import { useDefaultModel, useDeleteProvider, useRegisteredModels, useProviders, useRefreshProvider, useRegisterProvider, useSetDefaultModel, type Provider } from '../../queries.js';
 
 const providerName = (provider: Provider) => `provider ${new URL(provider.base_url).host} (${provider.models.join(', ')})`;
 
@@ -128,7 +128,7 @@ function ProviderRow({ projectId, provider }: { projectId: string; provider: Pro
 
 export function ProvidersSection({ projectId }: { projectId: string }) {
   const providers = useProviders(projectId);
-  const models = [...new Set(providers.data?.flatMap((provider) => provider.models) ?? [])];
+  const models = useRegisteredModels(projectId);
   return (
     <>
       <section aria-labelledby="providers-heading">
