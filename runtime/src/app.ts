@@ -427,7 +427,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     // Sandboxes: on this machine (bubblewrap) where it can; removed before a tenant's rows go.
     const computers = new ComputerService({
       db: database.db,
-      host: await createSandboxHost({ kind: config.computerHost, kubernetes: config.computerKubernetes, root: join(config.dataDir, 'runtime', 'sandboxes'), hostUid: config.computerLocalUid, pool: config.computerLocalPool, logger }),
+      host: await createSandboxHost({ kind: config.computerHost, kubernetes: config.computerKubernetes, root: join(config.dataDir, 'runtime', 'sandboxes'), hostUid: config.computerLocalUid, hostUidCount: config.computerLocalUids, pool: config.computerLocalPool, logger }),
       holder: runs.owner,
       logger,
       audit: (entries) => audit.recordLater(entries),

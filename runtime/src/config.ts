@@ -91,6 +91,7 @@ export interface RuntimeConfig extends ServiceBasics {
     | undefined;
   /** The host user a local sandbox runs as when the runtime is root (never root). */
   computerLocalUid: number;
+  computerLocalUids: number;
   /** Local sandboxes kept started ahead per disk size (a new sandbox takes one instead of waiting for bubblewrap). */
   computerLocalPool: number;
   /** How often idle sandboxes are paused and those past their lifetime stopped. */
@@ -259,6 +260,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     computerHost,
     computerKubernetes,
     computerLocalUid: read.integer('COMPUTER_LOCAL_UID', 61_000, { min: 1, max: 4_294_967_294 }),
+    computerLocalUids: read.integer('COMPUTER_LOCAL_UIDS', 184, { min: 1, max: 1_000_000 }),
     computerLocalPool: read.integer('COMPUTER_LOCAL_POOL', 1, { min: 0, max: 64 }),
     computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
     browserHost: read.oneOf('BROWSER_HOST', ['auto', 'local', 'none'], 'auto'),

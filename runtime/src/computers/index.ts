@@ -10,6 +10,7 @@ export async function createSandboxHost(options: {
   kubernetes: RuntimeConfig['computerKubernetes'];
   root: string;
   hostUid: number;
+  hostUidCount: number;
   pool: number;
   logger: Logger;
 }): Promise<SandboxHost | undefined> {
@@ -39,5 +40,5 @@ export async function createSandboxHost(options: {
     options.logger.info('no sandbox host: bubblewrap is not installed (apt-get install bubblewrap), so the computer capability is not offered');
     return undefined;
   }
-  return LocalSandboxHost.create({ root: options.root, logger: options.logger, hostUid: options.hostUid, pool: options.pool });
+  return LocalSandboxHost.create({ root: options.root, logger: options.logger, hostUid: options.hostUid, hostUidCount: options.hostUidCount, pool: options.pool });
 }

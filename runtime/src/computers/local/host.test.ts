@@ -1,7 +1,7 @@
 // The local sandbox host on the real bubblewrap, cgroups and loop mounts of this machine: what a sandbox can reach
 // and what it cannot, its limits, pause and the timeout, from inside, as a hostile command would try them.
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,16 +10,28 @@ import { createLogger } from '@agentplane/lib/logging';
 import { eventually } from '@agentplane/test/harness/eventually';
 import { SandboxNotRunningError, type ExecSpec, type SandboxStart } from '../host.js';
 import { LocalSandboxHost } from './host.js';
+import { mountRootFor } from './workspaces.js';
 
 const logger = createLogger({ level: 'silent' });
 const dataDir = mkdtempSync(join(tmpdir(), 'sandbox-host-'));
 const secretFile = join(dataDir, 'secrets', 'master-key');
 const limits = { cpus: 1, memoryMiB: 128, processes: 64, diskMiB: 32 };
+const sandboxesRoot = join(dataDir, 'runtime', 'sandboxes');
+// A range apart from the default one other suites' sandboxes take at the same time.
+const users = { hostUid: 61_100, hostUidCount: 40 };
 const sandbox = (id: string, overrides: Partial<SandboxStart['limits']> = {}): SandboxStart => ({ id, tenantId: 't1', limits: { ...limits, ...overrides } });
 
 let host: LocalSandboxHost;
 let server: Server;
 let port = 0;
+
+/** The host user that owns what sandbox `id` writes in its /workspace. */
+const hostOwner = async (id: string) => {
+  await text(id, 'touch .owner');
+  return (await stat(join(mountRootFor(sandboxesRoot), id, '.owner'))).uid;
+};
+const INOTIFY_HOG = "import ctypes, time; l = ctypes.CDLL(None); n = 0\nwhile n < 100000 and l.inotify_init() >= 0: n += 1\nprint(n, flush=True); time.sleep(60)";
+const INOTIFY_ONE = 'import ctypes; print(ctypes.CDLL(None).inotify_init())';
 
 const exec = (id: string, command: string, options: Partial<ExecSpec> = {}) =>
   host.exec(id, { argv: ['/bin/bash', '-c', command], cwd: '/workspace', env: {}, timeoutMs: 10_000, outputLimitBytes: 1 << 20, ...options });
@@ -35,14 +47,14 @@ beforeAll(async () => {
   server = createServer((_req, res) => res.end('host service')).listen(0, '0.0.0.0');
   await new Promise((resolve) => server.once('listening', resolve));
   port = (server.address() as { port: number }).port;
-  host = await LocalSandboxHost.create({ root: join(dataDir, 'runtime', 'sandboxes'), logger });
+  host = await LocalSandboxHost.create({ root: sandboxesRoot, logger, ...users });
   await host.start(sandbox('s1'));
   await host.start(sandbox('s2'));
 });
 
 afterAll(async () => {
   await host?.close();
-  for (const id of ['s1', 's2', 's3', 's4', 'bomb']) await host?.remove(id).catch(() => undefined);
+  for (const id of ['s1', 's2', 's3', 's4', 's5', 's6', 'bomb']) await host?.remove(id).catch(() => undefined);
   server?.close();
   await rm(dataDir, { recursive: true, force: true });
 });
@@ -223,13 +235,46 @@ describe('LocalSandboxHost', () => {
     expect((await text('s3', 'cat pid')).out).toBe(pidBefore);
   });
 
+  it('runs each sandbox as a host user of its own, so what the kernel counts per user is never used up for another', async () => {
+    const s1 = await hostOwner('s1');
+    const s2 = await hostOwner('s2');
+    expect(s1).not.toBe(s2);
+    for (const uid of [s1, s2]) expect(uid).toBeGreaterThanOrEqual(users.hostUid), expect(uid).toBeLessThan(users.hostUid + users.hostUidCount);
+    // s1 takes every inotify instance its user may have, and holds them in the background.
+    const hold = await text('s1', `nohup python3 -c "${INOTIFY_HOG}" > /tmp/held 2>&1 &
+      for i in $(seq 100); do [ -s /tmp/held ] && break; sleep 0.1; done; cat /tmp/held`);
+    expect(Number(hold.out.trim())).toBeGreaterThan(0);
+    // The kernel's count is the user's: s1 has none left, and s2, another user, has its own.
+    expect((await text('s1', `python3 -c "${INOTIFY_ONE}"`)).out.trim()).toBe('-1');
+    expect(Number((await text('s2', `python3 -c "${INOTIFY_ONE}"`)).out.trim())).toBeGreaterThanOrEqual(0);
+    await text('s1', 'pkill -f inotify_init; true');
+  });
+
+  it('gives a sandbox another user when the one its workspace belongs to runs another sandbox, and its files with it', async () => {
+    await host.start(sandbox('s5'));
+    await text('s5', 'echo first > note; mkdir -p deep/er; echo x > deep/er/file; ln -s /etc/passwd link');
+    const before = await hostOwner('s5');
+    await host.stop('s5');
+    // Its user is free while it is stopped: the next sandbox takes it.
+    await host.start(sandbox('s6'));
+    expect(await hostOwner('s6')).toBe(before);
+    await host.start(sandbox('s5'));
+    const after = await hostOwner('s5');
+    expect(after).not.toBe(before);
+    const inside = await text('s5', 'echo more >> note && cat note && echo y >> deep/er/file && stat -c %U note deep/er/file deep link');
+    expect(inside.out).toBe('first\nmore\nsandbox\nsandbox\nsandbox\nsandbox\n');
+    // The link was given over itself, never what it points at.
+    expect((await stat('/etc/passwd')).uid).toBe(0);
+    for (const id of ['s5', 's6']) await host.remove(id);
+  });
+
   it('keeps /workspace through a stop and a restart of the runtime, and removes it with the sandbox', async () => {
     await host.start(sandbox('s4'));
     await text('s4', 'echo kept > note');
     await host.close();
     expect(await host.state('s4')).toBe('stopped');
     // A new host on the same data dir: the runtime started again.
-    host = await LocalSandboxHost.create({ root: join(dataDir, 'runtime', 'sandboxes'), logger });
+    host = await LocalSandboxHost.create({ root: sandboxesRoot, logger, ...users });
     expect(await host.state('s4')).toBe('stopped');
     await expect(exec('s4', 'true')).rejects.toBeInstanceOf(SandboxNotRunningError);
     await host.start(sandbox('s4'));

@@ -4,7 +4,7 @@
 // (--die-with-parent); its /workspace stays, and starting it again mounts it again.
 import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
-import { mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from '@agentplane/lib/logging';
@@ -23,13 +23,16 @@ import { Spawner, type SpawnedProgram } from './spawner.js';
 import { Capture } from '../capture.js';
 import { detectCgroups, type SandboxCgroups } from './cgroups.js';
 import { detectWorkspaces, type Workspaces } from './workspaces.js';
+import { chownTree, HostUsers } from './host-users.js';
 
 export interface LocalHostOptions {
   /** Where sandboxes' workspaces live (inside the data dir). */
   root: string;
   logger: Logger;
-  /** The host user a sandbox runs as when the runtime is root; never root. */
+  /** The first host user sandboxes run as when the runtime is root (one each while it runs); never root. */
   hostUid?: number;
+  /** How many host users from `hostUid` on: at most that many sandboxes run at once. */
+  hostUidCount?: number;
   /** /tmp inside each sandbox (memory, held apart from the memory limit). */
   tmpMiB?: number;
   /** Set by tests to run without cgroups (the rlimit path) on a machine that has them. */
@@ -54,11 +57,15 @@ interface Held {
   /** bubblewrap's PID 1 in the sandbox, as the host sees it: what each exec joins. */
   initPid: number;
   pidNamespace: number;
+  /** The host user its processes run as (the runtime's own when it is not root). */
+  uid: number;
   paused: boolean;
   exited: Promise<void>;
 }
 
 const DEFAULT_HOST_UID = 61000;
+/** 61000-61183: below systemd's dynamic users (61184-65519), which a sandbox must never share. */
+const DEFAULT_HOST_UID_COUNT = 184;
 
 export class LocalSandboxHost implements SandboxHost {
   readonly kind = 'local' as const;
@@ -70,7 +77,8 @@ export class LocalSandboxHost implements SandboxHost {
   private closing = false;
   private readonly layout: SandboxLayout;
   private readonly asRoot = process.getuid?.() === 0;
-  private readonly hostUid: number;
+  /** Where the runtime is root: the range of host users sandboxes take one each of. */
+  private readonly users: HostUsers | undefined;
 
   private constructor(
     private readonly options: LocalHostOptions,
@@ -78,7 +86,7 @@ export class LocalSandboxHost implements SandboxHost {
     private readonly workspaces: Workspaces,
     private readonly spawner: Spawner,
   ) {
-    this.hostUid = this.asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
+    this.users = this.asRoot ? new HostUsers(options.hostUid ?? DEFAULT_HOST_UID, options.hostUidCount ?? DEFAULT_HOST_UID_COUNT) : undefined;
     this.layout = {
       hostname: 'sandbox',
       tmpMiB: options.tmpMiB ?? 256,
@@ -101,6 +109,7 @@ export class LocalSandboxHost implements SandboxHost {
     const asRoot = process.getuid?.() === 0;
     const hostUid = asRoot ? (options.hostUid ?? DEFAULT_HOST_UID) : (process.getuid?.() ?? 0);
     if (asRoot && hostUid === 0) throw new Error('a sandbox never runs as root on the host: choose another host uid');
+    if (asRoot && hostUid + (options.hostUidCount ?? DEFAULT_HOST_UID_COUNT) - 1 > 4_294_967_294) throw new Error('the host users for sandboxes end past the largest uid (4294967294): lower COMPUTER_LOCAL_UID or COMPUTER_LOCAL_UIDS');
     const cgroups = options.cgroups === false || !asRoot ? undefined : await detectCgroups();
     // Every program the host runs is started by a small process of its own: a fork from the runtime costs what it holds.
     const spawner = new Spawner();
@@ -121,7 +130,7 @@ export class LocalSandboxHost implements SandboxHost {
       enforcement: {
         cpu: cgroup ?? 'not enforced (no writable cgroup hierarchy)',
         memory: cgroup ?? 'rlimit (address space)',
-        processes: cgroup ?? 'rlimit (per host user, shared by all sandboxes)',
+        processes: cgroup ?? (this.users ? 'rlimit (per host user: one per running sandbox)' : 'rlimit (per host user, shared by all sandboxes)'),
         disk: this.workspaces.kind === 'ext4 image' ? 'ext4 image of the sandbox\'s size' : 'rlimit (largest file)',
         pause: cgroup ? `${cgroup} freezer` : 'SIGSTOP of every process',
       },
@@ -159,6 +168,7 @@ export class LocalSandboxHost implements SandboxHost {
   private async adopt(ahead: Held, sandbox: SandboxStart): Promise<void> {
     await this.cgroups!.adopt(ahead.id, sandbox.id, sandbox.limits);
     await this.workspaces.adopt!(ahead.id, sandbox.id);
+    this.users?.rename(ahead.id, sandbox.id);
     ahead.id = sandbox.id;
     this.held.set(sandbox.id, ahead);
   }
@@ -210,6 +220,35 @@ export class LocalSandboxHost implements SandboxHost {
   /** Starts a sandbox's process tree (and mounts its workspace): what it holds once its one program runs. */
   private async startTree(id: string, limits: SandboxStart['limits']): Promise<Held> {
     const workspace = await this.workspaces.ensure(id, limits.diskMiB);
+    const uid = await this.userFor(id, workspace);
+    try {
+      return await this.startTreeAs(id, limits, workspace, uid);
+    } catch (error) {
+      this.users?.release(id, uid);
+      throw error;
+    }
+  }
+
+  /**
+   * The host user sandbox `id` runs as: the one its workspace belongs to when that one is free, else a free one,
+   * given the workspace first (nothing of the sandbox runs yet). The runtime's own user when it is not root.
+   */
+  private async userFor(id: string, workspace: string): Promise<number> {
+    if (!this.users) return process.getuid?.() ?? 0;
+    const owner = (await stat(workspace)).uid;
+    const uid = this.users.claim(id, owner);
+    if (uid !== owner) {
+      try {
+        await chownTree(workspace, uid);
+      } catch (error) {
+        this.users.release(id, uid);
+        throw error;
+      }
+    }
+    return uid;
+  }
+
+  private async startTreeAs(id: string, limits: SandboxStart['limits'], workspace: string, uid: number): Promise<Held> {
     const home = this.workspaces.home(id);
     const files = sandboxFiles(this.layout.hostname);
     await mkdir(join(home, 'etc'), { recursive: true, mode: 0o700 });
@@ -233,7 +272,7 @@ export class LocalSandboxHost implements SandboxHost {
         ...baseEnvironment(),
         AP_HOME: home,
         AP_PROCS: this.cgroups ? this.cgroups.procsFiles(id).join('\n') : '',
-        ...(this.asRoot ? { AP_AS: String(this.hostUid) } : {}),
+        ...(this.users ? { AP_AS: String(uid) } : {}),
       },
       // fds 6 to 8 are the launcher's to open; 9 is bubblewrap's report of the sandbox's PID 1.
       extraPipes: [FD.info],
@@ -262,8 +301,10 @@ export class LocalSandboxHost implements SandboxHost {
     // bubblewrap reports its PID 1 before it has finished the sandbox (user and group maps, mounts): the sandbox is
     // ready once its one program runs.
     await programRunning(started['child-pid'], exited);
-    const held: Held = { id, treePid, initPid: started['child-pid'], pidNamespace: started['pid-namespace'], paused: false, exited };
+    const held: Held = { id, treePid, initPid: started['child-pid'], pidNamespace: started['pid-namespace'], uid, paused: false, exited };
     void exited.then(() => {
+      // Its processes are gone: its user is free for another (the name read now: a sandbox started ahead is renamed).
+      this.users?.release(held.id, uid);
       if (this.held.get(held.id) === held) {
         this.held.delete(held.id);
         if (stderr.trim()) this.options.logger.warn({ sandbox_id: held.id, stderr: stderr.trim() }, 'a sandbox ended on its own');
