@@ -54,12 +54,14 @@ fi
 
 # --- A real node for the suites that run Pods (test/harness/kubelet.ts): containerd, runc, CNI plugins, and the
 # tools hack/sandbox-image.sh builds images with (debootstrap, umoci). bubblewrap is installed beside them. ----------
+# iptables and ipset are what kube-router's network-policy controller drives (hack/kube-router.sh).
 if ! command -v bwrap >/dev/null 2>&1 || ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 \
-  || ! command -v umoci >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then
-  log "installing bubblewrap, containerd, runc, umoci, debootstrap and containernetworking-plugins from Debian"
+  || ! command -v umoci >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ] \
+  || ! command -v iptables >/dev/null 2>&1 || ! command -v ipset >/dev/null 2>&1; then
+  log "installing bubblewrap, containerd, runc, umoci, debootstrap, containernetworking-plugins, iptables and ipset from Debian"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends bubblewrap containerd runc umoci debootstrap containernetworking-plugins >/dev/null
+  apt-get install -y -qq --no-install-recommends bubblewrap containerd runc umoci debootstrap containernetworking-plugins iptables ipset >/dev/null
   # Where the package starts a system service, stop it: the harness starts its own containerd in a temp dir.
   (systemctl stop containerd 2>/dev/null || service containerd stop 2>/dev/null || true) >/dev/null 2>&1
 fi
@@ -126,6 +128,9 @@ log "schemathesis: $("$BIN/st" --version | awk '{print $NF}')"
 
 # --- Kubernetes control plane, kwok and helm: built from source (see hack/k8s-binaries.sh) -------------
 bash "$(dirname "$0")/k8s-binaries.sh" "$CACHE"
+
+# --- kube-router's network-policy controller, for the suites that prove NetworkPolicy by packets (see hack/kube-router.sh)
+bash "$(dirname "$0")/kube-router.sh" "$CACHE"
 
 # --- The sandbox and pause images the test kubelet runs, as OCI archives (no registry) ----------------------------
 bash "$(dirname "$0")/sandbox-image.sh" "$CACHE"

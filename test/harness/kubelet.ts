@@ -3,7 +3,8 @@
 // executes. Images come from OCI archives hack/sandbox-image.sh builds (no registry). Everything lives under the
 // cluster's temp dir (containerd's root, state, socket and config, the kubelet's root dir, CNI state) and in a
 // cgroup of its own; stop() kills every container and removes what it made. docs/decisions/0078-test-kubelet.md
-// says how and what it proves.
+// says how and what it proves. With `networkPolicy`, kube-router's policy controller enforces NetworkPolicy on the
+// node's bridge (test/harness/network-policy.ts, docs/decisions/0089-network-policy-enforced-in-tests.md).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
@@ -12,7 +13,8 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { eventually } from './eventually.js';
-import type { KubernetesCluster } from './kubernetes.js';
+import { serviceClusterIpRange, type KubernetesCluster } from './kubernetes.js';
+import { startNetworkPolicyEnforcer, type NetworkPolicyBinaries, type NetworkPolicyEnforcer } from './network-policy.js';
 import { cacheDir, freePort, requireBinary, servicesRequired, startProcess, type RunningProcess } from './process.js';
 
 /** The sandbox image: Debian bookworm minbase with bash, coreutils, python3 and tar; user 1000, /workspace. */
@@ -73,6 +75,11 @@ export interface KubeletOptions {
    * null leaves them root's. Default uid and gid 1000, the sandbox image's user.
    */
   volumeOwner?: { uid: number; gid: number } | null;
+  /**
+   * Enforce NetworkPolicy on this node's bridge with kube-router's policy controller (networkPolicyBinaries() from
+   * ./network-policy.js). Off by default: the bridge alone enforces none. One enforcing node at a time per machine.
+   */
+  networkPolicy?: NetworkPolicyBinaries;
 }
 
 export interface RunningKubelet {
@@ -81,7 +88,12 @@ export interface RunningKubelet {
   nodeIp: string;
   /** Milliseconds from startKubelet's call until the Node was Ready and untainted. */
   readyMs: number;
-  /** What is still on the machine from this node: processes, mounts, cgroups, network namespaces, its bridge. */
+  /** The policy enforcer, when asked for: its stop() ends enforcement (and removes its rules) while the node runs. */
+  networkPolicy?: NetworkPolicyEnforcer;
+  /**
+   * What is still on the machine from this node: processes, mounts, cgroups, network namespaces, its bridge, and the
+   * enforcer's chains, ipsets and sysctl.
+   */
   leftovers(): string[];
   /** Kills every container, stops the kubelet and containerd, and removes what they made. Idempotent. */
   stop(): Promise<void>;
@@ -119,6 +131,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
 
   let containerd: RunningProcess | undefined;
   let kubelet: RunningProcess | undefined;
+  let enforcer: NetworkPolicyEnforcer | undefined;
   // The Pods' network namespaces, noted as stop() begins: they live in a directory every containerd shares.
   let podNetworkNamespaces: string[] = [];
   const ownedVolumes = new Set<string>();
@@ -132,6 +145,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     for (const dir of cgroupDirs(cgroupName)) if (existsSync(dir)) found.push(`cgroup ${dir}`);
     if (existsSync(`/sys/class/net/${bridge}`)) found.push(`bridge ${bridge}`);
     for (const netns of podNetworkNamespaces) if (existsSync(netns)) found.push(`network namespace ${netns}`);
+    if (enforcer) found.push(...enforcer.leftovers());
     return found;
   };
 
@@ -139,6 +153,8 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
   const stop = () =>
     (stopping ??= (async () => {
       stopWatch();
+      // Enforcement ends first (its rules and ipsets removed), before the Pods it names go.
+      await enforcer?.stop();
       podNetworkNamespaces = await networkNamespacesOf(ctr).catch(() => []);
       // Pods first, through the API while the kubelet runs: it stops each sandbox as a kubelet does (CNI DEL, the
       // network namespace removed). Then whatever is left is killed through containerd, then by cgroup (all of it,
@@ -186,12 +202,14 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
         plugins: [
           {
             // A bridge without a gateway: Pods reach each other, not the host, and the host's forwarding and
-            // iptables stay as they are. It enforces no NetworkPolicy.
+            // iptables stay as they are. It enforces no NetworkPolicy (the enforcer below does, when asked for).
+            // An enforcing node takes its addresses from 10.90/16, the others from 10.89/16: the enforcer's rules
+            // name Pod addresses, and must never match another node's Pods on the same machine.
             type: 'bridge',
             bridge,
             isGateway: false,
             ipMasq: false,
-            ipam: { type: 'host-local', ranges: [[{ subnet: `10.89.${randomBytes(1)[0]}.0/24` }]], dataDir: paths.cniIpam },
+            ipam: { type: 'host-local', ranges: [[{ subnet: `10.${options.networkPolicy ? 90 : 89}.${randomBytes(1)[0]}.0/24` }]], dataDir: paths.cniIpam },
           },
         ],
       }),
@@ -283,6 +301,16 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     });
     const readyMs = Date.now() - started;
 
+    // --- NetworkPolicy, when asked for (kube-router reads the registered Node's address) -----------------------
+    if (options.networkPolicy) {
+      enforcer = await startNetworkPolicyEnforcer(options.networkPolicy, {
+        nodeName,
+        kubeconfigPath: cluster.kubeconfigPath,
+        serviceClusterIpRange,
+        dir: mkdirIn(base, 'run-kube-router'),
+      });
+    }
+
     // --- storage ----------------------------------------------------------------------------------------------
     await kc
       .makeApiClient(k8s.StorageV1Api)
@@ -299,7 +327,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
       });
     if (volumeOwner) stopWatch = await ownHostPathVolumes(kc, volumeOwner, ownedVolumes);
 
-    return { nodeName, nodeIp, readyMs, leftovers, stop };
+    return { nodeName, nodeIp, readyMs, networkPolicy: enforcer, leftovers, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -89,7 +89,7 @@ export interface KubernetesOptions {
 export const fakeNodeName = 'kwok-node-0';
 
 // Room for a Service per Project of a 1,000-Project benchmark (a /24 ran out at 254).
-const serviceClusterIpRange = '10.96.0.0/16';
+export const serviceClusterIpRange = '10.96.0.0/16';
 const podCidr = '10.244.0.1/16';
 const fakeNodeIp = '10.240.0.10';
 const adminUser = 'agentplane-test-admin';

@@ -2,7 +2,8 @@
 // profile admits really runs the sandbox image, `exec` through the API server really executes in it (through
 // @kubernetes/client-node's Exec, exit status read from the status channel), a PersistentVolumeClaim's files outlive
 // the Pod, a privileged Pod is refused, and the node leaves nothing behind when it stops. NetworkPolicy objects are
-// accepted but the test bridge does not enforce them; the last test records that (docs/decisions/0078-test-kubelet.md).
+// accepted but the test bridge alone does not enforce them; a test records that (docs/decisions/0078-test-kubelet.md).
+// Enforcement is opt-in (startKubelet's networkPolicy), proven in network-policy.test.ts (decision 0089).
 import { PassThrough } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -205,8 +206,8 @@ describe.skipIf(!binaries || !nodeBinaries)('a real kubelet beside the test API 
     const stored = await networking.readNamespacedNetworkPolicy({ name: 'deny-all', namespace });
     expect(stored.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
 
-    // Two Pods under a deny-all policy still reach each other: the CNI bridge enforces no policy. Should a
-    // policy-enforcing CNI come, this expectation flips and the decision record with it.
+    // Two Pods under a deny-all policy still reach each other: the CNI bridge alone enforces no policy (this node was
+    // started without `networkPolicy`; network-policy.test.ts starts one with it).
     const claim = { metadata: { name: 'scratch' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } };
     await core.createNamespacedPersistentVolumeClaim({ namespace, body: claim });
     const server = sandboxPod('server', 'scratch');
