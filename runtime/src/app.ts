@@ -80,6 +80,8 @@ import { ComputerService } from './computers/service.js';
 import { computerFamily } from './computers/tools.js';
 import { createBrowserPool } from './browsers/feature.js';
 import { browserFamily } from './browsers/tools.js';
+import { BrowserHandoffs } from './browsers/handoff.js';
+import { handoffRoutes } from './browsers/routes.js';
 import { SessionTodos } from './sessions/todos.js';
 import { Subagents } from './chat/subagents.js';
 import { pluginRoutes } from './skills/routes.js';
@@ -435,6 +437,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     await registerComputers(features, { computers, configurations, logger, sweepMs: config.computerSweepMs, storeIsExclusive: database.driver === 'pglite' });
     // The agent's browser: Chromium on this machine, behind the egress guard, when it is installed.
     const browsers = createBrowserPool(features, config, logger, [config.port, ...(ownPorts ?? [])]);
+    const handoffs = new BrowserHandoffs({ db: database.db, pool: browsers, sessions, side, counters: events.counters, logger });
     // The tools the service runs for a caller, family by family, in the order a turn offers them: a turn's, and what
     // GET /tools lists. A project's MCP servers and the caller's own are listed from their kept lists (a call to a
     // server only when its list is stale).
@@ -524,6 +527,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
         ...auditRoutes(audit, forgetter),
         ...toolRoutes({ deliveries, tenants, catalog: new ToolCatalog({ tools, mcp, userMcp }), mcp, userMcp, urlPolicy }),
         ...computerRoutes(computers),
+        ...handoffRoutes(handoffs),
         ...sandboxAdminRoutes(computers, tenants),
       ],
       guards: { adminKey: adminKeyGuard(adminKey.value), bearer: bearerGuard(authenticator), fireKey: fireKeyGuard(config.taskFireKey) },

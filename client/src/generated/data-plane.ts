@@ -197,6 +197,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/chat/sessions/{session_id}/browser/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Ask a small model whether the person finished what the hand-off asked: done, not_done, stuck or unsure */
+        post: operations["checkBrowserHandoff"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat/sessions/{session_id}/browser/frame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The conversation's browser page as it is now, whole or one element of it */
+        post: operations["getBrowserFrame"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat/sessions/{session_id}/browser/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Act on a page the agent handed over: a click, a key, text or the wheel; answers the frame it led to */
+        post: operations["sendBrowserInput"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/chat/sessions/{session_id}/browser/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The conversation's browser page as a screencast: a frame each time it paints, as fast as the viewer takes them */
+        get: operations["streamBrowser"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/sessions/{session_id}/events": {
         parameters: {
             query?: never;
@@ -1621,6 +1689,148 @@ export interface components {
             entries: components["schemas"]["AuditEntry"][];
             next_before: string | null;
         };
+        BrowserFrame: {
+            /** @description The picture, base64 */
+            data: string;
+            /** @description The hand-off open in the conversation; null when the agent holds the page */
+            handoff: components["schemas"]["BrowserHandoff"] | null;
+            height: number;
+            /** @enum {string} */
+            mime_type: "image/jpeg" | "image/png";
+            selector: string | null;
+            /** Format: date-time */
+            taken_at: string;
+            title: string;
+            url: string;
+            /** @description In CSS pixels: the viewport, or the element */
+            width: number;
+        };
+        BrowserFrameRequest: {
+            /**
+             * @default jpeg
+             * @enum {string}
+             */
+            format?: "jpeg" | "png";
+            /**
+             * @description JPEG quality (ignored for png)
+             * @default 70
+             */
+            quality?: number;
+            /** @description A CSS selector: the picture is of the first element it matches */
+            selector?: string;
+        };
+        BrowserHandoff: {
+            instructions: string;
+            read_only: boolean;
+            tool_call_id: string;
+            url: string;
+        };
+        /** @description One input to the page: mouse, wheel, a key or text */
+        BrowserInput: {
+            /**
+             * @default left
+             * @enum {string}
+             */
+            button?: "left" | "right" | "middle";
+            /** @default 1 */
+            click_count?: number;
+            /** @constant */
+            type: "click";
+            /** @description From the page's left edge, in CSS pixels (0 to 1279) */
+            x: number;
+            /** @description From the page's top edge, in CSS pixels (0 to 799) */
+            y: number;
+        } | {
+            /** @constant */
+            type: "move";
+            /** @description From the page's left edge, in CSS pixels (0 to 1279) */
+            x: number;
+            /** @description From the page's top edge, in CSS pixels (0 to 799) */
+            y: number;
+        } | {
+            /**
+             * @default left
+             * @enum {string}
+             */
+            button?: "left" | "right" | "middle";
+            /** @constant */
+            type: "mouse_down";
+            /** @description From the page's left edge, in CSS pixels (0 to 1279) */
+            x: number;
+            /** @description From the page's top edge, in CSS pixels (0 to 799) */
+            y: number;
+        } | {
+            /**
+             * @default left
+             * @enum {string}
+             */
+            button?: "left" | "right" | "middle";
+            /** @constant */
+            type: "mouse_up";
+            /** @description From the page's left edge, in CSS pixels (0 to 1279) */
+            x: number;
+            /** @description From the page's top edge, in CSS pixels (0 to 799) */
+            y: number;
+        } | {
+            /** @default 0 */
+            delta_x?: number;
+            /** @default 0 */
+            delta_y?: number;
+            /** @constant */
+            type: "wheel";
+            /** @description From the page's left edge, in CSS pixels (0 to 1279) */
+            x: number;
+            /** @description From the page's top edge, in CSS pixels (0 to 799) */
+            y: number;
+        } | {
+            /** @description A key, or keys held together: Enter, Backspace, Tab, ArrowDown, a, Shift+Tab, Control+A */
+            key: string & unknown;
+            /** @constant */
+            type: "key";
+        } | {
+            /** @description Typed as keystrokes into what has the focus */
+            text: string;
+            /** @constant */
+            type: "text";
+        };
+        BrowserSettings: {
+            /**
+             * @description The model that answers the hand-off check, best a small one the project registered; null: the conversation's model, else the project's default
+             * @default null
+             */
+            handoff_check_model?: string | null;
+            /**
+             * @description How many hand-off checks one conversation may ask for a minute; more answer 429 with Retry-After
+             * @default 6
+             */
+            handoff_checks_per_minute?: number;
+        };
+        BrowserSettingsOutput: {
+            /**
+             * @description The model that answers the hand-off check, best a small one the project registered; null: the conversation's model, else the project's default
+             * @default null
+             */
+            handoff_check_model: string | null;
+            /**
+             * @description How many hand-off checks one conversation may ask for a minute; more answer 429 with Retry-After
+             * @default 6
+             */
+            handoff_checks_per_minute: number;
+        };
+        /** @description One server-sent event of the stream */
+        BrowserStreamEvent: {
+            /** @description JSON text: `frame`: {mime_type, data (base64 JPEG), width, height, url, selector}; `missing`: the selector matches nothing now; `closed`: the page closed, the stream ends */
+            data: string;
+            /**
+             * @description The frame type (the `event:` field)
+             * @enum {string}
+             */
+            event: "frame" | "missing" | "closed";
+            /** @description What `Last-Event-ID` (or the stream's resume parameter) takes to continue after this event */
+            id?: string;
+            /** @description How soon to reconnect after a lost connection, in milliseconds */
+            retry?: number;
+        };
         Capabilities: {
             /** @description Models this token may name: its allow-list within the project's registered models. null: any model the project registers */
             allowed_models: string[] | null;
@@ -1788,12 +1998,14 @@ export interface components {
             content: string;
             /** @description null: the agent finished on its own. `cancelled`: stopped by POST .../cancel. `length`, `content_filter`: the provider stopped it */
             finish_reason: ("max_tool_iterations" | "guardrail" | "no_model" | "needs_input" | "no_answer" | "subagents_incomplete" | "cancelled" | "length" | "content_filter") | null;
+            /** @description Pages the agent handed to the person (`browser_handoff`); the next POST /chat ends them */
+            handoffs: components["schemas"]["Handoff"][];
             /** @description The assistant message this turn wrote last; null when it wrote none */
             message_id: string | null;
             model: string | null;
             /** @description Questions the agent asked (`ask_user`); answer with `question_answers` */
             questions: components["schemas"]["Question"][];
-            /** @description The turn is paused: answer `tool_calls`, `approvals` and `questions` in the next POST /chat */
+            /** @description The turn is paused: answer `tool_calls`, `approvals` and `questions`, or finish the `handoffs`, and send the next POST /chat */
             requires_action: boolean;
             run_id: string;
             /** Format: uuid */
@@ -2443,6 +2655,28 @@ export interface components {
                 name: string;
             })[];
         };
+        /** @description A page the agent handed to the person (`browser_handoff`): watch it at GET /chat/sessions/{session_id}/browser/stream, act on it with POST .../browser/input, ask POST .../browser/check whether it is done; the next POST /chat ends the hand-off and the agent goes on with the page as the person left it */
+        Handoff: {
+            /** @description What the agent asks the person to do on the page */
+            instructions: string;
+            /** @description The person may watch the page but not act on it (input is refused with 403) */
+            read_only: boolean;
+            tool_call_id: string;
+            /** @description Where the page was when it was handed over */
+            url: string;
+        };
+        HandoffCheck: {
+            /** Format: date-time */
+            checked_at: string;
+            /** @description The model that answered */
+            model: string;
+            /**
+             * @description `done`: the task looks finished (the hand-off is marked ended; send the next POST /chat); `not_done`: still under way; `stuck`: the page shows they cannot go on; `unsure`
+             * @enum {string}
+             */
+            result: "done" | "not_done" | "stuck" | "unsure";
+            url: string;
+        };
         Health: {
             /** @description Asked to stop: no new connections, accepted work still served */
             draining: boolean;
@@ -3065,7 +3299,7 @@ export interface components {
             model: string | null;
             /** @description Set on a subagent's working conversation; null otherwise */
             parent_session_id: string | null;
-            /** @description The latest turn paused on approvals, questions or client tool calls that the next POST /chat must answer */
+            /** @description The latest turn paused on approvals, questions, client tool calls or a browser hand-off that the next POST /chat must answer or end */
             requires_action: boolean;
             /**
              * @description Rollup of the latest turn
@@ -3203,6 +3437,8 @@ export interface components {
             tasks: components["schemas"]["Task"][];
         };
         TenantConfiguration: {
+            /** @description The project's browser hand-off: the check's model and rate; unset: the defaults */
+            browser?: components["schemas"]["BrowserSettings"];
             ceiling: components["schemas"]["CapabilityCeiling"];
             /** @description The project's sandboxes: command timeout, count, limits, idle pause, lifetime, image; unset: the defaults */
             computer?: components["schemas"]["ComputerSettings"];
@@ -3257,6 +3493,8 @@ export interface components {
             webhook_tools?: components["schemas"]["WebhookToolSection"][];
         };
         TenantConfigurationOut: {
+            /** @description The project's browser hand-off: the check's model and rate; unset: the defaults */
+            browser?: components["schemas"]["BrowserSettingsOutput"];
             ceiling: components["schemas"]["CapabilityCeilingOutput"];
             /** @description The project's sandboxes: command timeout, count, limits, idle pause, lifetime, image; unset: the defaults */
             computer?: components["schemas"]["ComputerSettingsOutput"];
@@ -4755,6 +4993,393 @@ export interface operations {
             };
             /** @description No such conversation (or not visible), the message is not in it, or the caller has no vote on it */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    checkBrowserHandoff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandoffCheck"];
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No capability `chat`, or the conversation is another subject's (`not_owner`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session does not exist or is not visible to this token (the same answer) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Nothing is handed over (`no_handoff`), no page is open (`no_browser_page`), or the project has no model for it (`no_model`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description Past the project's checks a minute for this conversation (`handoff_check_rate_limited`); Retry-After says when to ask again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getBrowserFrame: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BrowserFrameRequest"];
+            };
+        };
+        responses: {
+            /** @description The picture */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrowserFrame"];
+                };
+            };
+            /** @description The selector is not CSS the page reads (`invalid_selector`), or matches nothing (`selector_not_found`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No capability `chat` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session does not exist or is not visible to this token (the same answer) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The conversation has no open browser page (`no_browser_page`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body sent with a Content-Type other than application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sendBrowserInput: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BrowserInput"];
+            };
+        };
+        responses: {
+            /** @description The new frame */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrowserFrame"];
+                };
+            };
+            /** @description A key name the browser does not know (`unknown_key`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No capability `chat`; the conversation is another subject's (`not_owner`); or the hand-off is read-only (`handoff_read_only`): you can see but may not act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session does not exist or is not visible to this token (the same answer) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Nothing is handed over (`no_handoff`), or no page is open (`no_browser_page`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body sent with a Content-Type other than application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    streamBrowser: {
+        parameters: {
+            query?: {
+                /** @description Follow one element (CSS); empty: the whole page */
+                selector?: string;
+            };
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Frames until the viewer leaves or the page closes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["BrowserStreamEvent"];
+                };
+            };
+            /** @description The selector is not CSS the page reads (`invalid_selector`), or matches nothing (`selector_not_found`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No capability `chat` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session does not exist or is not visible to this token (the same answer) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The conversation has no open browser page (`no_browser_page`) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

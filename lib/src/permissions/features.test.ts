@@ -21,9 +21,9 @@ describe('features of this build', () => {
     expect(isImplemented('chat')).toBe(true);
     expect(isImplemented('browser')).toBe(true);
     expect(isImplemented('voice')).toBe(false);
-    expect(unimplementedWarnings(['browser', 'chat', 'computer', 'voice', 'web_search', 'browser_handoff'])).toEqual([
+    expect(unimplementedWarnings(['browser', 'chat', 'computer', 'voice', 'web_search', 'browser_handoff', 'widgets'])).toEqual([
       "granted capability 'voice' has nothing behind it yet",
-      "granted capability 'browser_handoff' has nothing behind it yet",
+      "granted capability 'widgets' has nothing behind it yet",
     ]);
     expect(unimplementedWarnings(['chat', 'ask_user'])).toEqual([]);
   });

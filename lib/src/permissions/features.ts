@@ -28,7 +28,7 @@ export const FEATURES: readonly Feature[] = [
   { name: 'scheduled tasks (runtime/src/tasks)', capabilities: ['tasks:read', 'tasks:write'] },
   { name: 'webhook triggers (runtime/src/triggers)', capabilities: ['triggers'] },
   { name: 'sandboxes and the agent\'s computer (runtime/src/computers)', capabilities: ['computer'] },
-  { name: "the agent's browser (runtime/src/browsers)", capabilities: ['browser'] },
+  { name: "the agent's browser and its hand-off (runtime/src/browsers)", capabilities: ['browser', 'browser_handoff'] },
 ];
 
 const served = new Set<Capability>(FEATURES.flatMap((feature) => feature.capabilities));

@@ -44,6 +44,8 @@ export interface ConversationBrowser {
 interface Entry extends ConversationBrowser {
   holders: number;
   idleSince: number;
+  /** Kept open until then though nobody holds it: a page handed to a person, who may take a while. */
+  keptUntil: number;
   closing?: Promise<void>;
 }
 
@@ -137,10 +139,22 @@ export class BrowserPool {
     return entry && !entry.closing ? entry : undefined;
   }
 
+  /**
+   * Keeps the conversation's context open for `ms` though nobody holds it (a page handed to a person): neither the
+   * idle sweep nor a full pool closes it meanwhile. A tenant's erase or a forget still does.
+   */
+  keep(key: string, ms: number): boolean {
+    const entry = this.entries.get(key);
+    if (!entry || entry.closing) return false;
+    entry.keptUntil = this.now() + ms;
+    return true;
+  }
+
   /** Closes the contexts idle past `idleMs`. */
   async sweep(): Promise<number> {
-    const cutoff = this.now() - this.limits.idleMs;
-    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && entry.idleSince <= cutoff);
+    const now = this.now();
+    const cutoff = now - this.limits.idleMs;
+    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && entry.idleSince <= cutoff && entry.keptUntil <= now);
     await Promise.all(idle.map((entry) => this.close(entry)));
     return idle.length;
   }
@@ -210,6 +224,7 @@ export class BrowserPool {
       context,
       holders: 0,
       idleSince: this.now(),
+      keptUntil: 0,
       page: async () => context.pages()[0] ?? (await context.newPage()),
     };
     // The browser going away (a crash, a kill) takes the context with it: the next use opens a new one.
@@ -241,7 +256,8 @@ export class BrowserPool {
       this.reserved++;
       return true;
     }
-    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && !entry.closing).sort((a, b) => a.idleSince - b.idleSince)[0];
+    const now = this.now();
+    const idle = [...this.entries.values()].filter((entry) => entry.holders === 0 && !entry.closing && entry.keptUntil <= now).sort((a, b) => a.idleSince - b.idleSince)[0];
     if (!idle) return false;
     await this.close(idle);
     if (count() < this.limits.maxContexts && !(await this.overMemory()) && count() < this.limits.maxContexts) {

@@ -9,7 +9,9 @@ import type { FamilyTools, ToolCaller, ToolFamily } from '../chat/tool-registry.
 import type { ServerTool, ServerToolOutcome } from '../chat/tools.js';
 import type { BrowserPool, ConversationBrowser } from './pool.js';
 
-export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back'] as const;
+export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back', 'browser_handoff'] as const;
+/** How long a page handed over stays open for the person without anyone watching it. */
+export const HANDOFF_KEEP_MS = 30 * 60_000;
 /** What the model gets of a snapshot or a page's text: the rest is said to be cut. */
 export const MAX_BROWSER_RESULT_CHARS = 12_000;
 /** How long an action, or a navigation, may take. */
@@ -227,6 +229,41 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
         'Going back',
       ),
     ),
+    {
+      needs: ['browser', 'browser_handoff'],
+      definition: {
+        name: 'browser_handoff',
+        description:
+          'Hand the current page to the person, with instructions, when a step is theirs to do: a log-in, a CAPTCHA, a payment, or a choice you must not make alone. The turn pauses while they use the page; when they are done, you go on with the page as they left it. Never ask them for passwords or codes in the chat instead.',
+        parameters: {
+          type: 'object',
+          properties: {
+            instructions: { type: 'string', description: 'What the person should do on the page, as they will read it' },
+            read_only: { type: 'boolean', description: 'Only show them the page (they can watch, not act); default false' },
+          },
+          required: ['instructions'],
+        },
+      },
+      run: (args, signal, context) => {
+        const instructions = typeof args.instructions === 'string' ? args.instructions.trim().slice(0, 2_000) : '';
+        if (instructions === '') return Promise.resolve({ ok: false, message: 'browser_handoff needs `instructions`: what the person should do on the page.' });
+        const key = conversationKey(principal.tenantId, principal.claims.sub, context.sessionId);
+        if (!pool.has(key)) return Promise.resolve({ ok: false, message: 'There is no page to hand over: open it with browser_open first.' });
+        return onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            const url = page.url();
+            if (url === 'about:blank') return { ok: false, message: 'There is no page to hand over: open it with browser_open first.' };
+            // Kept open while the person takes their time, whoever else needs the pool meanwhile.
+            pool.keep(key, HANDOFF_KEEP_MS);
+            const readOnly = args.read_only === true;
+            return { ok: true, text: `Handed ${url} to the person${readOnly ? ' to look at' : ''}; the turn waits for them.`, handoff: { instructions, read_only: readOnly, url } };
+          },
+          'Handing the page over',
+        );
+      },
+    },
   ];
   return { tools };
 }

@@ -117,6 +117,19 @@ export const QuestionOut = z
   })
   .meta({ id: 'Question' });
 
+export const HandoffOut = z
+  .object({
+    tool_call_id: z.string(),
+    instructions: z.string().meta({ description: 'What the agent asks the person to do on the page' }),
+    read_only: z.boolean().meta({ description: 'The person may watch the page but not act on it (input is refused with 403)' }),
+    url: z.string().meta({ description: 'Where the page was when it was handed over' }),
+  })
+  .meta({
+    id: 'Handoff',
+    description:
+      'A page the agent handed to the person (`browser_handoff`): watch it at GET /chat/sessions/{session_id}/browser/stream, act on it with POST .../browser/input, ask POST .../browser/check whether it is done; the next POST /chat ends the hand-off and the agent goes on with the page as the person left it',
+  });
+
 export const UsageOut = z
   .object({ input_tokens: z.int(), output_tokens: z.int(), total_tokens: z.int(), cost_usd: z.number().nullable() })
   .meta({ id: 'TurnUsage' });
@@ -148,10 +161,11 @@ export const ChatResponse = z
       .enum(FINISH_REASONS)
       .nullable()
       .meta({ description: 'null: the agent finished on its own. `cancelled`: stopped by POST .../cancel. `length`, `content_filter`: the provider stopped it' }),
-    requires_action: z.boolean().meta({ description: 'The turn is paused: answer `tool_calls`, `approvals` and `questions` in the next POST /chat' }),
+    requires_action: z.boolean().meta({ description: 'The turn is paused: answer `tool_calls`, `approvals` and `questions`, or finish the `handoffs`, and send the next POST /chat' }),
     tool_calls: z.array(ToolCallOut).meta({ description: 'Client tool calls to run; send their results as `tool_results`' }),
     approvals: z.array(ApprovalOut).meta({ description: 'Calls waiting for a decision; answer with `approval_decisions`' }),
     questions: z.array(QuestionOut).meta({ description: 'Questions the agent asked (`ask_user`); answer with `question_answers`' }),
+    handoffs: z.array(HandoffOut).meta({ description: 'Pages the agent handed to the person (`browser_handoff`); the next POST /chat ends them' }),
     usage: UsageOut,
     citations: z.array(CitationOut).meta({ description: 'The passages the turn\'s document searches found, numbered as the answer cites them; empty when it searched nothing' }),
   })

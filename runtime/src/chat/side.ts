@@ -89,14 +89,25 @@ export class SideGenerations {
 
   /** One generation over the conversation's recent history; '' when the project has no model (it costs nothing). */
   private async generate(principal: Principal, sessionId: string, sessionModel: string | null, purpose: string, instructions: string[]): Promise<string> {
+    const generated = await this.oneShot(principal, sessionId, sessionModel ?? undefined, purpose, async () => [
+      ...(await this.history(sessionId)),
+      { role: 'user', content: instructions.join('\n') },
+    ]);
+    return generated?.text ?? '';
+  }
+
+  /**
+   * One model call for `purpose` on `model` (or the project's default), admitted against the project's caps and
+   * recorded in usage under the conversation; undefined when the project has no model. The hand-off check uses it.
+   */
+  async oneShot(principal: Principal, sessionId: string, model: string | undefined, purpose: string, messages: () => Promise<ModelMessage[]>): Promise<{ text: string; model: string } | undefined> {
     const permission = effectivePermission({ ceiling: principal.configuration.document.ceiling, token: claimsFromToken(principal.claims) });
     const routing = await this.deps.tenants.routing(principal.tenantId);
-    const choice = chooseModel(principal.configuration, permission, routing, sessionModel ?? undefined);
-    if (choice.kind === 'none') return '';
-    const messages: ModelMessage[] = [...(await this.history(sessionId)), { role: 'user', content: instructions.join('\n') }];
-    const result = await this.call(principal.tenantId, limitsOf(principal.configuration), choice.target, { model: choice.model, price: choice.price, messages });
+    const choice = chooseModel(principal.configuration, permission, routing, model);
+    if (choice.kind === 'none') return undefined;
+    const result = await this.call(principal.tenantId, limitsOf(principal.configuration), choice.target, { model: choice.model, price: choice.price, messages: await messages() });
     await this.deps.usage.record({ tenantId: principal.tenantId, sessionId, runId: null, model: choice.model, price: choice.price, usage: result.usage, admission: result.admission, purpose });
-    return result.text;
+    return { text: result.text, model: choice.model };
   }
 
   /** One call, admitted against the project's caps first; a call that fails releases its reservation. */

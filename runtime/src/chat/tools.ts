@@ -7,6 +7,7 @@ import type { ModelTool } from '../models/port.js';
 import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
 import type { DeliveryRecord } from './turn-records.js';
+import type { PendingHandoff } from '../store/schema.js';
 
 export type ToolKind = 'client' | 'ask_user' | 'request_approval' | 'server';
 
@@ -37,6 +38,8 @@ export interface ServerCallContext {
 export type ServerToolOutcome = (
   | { ok: true; sources: Source[]; style?: CitationStyle }
   | { ok: true; text: string }
+  /** The turn pauses: the page is the person's until their next POST /chat (`text` is what tool_end shows). */
+  | { ok: true; text: string; handoff: Omit<PendingHandoff, 'tool_call_id'> }
   | { ok: false; message: string; stop?: 'subagents_incomplete' }
 ) & { delivery?: DeliveryRecord };
 
@@ -176,6 +179,12 @@ export function parseArguments(text: string): Record<string, unknown> | undefine
 export function refusalMessage(note: string | undefined): string {
   const base = 'The person did not approve this. Stop this work: do not do it, and do not try to achieve it another way. Tell them you stopped.';
   return note ? `${base} Their note: ${note}` : base;
+}
+
+/** What the agent is told when the person's next message ends a hand-off: the page is as they left it. */
+export function handoffEndedMessage(handoff: PendingHandoff): string {
+  const how = handoff.ended_by === 'check' ? 'The person has finished with the page you handed over (the hand-off check found them done).' : 'The person has ended the hand-off of the page you handed over.';
+  return `${how} The browser is as they left it: take a browser_snapshot to see the page now before you go on. Their message, if any, follows.`;
 }
 
 export function approvalMessage(note: string | undefined): string {

@@ -97,7 +97,7 @@ export const SessionOut = z
     model: z.string().nullable().meta({ description: 'Rollup: the model of the latest turn; null before the first' }),
     status: z.enum(SESSION_STATUSES).meta({ description: 'Rollup of the latest turn' }),
     parent_session_id: z.uuid().nullable().meta({ description: 'Set on a subagent\'s working conversation; null otherwise' }),
-    requires_action: z.boolean().meta({ description: 'The latest turn paused on approvals, questions or client tool calls that the next POST /chat must answer' }),
+    requires_action: z.boolean().meta({ description: 'The latest turn paused on approvals, questions, client tool calls or a browser hand-off that the next POST /chat must answer or end' }),
     created_at: z.iso.datetime(),
     updated_at: z.iso.datetime(),
   })

@@ -51,6 +51,16 @@ export interface TenantNarrowingKeysTable {
 }
 
 /** What a paused turn waits for (docs/decisions/0017); the next request on the session must answer it. */
+export interface PendingHandoff {
+  tool_call_id: string;
+  instructions: string;
+  /** The person may watch but not act (input is refused with 403). */
+  read_only: boolean;
+  /** Where the page was when it was handed over. */
+  url: string;
+  ended_by?: 'check';
+}
+
 export interface SessionPending {
   run_id: string;
   /** Calls that need the client's results (client tools, and approved client calls waiting to run). */
@@ -68,6 +78,11 @@ export interface SessionPending {
     kind: 'client' | 'server' | 'request_approval';
   }[];
   questions: { tool_call_id: string; question: string; options?: string[] }[];
+  /**
+   * Pages the agent handed to the person (`browser_handoff`): the next POST /chat ends them, whatever it holds.
+   * `ended_by` records that the hand-off check found the person done. Absent in rows stored before hand-offs.
+   */
+  handoffs?: PendingHandoff[];
   /** Server calls approved while something else still waits: run once the pause resolves. */
   cleared?: { id: string; name: string; arguments: Record<string, unknown> }[];
 }

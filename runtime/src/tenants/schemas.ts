@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { GuardrailsSchema } from '@agentplane/lib/guardrails';
 import { ComputerSettingsSchema } from '@agentplane/lib/computer';
+import { BrowserSettingsSchema } from '@agentplane/lib/browser';
 import { MCP_SERVER_NAME, mcpHeaderEntries } from '@agentplane/lib/mcp';
 import { CAPABILITIES, type Capability } from '@agentplane/lib/permissions';
 import { jsonValue } from '@agentplane/lib/schemas/json';
@@ -422,6 +423,7 @@ const configurationShape = z.strictObject({
   guardrails: GuardrailsSchema.optional().meta({ description: "Checks on what end-users send and what the agent answers; unset: none" }),
   web_search: WebSearchSectionSchema.optional().meta({ description: "The project's web search engine; unset: web_search is not offered (browse_url still is)" }),
   computer: ComputerSettingsSchema.optional().meta({ description: "The project's sandboxes: command timeout, count, limits, idle pause, lifetime, image; unset: the defaults" }),
+  browser: BrowserSettingsSchema.optional().meta({ description: "The project's browser hand-off: the check's model and rate; unset: the defaults" }),
   mcp_servers: mcpServerSections
     .optional()
     .meta({ description: `The project's MCP servers (at most ${maxMcpServers}); their tools are offered to every turn of the project. Unset: none` }),

@@ -46,6 +46,7 @@ export function doneFrame(
     tool_calls: pending?.tool_calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments as never })) ?? [],
     approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => ({ ...approval, arguments: approval.arguments as never })) ?? [],
     questions: pending?.questions ?? [],
+    handoffs: pending?.handoffs?.map(({ ended_by: _ended, ...handoff }) => handoff) ?? [],
     usage: usageOut(totals),
     citations: totals.citations,
   };

@@ -5,7 +5,7 @@ import { invalidArgument } from '@agentplane/lib/errors';
 import type { NewMessage } from '../../sessions/conversations.js';
 import type { SessionPending } from '../../store/schema.js';
 import { maxToolResultLength, type ChatRequestInput } from '../schemas.js';
-import { approvalMessage, refusalMessage } from '../tools.js';
+import { approvalMessage, handoffEndedMessage, refusalMessage } from '../tools.js';
 
 export interface PauseResolution {
   answers: NewMessage[];
@@ -82,6 +82,8 @@ export function resolvePause(pending: SessionPending | null, request: ChatReques
     if (!answer) remainingQuestions.push(question);
     else answers.push({ role: 'tool', content: answer.answer, toolCallId: question.tool_call_id, name: 'ask_user' });
   }
+  // A hand-off ends with the person's next request, whatever it holds (their message, answers, or nothing).
+  for (const handoff of pending.handoffs ?? []) answers.push({ role: 'tool', content: handoffEndedMessage(handoff), toolCallId: handoff.tool_call_id, name: 'browser_handoff' });
   const open = remainingCalls.length + remainingApprovals.length + remainingQuestions.length > 0;
   if (open) {
     return {

@@ -6,7 +6,7 @@ import type { Logger } from '@agentplane/lib/logging';
 import type { ModelToolCall } from '../../models/port.js';
 import type { AuditEntry } from '../../governance/audit.js';
 import type { NewMessage } from '../../sessions/conversations.js';
-import type { SessionPending } from '../../store/schema.js';
+import type { PendingHandoff, SessionPending } from '../../store/schema.js';
 import { citeSources } from '../citations.js';
 import { historyMessage, type HistoryMessage } from '../history.js';
 import { parseArguments, toolNotAvailable, type ClearedCall, type ServerTool, type ServerToolOutcome } from '../tools.js';
@@ -31,7 +31,7 @@ export class ToolCalls {
     signal: AbortSignal,
     totals: TurnTotals,
   ): Promise<{ pending: SessionPending | null; answers: NewMessage[]; deliveries: DeliveryRecord[]; audit: AuditEntry[]; stop?: 'subagents_incomplete' }> {
-    const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [] };
+    const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [], handoffs: [] };
     const answers: NewMessage[] = [];
     const deliveries: DeliveryRecord[] = [];
     const audit: AuditEntry[] = [];
@@ -53,9 +53,11 @@ export class ToolCalls {
         continue;
       }
       if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
-        const { stop: stopped, delivery, ok, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
+        const { stop: stopped, delivery, ok, handoff, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
         stop ??= stopped;
-        answers.push(answer);
+        // A hand-off's answer is the person's, given when the pause ends.
+        if (handoff) pending.handoffs!.push({ tool_call_id: call.id, ...handoff });
+        else answers.push(answer);
         if (delivery) deliveries.push(delivery);
         audit.push(toolCallEntry(turn, call.id, call.name, tool.server.origin ?? 'builtin', ok));
       } else if (tool.kind === 'ask_user') {
@@ -83,7 +85,8 @@ export class ToolCalls {
         pending.tool_calls.push({ id: call.id, name: call.name, arguments: args });
       }
     }
-    const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length > 0;
+    const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length + pending.handoffs!.length > 0;
+    if (pending.handoffs!.length === 0) delete pending.handoffs;
     return { pending: paused ? pending : null, answers, deliveries, audit, ...(stop ? { stop } : {}) };
   }
 
@@ -99,7 +102,8 @@ export class ToolCalls {
     for (const call of turn.cleared ?? []) {
       const tool = turn.tools.get(call.name);
       if (tool?.kind === 'server' && tool.server) {
-        const { stop: _stop, delivery, ok, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
+        // A cleared call is a webhook tool's (approval gates no hand-off): one that asked for a pause is not paused again.
+        const { stop: _stop, delivery, ok, handoff: _handoff, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
         answers.push(answer);
         if (delivery) deliveries.push(delivery);
         audit.push(toolCallEntry(turn, call.id, call.name, tool.server.origin ?? 'builtin', ok));
@@ -124,7 +128,7 @@ export class ToolCalls {
     call: ClearedCall,
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<NewMessage & { ok: boolean; stop?: 'subagents_incomplete'; delivery?: DeliveryRecord }> {
+  ): Promise<NewMessage & { ok: boolean; stop?: 'subagents_incomplete'; delivery?: DeliveryRecord; handoff?: Omit<PendingHandoff, 'tool_call_id'> }> {
     await this.log.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
     const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id, model: turn.model };
     const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): ServerToolOutcome => {
@@ -146,6 +150,7 @@ export class ToolCalls {
       ok: outcome.ok,
       ...(stop ? { stop } : {}),
       ...(outcome.delivery ? { delivery: outcome.delivery } : {}),
+      ...('handoff' in outcome ? { handoff: outcome.handoff } : {}),
     };
   }
 }

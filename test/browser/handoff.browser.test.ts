@@ -1,0 +1,262 @@
+// The hand-off (SPEC.md Browser hand-off; docs/decisions/0090) on a real runtime and Debian's Chromium: the agent
+// opens a log-in page and hands it to the person; the turn pauses with the hand-off in `handoffs`. The person
+// watches the page (a frame, the screencast), logs in with clicks, keys and text, asks the check (a small model
+// that may answer four words, rate limited), and their next message resumes the agent on the page as they left it.
+// Another person or tenant finds nothing; a privileged reader watches but may not act; a read-only hand-off refuses
+// input; an unattended run that hands over stops with needs_input.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeOpenAIServer, type ChatRequest } from '../fakes/openai-server.js';
+import { requireChromium } from '../harness/browser.js';
+import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
+import { allEvents, sseEvents } from '../harness/sse.js';
+import { MODEL, providerSection } from '../chat/fixture.js';
+
+const available = requireChromium() !== null;
+const CAPABILITIES = ['chat', 'browser', 'browser_handoff'];
+
+const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, arguments: args }] });
+const lastTool = (request: ChatRequest) => String([...request.messages].reverse().find((message) => message.role === 'tool')?.content ?? '');
+
+interface Frame {
+  mime_type: string;
+  data: string;
+  width: number;
+  height: number;
+  url: string;
+  title: string;
+  selector: string | null;
+  handoff: { tool_call_id: string; instructions: string; read_only: boolean; url: string } | null;
+}
+
+describe.skipIf(!available)('the browser hand-off', () => {
+  let site: Server;
+  let siteUrl: string;
+  const logins: string[] = [];
+  let fake: FakeOpenAIServer;
+  let rt: TestRuntime;
+  let tenant: TestTenant;
+  let other: TestTenant;
+
+  beforeAll(async () => {
+    // A log-in page whose fields sit where a person would click them: username at (100..300, 100..130).
+    site = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://site');
+      res.setHeader('Content-Type', 'text/html');
+      const page = (title: string, body: string) =>
+        res.end(`<!doctype html><html><head><title>${title}</title><style>body{margin:0} input{position:absolute;left:100px;width:200px;height:30px;box-sizing:border-box} #user{top:100px} #pass{top:160px} button{position:absolute;left:100px;top:220px}</style></head><body>${body}</body></html>`);
+      if (url.pathname === '/login') return page('Sign in', '<form action="/welcome"><input id="user" name="user" aria-label="User"><input id="pass" name="pass" type="password" aria-label="Password"><button>Sign in</button></form>');
+      if (url.pathname === '/welcome') {
+        const user = url.searchParams.get('user') ?? '';
+        logins.push(`${user}:${url.searchParams.get('pass') ?? ''}`);
+        return page('Welcome', `<h1 id="greeting">Welcome, ${user.replace(/[^a-z]/g, '')}</h1>`);
+      }
+      if (url.pathname === '/ticker') return page('Ticker', '<h1>Count <span id="n">0</span></h1><script>let n = 0; setInterval(() => { document.getElementById("n").textContent = String(++n) }, 50)</script>');
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+    siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+    fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-handoff-0001', chatModels: [MODEL] });
+    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host } });
+    tenant = await configuredTenant(rt, { ceiling: { capabilities: CAPABILITIES, registeredModels: [MODEL] } });
+    await tenant.reconfigure({ providers: providerSection(fake, [MODEL]), default_model: MODEL, browser: { handoff_check_model: null, handoff_checks_per_minute: 2 } });
+    other = await configuredTenant(rt, { ceiling: { capabilities: CAPABILITIES, registeredModels: [MODEL] } });
+  });
+  afterAll(async () => {
+    await rt?.stop();
+    await fake?.stop();
+    site?.close();
+  });
+
+  const turn = async (token: string, message: string, sessionId?: string) => {
+    const response = await fetch(`${rt.url}/chat/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ message, ...(sessionId ? { session_id: sessionId } : {}) }),
+    });
+    expect(response.status).toBe(200);
+    const frames = (await allEvents(response)).map((event) => event.data as Record<string, unknown> & { type: string });
+    const done = frames.find((frame) => frame.type === 'done') as
+      | (Record<string, unknown> & { session_id: string; requires_action: boolean; content: string; handoffs: Frame['handoff'][]; finish_reason: string | null })
+      | undefined;
+    if (!done) throw new Error(`the turn did not end with done: ${JSON.stringify(frames.at(-1))}`);
+    return { frames, done, sessionId: done.session_id };
+  };
+  const post = (token: string, path: string, body?: unknown) =>
+    fetch(`${rt.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  const frameOf = async (response: Response): Promise<Frame> => {
+    expect(response.status, await response.clone().text()).toBe(200);
+    return (await response.json()) as Frame;
+  };
+  const isJpeg = (frame: Frame) => Buffer.from(frame.data, 'base64').subarray(0, 3).equals(Buffer.from([0xff, 0xd8, 0xff]));
+
+  /** A conversation whose agent opened the log-in page and handed it over. */
+  const handedOver = async (token: string, options: { readOnly?: boolean } = {}) => {
+    fake.script(call('browser_open', { url: `${siteUrl}/login` }), call('browser_handoff', { instructions: 'Please sign in to your account.', ...(options.readOnly ? { read_only: true } : {}) }));
+    return turn(token, 'Sign me in to the site.');
+  };
+
+  it('pauses the turn with the hand-off, shows the page, takes the owner\'s input, checks, and resumes the agent on the page as left', async () => {
+    const alice = await tenant.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
+    const { frames, done, sessionId } = await handedOver(alice);
+    expect(done.requires_action).toBe(true);
+    expect(done.finish_reason).toBeNull();
+    expect(done.handoffs).toEqual([{ tool_call_id: expect.any(String), instructions: 'Please sign in to your account.', read_only: false, url: `${siteUrl}/login` }]);
+    expect(frames.filter((frame) => frame.type === 'tool_end').map((frame) => [frame.name, frame.ok])).toEqual([
+      ['browser_open', true],
+      ['browser_handoff', true],
+    ]);
+    const listed = (await (await fetch(`${rt.url}/chat/sessions`, { headers: { authorization: `Bearer ${alice}` } })).json()) as { sessions: { id: string; status: string; requires_action: boolean }[] };
+    expect(listed.sessions.find((session) => session.id === sessionId)).toMatchObject({ status: 'requires_action', requires_action: true });
+
+    // The page, whole and one element of it.
+    const whole = await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}));
+    expect(isJpeg(whole)).toBe(true);
+    expect(whole).toMatchObject({ mime_type: 'image/jpeg', width: 1280, height: 800, url: `${siteUrl}/login`, title: 'Sign in', selector: null, handoff: done.handoffs[0] });
+    const field = await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, { selector: '#user', format: 'png' }));
+    expect(field).toMatchObject({ mime_type: 'image/png', width: 200, height: 30, selector: '#user' });
+    expect(Buffer.from(field.data, 'base64').subarray(1, 4).toString()).toBe('PNG');
+    expect((await post(alice, `/chat/sessions/${sessionId}/browser/frame`, { selector: 'input[' })).status).toBe(400);
+    expect((await post(alice, `/chat/sessions/${sessionId}/browser/frame`, { selector: '#nowhere' })).status).toBe(400);
+
+    // The person signs in: a click in the user field, text, Tab, text, Enter.
+    await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'click', x: 150, y: 115 }));
+    await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'text', text: 'alice' }));
+    await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'Tab' }));
+    await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'text', text: 's3cret' }));
+    const bad = await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'NoSuchKey' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { code: string }).code).toBe('unknown_key');
+    await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'Enter' }));
+    expect(logins).toEqual(['alice:s3cret']);
+    const after = await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}));
+    expect(after).toMatchObject({ title: 'Welcome' });
+
+    // The check: the small model's word, then a word it may not say read as unsure, then the rate limit.
+    fake.script('done');
+    const checked = await post(alice, `/chat/sessions/${sessionId}/browser/check`);
+    expect(checked.status).toBe(200);
+    expect(await checked.json()).toMatchObject({ result: 'done', model: MODEL, url: expect.stringContaining('/welcome') });
+    const asked = fake.requests.at(-1)!.body as ChatRequest;
+    expect(JSON.stringify(asked.messages)).toContain('Please sign in to your account.');
+    expect(JSON.stringify(asked.messages)).toContain('Welcome, alice');
+    fake.script('Yes! The person is finished, I am sure.');
+    expect(await (await post(alice, `/chat/sessions/${sessionId}/browser/check`)).json()).toMatchObject({ result: 'unsure' });
+    const limited = await post(alice, `/chat/sessions/${sessionId}/browser/check`);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+
+    // Their next message resumes the agent, which sees the page as they left it.
+    fake.script(
+      (request) => {
+        expect(lastTool(request)).toContain('the hand-off check found them done');
+        return call('browser_snapshot', {});
+      },
+      (request) => (lastTool(request).includes('Welcome, alice') ? 'You are signed in as alice.' : `unexpected page: ${lastTool(request)}`),
+    );
+    const resumed = await turn(alice, 'Done, I signed in.', sessionId);
+    expect(resumed.done).toMatchObject({ requires_action: false, content: 'You are signed in as alice.', handoffs: [] });
+    // The hand-off ended: the page takes no more input, and the check has nothing to check.
+    const ended = await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'Tab' });
+    expect(ended.status).toBe(409);
+    expect(((await ended.json()) as { code: string }).code).toBe('no_handoff');
+    expect((await post(alice, `/chat/sessions/${sessionId}/browser/check`)).status).toBe(409);
+    // Watching still works while the agent holds the page.
+    expect((await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}))).handoff).toBeNull();
+  });
+
+  it('streams the page as it paints, and each input shows in the frames that follow', async () => {
+    const alice = await tenant.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
+    fake.script(call('browser_open', { url: `${siteUrl}/ticker` }), call('browser_handoff', { instructions: 'Watch the counter.' }));
+    const { sessionId } = await turn(alice, 'Show me the counter.');
+    const controller = new AbortController();
+    const response = await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream`, { headers: { authorization: `Bearer ${alice}` }, signal: controller.signal });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    const seen: Array<{ data: string; url: string; width: number }> = [];
+    try {
+      for await (const event of sseEvents(response)) {
+        expect(event.event).toBe('frame');
+        seen.push(event.data as { data: string; url: string; width: number });
+        if (seen.length >= 5) break;
+      }
+    } finally {
+      controller.abort();
+    }
+    // A changing page gives changing frames, each a JPEG of the page.
+    expect(new Set(seen.map((frame) => frame.data)).size).toBeGreaterThan(1);
+    expect(seen.every((frame) => frame.url === `${siteUrl}/ticker` && frame.width === 1280 && Buffer.from(frame.data, 'base64')[0] === 0xff)).toBe(true);
+
+    // One element followed: frames of that element only.
+    const followed = await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream?selector=${encodeURIComponent('#n')}`, { headers: { authorization: `Bearer ${alice}` } });
+    expect(followed.status).toBe(200);
+    for await (const event of sseEvents(followed)) {
+      expect(event.data).toMatchObject({ selector: '#n' });
+      expect((event.data as { width: number }).width).toBeGreaterThan(0);
+      expect((event.data as { width: number }).width).toBeLessThan(1280);
+      break;
+    }
+    expect((await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream?selector=${encodeURIComponent('a[')}`, { headers: { authorization: `Bearer ${alice}` } })).status).toBe(400);
+  });
+
+  it('shows nothing to another person or tenant, lets a privileged reader watch but not act, and refuses input to a read-only hand-off', async () => {
+    const alice = await tenant.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
+    const { sessionId } = await handedOver(alice);
+    const bob = await tenant.mint({ sub: 'acme:bob', scope: 'acme:bob', capabilities: CAPABILITIES });
+    const stranger = await other.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
+    for (const token of [bob, stranger]) {
+      expect((await post(token, `/chat/sessions/${sessionId}/browser/frame`, {})).status).toBe(404);
+      expect((await post(token, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'Tab' })).status).toBe(404);
+      expect((await post(token, `/chat/sessions/${sessionId}/browser/check`)).status).toBe(404);
+      expect((await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(404);
+    }
+    // Not visible is 404 before the body is read: a hostile body changes nothing.
+    expect((await post(bob, `/chat/sessions/${sessionId}/browser/input`, { type: 'warp', x: -1 })).status).toBe(404);
+
+    const admin = await tenant.mint({ sub: 'acme:boss', scope: 'acme', roles: ['admin'], capabilities: CAPABILITIES });
+    expect((await frameOf(await post(admin, `/chat/sessions/${sessionId}/browser/frame`, {}))).url).toBe(`${siteUrl}/login`);
+    const watched = await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream`, { headers: { authorization: `Bearer ${admin}` } });
+    expect(watched.status).toBe(200);
+    await watched.body?.cancel();
+    for (const [path, body] of [
+      ['input', { type: 'key', key: 'Tab' }],
+      ['check', undefined],
+    ] as const) {
+      const refused = await post(admin, `/chat/sessions/${sessionId}/browser/${path}`, body);
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({ code: 'not_owner', detail: expect.stringContaining('can see it but may not') });
+    }
+
+    // A read-only hand-off: the owner watches, and may not act.
+    const readOnly = await handedOver(alice, { readOnly: true });
+    expect(readOnly.done.handoffs[0]).toMatchObject({ read_only: true });
+    expect((await frameOf(await post(alice, `/chat/sessions/${readOnly.sessionId}/browser/frame`, {}))).handoff).toMatchObject({ read_only: true });
+    const refused = await post(alice, `/chat/sessions/${readOnly.sessionId}/browser/input`, { type: 'click', x: 150, y: 115 });
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ code: 'handoff_read_only', detail: expect.stringContaining('can see it but may not') });
+    // Input outside the viewport, or of no known kind, is a 4xx naming the field, and changes nothing.
+    const outside = await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'click', x: 5000, y: 10 });
+    expect(outside.status).toBe(422);
+    expect(JSON.stringify(await outside.json())).toContain('x');
+  });
+
+  it('is offered only with browser_handoff, and a page must be open to hand over', async () => {
+    const browseOnly = await tenant.mint({ sub: 'acme:carol', capabilities: ['chat', 'browser'] });
+    const tools = (await (await fetch(`${rt.url}/tools`, { headers: { authorization: `Bearer ${browseOnly}` } })).json()) as { tools: { name: string }[] };
+    expect(tools.tools.map((tool) => tool.name)).not.toContain('browser_handoff');
+    const carol = await tenant.mint({ sub: 'acme:carol', capabilities: CAPABILITIES });
+    const withHandoff = (await (await fetch(`${rt.url}/tools`, { headers: { authorization: `Bearer ${carol}` } })).json()) as { tools: { name: string }[] };
+    expect(withHandoff.tools.map((tool) => tool.name)).toContain('browser_handoff');
+    fake.script(call('browser_handoff', { instructions: 'Sign in.' }), (request) => `told: ${lastTool(request)}`);
+    const { done, sessionId } = await turn(carol, 'Hand me the page.');
+    expect(done).toMatchObject({ requires_action: false, content: expect.stringContaining('open it with browser_open first') });
+    const none = await post(carol, `/chat/sessions/${sessionId}/browser/frame`, {});
+    expect(none.status).toBe(409);
+    expect(((await none.json()) as { code: string }).code).toBe('no_browser_page');
+  });
+});
