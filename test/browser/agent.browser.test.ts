@@ -33,6 +33,8 @@ describe.skipIf(!available)("the agent's browser", () => {
   let shop: Server;
   let shopUrl: string;
   const orders: string[] = [];
+  /** The busy page's held requests: answered, they start its loop. */
+  const busyGo: import('node:http').ServerResponse[] = [];
   let secret: Server;
   let secretPort: number;
   const secretHits: string[] = [];
@@ -58,7 +60,9 @@ describe.skipIf(!available)("the agent's browser", () => {
         res.setHeader('Set-Cookie', `who=${url.searchParams.get('who')}; Path=/`);
         return page('<h1>Cookie set</h1>');
       }
-      if (url.pathname === '/busy') return page('<h1>Busy</h1><script>setTimeout(() => { for (;;) {} }, 3000)</script>');
+      // The page's script loops from when the test lets it (its fetch answered), never earlier.
+      if (url.pathname === '/busy') return page('<h1>Busy</h1><script>fetch("/busy-go").then(() => { for (;;) {} })</script>');
+      if (url.pathname === '/busy-go') return void busyGo.push(res);
       if (url.pathname === '/whoami') return page(`<h1>You are ${/who=(\w+)/.exec(req.headers.cookie ?? '')?.[1] ?? 'nobody'}</h1>`);
       res.writeHead(404).end();
     });
@@ -155,9 +159,12 @@ describe.skipIf(!available)("the agent's browser", () => {
     const token = await tenant.mint({ sub: 'acme:dave', capabilities: ['chat', 'browser'] });
     fake.script(
       call('browser_open', { url: `${shopUrl}/busy` }),
-      // The model takes its time (five words 0.8 s apart) before reading: by then the page's script loops, and the
-      // read would never end without the deadline.
-      { text: 'Let me read it now.', toolCalls: [{ name: 'browser_read', arguments: {} }], dripMs: 800, chunkBy: 'word' },
+      // Once the page is open (the model is asked again), its loop starts; the model takes its time (five words 0.4 s
+      // apart) before reading, and the read would never end without the deadline.
+      () => {
+        for (const held of busyGo.splice(0)) held.end('go');
+        return { text: 'Let me read it now.', toolCalls: [{ name: 'browser_read', arguments: {} }], dripMs: 400, chunkBy: 'word' };
+      },
       call('browser_open', { url: `${shopUrl}/` }),
       'recovered',
     );
