@@ -457,7 +457,7 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     tools.register({ name: 'web', forTurn: ({ principal }) => web.for(principal.configuration.document.web_search) });
     tools.register({ name: 'webhooks', forTurn: ({ principal }) => webhookTools.for(principal) });
     tools.register(computerFamily(computers));
-    tools.register(browserFamily(browsers, config.browser.callMs));
+    tools.register(browserFamily(browsers, config.browser.callMs, config.browser.handoffMs));
     tools.register({
       name: 'mcp',
       forTurn: async ({ principal, permission }) => {

@@ -114,6 +114,8 @@ export interface RuntimeConfig extends ServiceBasics {
     spare: number;
     /** The most one browser tool call may take before its page is closed. */
     callMs: number;
+    /** How long a page handed to a person stays open for them without anyone watching, whoever else needs the pool. */
+    handoffMs: number;
     /** Private addresses a page may reach (never loopback to the service's ports, link-local or metadata). Default false. */
     allowPrivate: boolean;
     /** `host:port` destinations allowed even where they are private (an intranet site, a test's pages). */
@@ -280,6 +282,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
       waitMs: read.integer('BROWSER_WAIT_MS', 10_000, { min: 0, max: 600_000 }),
       spare: read.integer('BROWSER_SPARE', 1, { min: 0, max: 16 }),
       callMs: read.integer('BROWSER_CALL_SECONDS', 45, { min: 1, max: 600 }) * 1000,
+      handoffMs: read.integer('BROWSER_HANDOFF_SECONDS', 900, { min: 10, max: 86_400 }) * 1000,
       allowPrivate: read.boolean('BROWSER_ALLOW_PRIVATE_URLS', false),
       allowedDestinations: (read.string('BROWSER_ALLOWED_DESTINATIONS') ?? '')
         .split(',')

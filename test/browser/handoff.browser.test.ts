@@ -12,9 +12,11 @@ import { requireChromium } from '../harness/browser.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
 import { allEvents, sseEvents } from '../harness/sse.js';
 import { MODEL, providerSection } from '../chat/fixture.js';
+import { WebhookHandler } from '../fakes/webhook-handler.js';
+import { eventually } from '../harness/eventually.js';
 
 const available = requireChromium() !== null;
-const CAPABILITIES = ['chat', 'browser', 'browser_handoff'];
+const CAPABILITIES = ['chat', 'browser', 'browser_handoff', 'tasks:read', 'tasks:write'];
 
 const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, arguments: args }] });
 const lastTool = (request: ChatRequest) => String([...request.messages].reverse().find((message) => message.role === 'tool')?.content ?? '');
@@ -38,6 +40,7 @@ describe.skipIf(!available)('the browser hand-off', () => {
   let rt: TestRuntime;
   let tenant: TestTenant;
   let other: TestTenant;
+  let receiver: WebhookHandler;
 
   beforeAll(async () => {
     // A log-in page whose fields sit where a person would click them: username at (100..300, 100..130).
@@ -58,14 +61,23 @@ describe.skipIf(!available)('the browser hand-off', () => {
     await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
     siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-handoff-0001', chatModels: [MODEL] });
-    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host } });
+    receiver = await WebhookHandler.start();
+    rt = await startTestRuntime({
+      env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host, BROWSER_MAX_CONTEXTS: '8', SCHEDULER_TICK_MS: '100', DELIVERY_TICK_MS: '100' },
+    });
     tenant = await configuredTenant(rt, { ceiling: { capabilities: CAPABILITIES, registeredModels: [MODEL] } });
-    await tenant.reconfigure({ providers: providerSection(fake, [MODEL]), default_model: MODEL, browser: { handoff_check_model: null, handoff_checks_per_minute: 2 } });
+    await tenant.reconfigure({
+      providers: providerSection(fake, [MODEL]),
+      default_model: MODEL,
+      browser: { handoff_check_model: null, handoff_checks_per_minute: 2 },
+      webhook: { url: `${receiver.url}/events` },
+    });
     other = await configuredTenant(rt, { ceiling: { capabilities: CAPABILITIES, registeredModels: [MODEL] } });
   });
   afterAll(async () => {
     await rt?.stop();
     await fake?.stop();
+    await receiver?.stop();
     site?.close();
   });
 
@@ -258,5 +270,30 @@ describe.skipIf(!available)('the browser hand-off', () => {
     const none = await post(carol, `/chat/sessions/${sessionId}/browser/frame`, {});
     expect(none.status).toBe(409);
     expect(((await none.json()) as { code: string }).code).toBe('no_browser_page');
+  });
+
+  it('stops an unattended run that hands a page over with needs_input, and turn.stopped says where the page waits', async () => {
+    const alice = await tenant.mint({ sub: 'acme:alice', scope: 'acme:alice', capabilities: CAPABILITIES });
+    fake.script(call('browser_open', { url: `${siteUrl}/login` }), call('browser_handoff', { instructions: 'Sign in so I can fetch the invoices.' }));
+    const created = await fetch(`${rt.url}/tasks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Fetch this month\'s invoices.', run_at: new Date(Date.now() + 300).toISOString() }),
+    });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const task = (await created.json()) as { id: string };
+    const stoppedOf = () => receiver.requests.filter((request) => request.headers['x-event-type'] === 'turn.stopped').map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    await eventually(async () => stoppedOf().some((event) => (event.data.origin as { task_id?: string }).task_id === task.id), { what: 'turn.stopped' });
+    const stopped = stoppedOf().find((event) => (event.data.origin as { task_id?: string }).task_id === task.id)!;
+    expect(stopped.data).toMatchObject({
+      status: 'incomplete',
+      finish_reason: 'needs_input',
+      requires_action: true,
+      handoffs: [{ tool_call_id: expect.any(String), instructions: 'Sign in so I can fetch the invoices.', read_only: false, url: `${siteUrl}/login` }],
+    });
+    // The person finds the page where the event says, and may act on it.
+    const sessionId = stopped.data.session_id as string;
+    expect((await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}))).handoff).toMatchObject({ instructions: 'Sign in so I can fetch the invoices.' });
+    expect((await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'click', x: 150, y: 115 })).status).toBe(200);
   });
 });

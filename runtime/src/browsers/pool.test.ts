@@ -120,6 +120,29 @@ describe('the browser pool', () => {
     expect(contexts.map((context) => context.closed)).toEqual([true, false]);
   });
 
+  it('keeps a page handed to a person past the idle time and through a full pool, until the keep ends or is dropped', async () => {
+    let now = 0;
+    const { source, contexts } = fakeSource();
+    const pool = new BrowserPool(source, limits({ waitMs: 50 }), silentLogger(), () => now);
+    pool.release(await pool.hold('t/a/handed'));
+    expect(pool.keep('t/a/handed', 5_000)).toBe(true);
+    expect(pool.keep('t/a/never-opened', 5_000)).toBe(false);
+    pool.release(await pool.hold('t/a/other'));
+    now = 2_000;
+    // Idle past idleMs, yet kept: the sweep closes only the other.
+    expect(await pool.sweep()).toBe(1);
+    expect(contexts.map((context) => context.closed)).toEqual([false, true]);
+    // Full (2 of 2) with nothing else idle: a new conversation waits rather than close the kept page, then is refused.
+    await pool.hold('t/a/busy');
+    const refused = pool.hold('t/a/new').catch((error: AppError) => error.code);
+    now = 2_100;
+    expect(await refused).toBe('browser_busy');
+    // The keep dropped (the agent acts again), the page is idle like any other and makes room.
+    pool.keep('t/a/handed', 0);
+    expect((await pool.hold('t/a/new')).key).toBe('t/a/new');
+    expect(contexts[0]!.closed).toBe(true);
+  });
+
   it("closes a tenant's contexts, held or not, and no other tenant's", async () => {
     const { source, contexts } = fakeSource();
     const pool = new BrowserPool(source, limits({ maxContexts: 5 }), silentLogger());

@@ -10,8 +10,8 @@ import type { ServerTool, ServerToolOutcome } from '../chat/tools.js';
 import type { BrowserPool, ConversationBrowser } from './pool.js';
 
 export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back', 'browser_handoff'] as const;
-/** How long a page handed over stays open for the person without anyone watching it. */
-export const HANDOFF_KEEP_MS = 30 * 60_000;
+/** How long a page handed over stays open for the person without anyone watching it, unless configured. */
+export const DEFAULT_HANDOFF_MS = 15 * 60_000;
 /** What the model gets of a snapshot or a page's text: the rest is said to be cut. */
 export const MAX_BROWSER_RESULT_CHARS = 12_000;
 /** How long an action, or a navigation, may take. */
@@ -59,7 +59,7 @@ function refArg(args: Record<string, unknown>): string | undefined {
 const refProperty = { ref: { type: 'string', description: 'The element, by its [ref=...] in the latest browser_snapshot (e.g. e12)' } };
 
 /** The browser's tools for one turn; the conversation's context is held while a call runs. */
-export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEFAULT_CALL_MS): FamilyTools {
+export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEFAULT_CALL_MS, handoffMs = DEFAULT_HANDOFF_MS): FamilyTools {
   const { principal } = caller;
   const needs = ['browser'] as const;
   /**
@@ -68,7 +68,11 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
    * is cancelled, the page is closed, which ends its renderer, and the call fails; the next call opens a new page.
    */
   const onPage = async (sessionId: string, signal: AbortSignal, act: (page: Page, browser: ConversationBrowser) => Promise<ServerToolOutcome>, doing: string): Promise<ServerToolOutcome> => {
-    const browser = await pool.hold(conversationKey(principal.tenantId, principal.claims.sub, sessionId), signal);
+    const key = conversationKey(principal.tenantId, principal.claims.sub, sessionId);
+    const browser = await pool.hold(key, signal);
+    // The agent acts again: any hand-off of this page has ended (a turn waiting for the person makes no calls), so
+    // the page goes back to the pool's usual idle rule.
+    pool.keep(key, 0);
     let page: Page | undefined;
     let timer: NodeJS.Timeout | undefined;
     let stop: (() => void) | undefined;
@@ -256,7 +260,7 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
             const url = page.url();
             if (url === 'about:blank') return { ok: false, message: 'There is no page to hand over: open it with browser_open first.' };
             // Kept open while the person takes their time, whoever else needs the pool meanwhile.
-            pool.keep(key, HANDOFF_KEEP_MS);
+            pool.keep(key, handoffMs);
             const readOnly = args.read_only === true;
             return { ok: true, text: `Handed ${url} to the person${readOnly ? ' to look at' : ''}; the turn waits for them.`, handoff: { instructions, read_only: readOnly, url } };
           },
@@ -269,6 +273,6 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
 }
 
 /** The browser as a tool family of the turn; without a browser on this runtime it offers nothing. */
-export function browserFamily(pool: BrowserPool | undefined, callMs = DEFAULT_CALL_MS): ToolFamily {
-  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller, callMs) : []) };
+export function browserFamily(pool: BrowserPool | undefined, callMs = DEFAULT_CALL_MS, handoffMs = DEFAULT_HANDOFF_MS): ToolFamily {
+  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller, callMs, handoffMs) : []) };
 }

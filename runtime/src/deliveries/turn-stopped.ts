@@ -1,5 +1,6 @@
 // What `turn.stopped` says of an unattended run (docs/decisions/0059), whatever started it: how it went, its last
-// answer, and, for a pause, what it waits for, so the receiver can send `approval_decisions` back.
+// answer, and, for a pause, what it waits for, so the receiver can send `approval_decisions` back (or, for a page
+// handed over, show it to the person).
 import { sql, type Kysely } from 'kysely';
 import type { RunOutcome } from '../chat/unattended.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
@@ -27,6 +28,8 @@ export async function stoppedRunData(db: Kysely<RuntimeSchema>, runId: string, o
     requires_action: pending !== null,
     approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => approval) ?? [],
     questions: pending?.questions ?? [],
+    // A page handed to the person: watched and used at /chat/sessions/{session_id}/browser/*, ended by a POST /chat.
+    handoffs: pending?.handoffs?.map(({ ended_by: _ended, ...handoff }) => handoff) ?? [],
   };
 }
 
