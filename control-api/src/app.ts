@@ -28,6 +28,7 @@ import { assertProjectRoutesAuthorize, keyRoutes, projectCallerGuard } from './k
 import { ProjectKeyService } from './keys/service.js';
 import { activityRoutes } from './activity/routes.js';
 import { computerRoutes } from './computers/routes.js';
+import { browserRoutes } from './browser/routes.js';
 import { ProjectComputers } from './computers/service.js';
 import { ControlAuditLog, controlAuditEntry } from './audit/log.js';
 import { controlAuditRoutes } from './audit/routes.js';
@@ -187,6 +188,7 @@ export async function createControlApi({ config, logger, lifecycle = new Lifecyc
         ...skillRoutes(new SkillRelay(projects, reach), keys),
         ...activityRoutes(activity, keys),
         ...computerRoutes(computers, keys),
+        ...browserRoutes(projects, keys),
         ...projectEventRoutes(new ProjectEventsService(projects, reach, urlPolicy), keys),
         ...controlAuditRoutes(audit, keys, forgottenMints),
       ])),

@@ -29,3 +29,8 @@ export const BrowserSettingsSchema = z
   })
   .meta({ id: 'BrowserSettings' });
 export type BrowserSettings = z.infer<typeof BrowserSettingsSchema>;
+
+/** The settings in force: the project's, the defaults filled where it set none. */
+export function browserSettingsOf(section: Partial<BrowserSettings> | undefined): BrowserSettings {
+  return { handoff_check_model: null, ...BROWSER_DEFAULTS, ...(section ?? {}) };
+}

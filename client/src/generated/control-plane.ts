@@ -126,6 +126,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/projects/{id}/browser": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The project's browser hand-off settings: the check's model and how often a conversation may ask it */
+        get: operations["getBrowserSettings"];
+        /**
+         * Replace the project's browser hand-off settings (a setting left out is its default)
+         * @description `handoff_check_model` must be a model the project registers (400 otherwise); a small, cheap one suits the check, which answers one word. The runtime reads the settings at each check.
+         */
+        put: operations["setBrowserSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/projects/{id}/capabilities": {
         parameters: {
             query?: never;
@@ -1115,6 +1136,30 @@ export interface components {
             email: string;
             /** Format: uuid */
             id: string;
+        };
+        BrowserSettings: {
+            /**
+             * @description The model that answers the hand-off check, best a small one the project registered; null: the conversation's model, else the project's default
+             * @default null
+             */
+            handoff_check_model?: string | null;
+            /**
+             * @description How many hand-off checks one conversation may ask for a minute; more answer 429 with Retry-After
+             * @default 6
+             */
+            handoff_checks_per_minute?: number;
+        };
+        BrowserSettingsOutput: {
+            /**
+             * @description The model that answers the hand-off check, best a small one the project registered; null: the conversation's model, else the project's default
+             * @default null
+             */
+            handoff_check_model: string | null;
+            /**
+             * @description How many hand-off checks one conversation may ask for a minute; more answer 429 with Retry-After
+             * @default 6
+             */
+            handoff_checks_per_minute: number;
         };
         Budget: {
             /** @description Spend cap in USD, computed from the providers' prices */
@@ -3003,6 +3048,171 @@ export interface operations {
             };
             /** @description No such project (or thing in it), or not visible to the caller */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getBrowserSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description In force (the defaults where the project set none) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrowserSettingsOutput"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A mint-scope key on an admin route */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such project (or thing in it), or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setBrowserSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BrowserSettings"];
+            };
+        };
+        responses: {
+            /** @description In force */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrowserSettingsOutput"];
+                };
+            };
+            /** @description The model is not one the project registers (`model_not_available`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A mint-scope key on an admin route */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such project (or thing in it), or not visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body sent with a Content-Type other than application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

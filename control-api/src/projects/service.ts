@@ -1,6 +1,7 @@
 // Projects of an org: each is one customer's hard-isolation unit with its own tenant on a runtime, its own
 // capability ceiling and configuration, and its own token signing key ring (sealed at rest).
 import { computerSettingsOf, type ComputerSettings } from '@agentplane/lib/computer';
+import { browserSettingsOf, type BrowserSettings } from '@agentplane/lib/browser';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
@@ -69,6 +70,8 @@ export type ProjectChange = Partial<{
   guardrails: string | null;
   /** JSON of the computer settings, whole, or null. */
   computer: string | null;
+  /** JSON of the browser hand-off settings, whole, or null. */
+  browser: string | null;
 }>;
 
 /** How the project service hands its queued changes to the delivery (ConfigurationDelivery and the outbox relay). */
@@ -191,6 +194,27 @@ export class ProjectService {
   async setComputer(projectId: string, settings: ComputerSettings): Promise<ComputerSettings> {
     await this.applyChange(projectId, async () => ({ set: { computer: JSON.stringify(settings) }, result: undefined }));
     return computerSettingsOf(settings);
+  }
+
+  /** The project's browser hand-off settings, the defaults filled where it set none. */
+  async browserOf(projectId: string): Promise<BrowserSettings> {
+    return browserSettingsOf((await this.row(projectId)).browser ?? undefined);
+  }
+
+  /**
+   * Replaces the project's browser hand-off settings, whole. The check's model must be one the project registers
+   * (400 otherwise, checked with the project row locked); null leaves the choice to the conversation.
+   */
+  async setBrowser(projectId: string, settings: BrowserSettings): Promise<BrowserSettings> {
+    await this.applyChange(projectId, async (trx) => {
+      const model = settings.handoff_check_model;
+      if (model !== null) {
+        const registered = await registeredModels(trx, projectId);
+        if (!registered.includes(model)) throw modelNotRegistered(model, registered);
+      }
+      return { set: { browser: JSON.stringify(settings) }, result: undefined };
+    });
+    return browserSettingsOf(settings);
   }
 
   /** Where the project's events go, or null. */
@@ -350,6 +374,7 @@ export class ProjectService {
       ...(row.guardrails && (row.guardrails.input.length > 0 || row.guardrails.output.length > 0) ? { guardrails: row.guardrails } : {}),
       // Only once the project set it: until then the runtime's defaults (the same lib/computer ones) hold.
       ...(row.computer ? { computer: row.computer } : {}),
+      ...(row.browser ? { browser: row.browser } : {}),
       ...(row.web_search
         ? {
             web_search: {

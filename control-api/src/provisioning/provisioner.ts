@@ -4,6 +4,7 @@
 // (docs/decisions/0024).
 import { AppError } from '@agentplane/lib/errors';
 import type { ComputerSettings } from '@agentplane/lib/computer';
+import type { BrowserSettings } from '@agentplane/lib/browser';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { BudgetWindow, ProviderKind, StoredPrice } from '../store/schema.js';
 import type { PushedMcpServer, PushedWebhookTool } from '../tools/configuration.js';
@@ -76,6 +77,8 @@ export interface TenantConfigurationDocument {
   web_search?: { provider: 'brave' | 'searxng'; base_url: string; api_key?: string };
   /** Present when the project set its computer settings (every one, defaults filled). */
   computer?: ComputerSettings;
+  /** Present when the project set its browser hand-off settings. */
+  browser?: BrowserSettings;
 }
 
 /** Which project and tenant an outbox entry is about. */

@@ -328,4 +328,12 @@ export const controlMigrations: Migration[] = [
       'alter table control.projects add column computer jsonb',
     ],
   },
+  {
+    version: 23,
+    name: 'browser',
+    statements: [
+      // The project's browser hand-off settings (lib/src/browser.ts; docs/decisions/0090); null: the runtime's defaults.
+      'alter table control.projects add column browser jsonb',
+    ],
+  },
 ];

@@ -1,5 +1,6 @@
 // The control-api's tables as Kysely sees them (queried through `withSchema('control')`).
 import type { ComputerSettings } from '@agentplane/lib/computer';
+import type { BrowserSettings } from '@agentplane/lib/browser';
 import type { Guardrails } from '@agentplane/lib/guardrails';
 import type { ColumnType, Generated } from 'kysely';
 
@@ -88,6 +89,8 @@ export interface ControlSchema {
     guardrails: ColumnType<Guardrails | null, string | null | undefined, string | null>;
     /** The project's computer settings as it last set them, whole (docs/decisions/0080); null: the defaults. */
     computer: ColumnType<ComputerSettings | null, string | null | undefined, string | null>;
+    /** The project's browser hand-off settings as it last set them, whole (docs/decisions/0090); null: the defaults. */
+    browser: ColumnType<BrowserSettings | null, string | null | undefined, string | null>;
   };
   /** Every control-plane write and token mint (docs/decisions/0065); append-only. */
   audit_log: {
