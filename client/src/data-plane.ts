@@ -6,6 +6,7 @@ import type { ChatResponse, RunAccepted } from './frames.js';
 import type { components, paths } from './generated/data-plane.js';
 import { paginate } from './pages.js';
 import { ChatStream, type ReconnectOptions, type RunCalls } from './stream.js';
+import { BrowserClient } from './browser.js';
 import { createTransport, type RetryOptions, type Send } from './transport.js';
 
 export type ChatRequest = components['schemas']['ChatRequest'];
@@ -140,6 +141,8 @@ export interface DataPlaneClient {
   /** Every data-plane route, typed from its OpenAPI document (openapi-fetch); a failed call throws. */
   api: Client<paths>;
   chat: ChatClient;
+  /** A page the agent handed over: its frame, its screencast, input to it, the check. */
+  browser: BrowserClient;
 }
 
 export function createDataPlaneClient(options: DataPlaneOptions): DataPlaneClient {
@@ -155,5 +158,5 @@ export function createDataPlaneClient(options: DataPlaneOptions): DataPlaneClien
   });
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
   const api = createClient<paths>({ baseUrl, fetch: (request) => send(request) });
-  return { api, chat: new ChatClient(api, send, baseUrl, options.reconnect) };
+  return { api, chat: new ChatClient(api, send, baseUrl, options.reconnect), browser: new BrowserClient(api, send, baseUrl) };
 }

@@ -25,6 +25,16 @@ export {
   type ToolResult,
 } from './data-plane.js';
 export { ChatStream, type ReconnectOptions } from './stream.js';
+export {
+  BrowserClient,
+  type BrowserFrame,
+  type BrowserFrameRequest,
+  type BrowserInput,
+  type Handoff,
+  type HandoffCheck,
+  type ScreencastEvent,
+  type ScreencastFrame,
+} from './browser.js';
 export type { ChatResponse, DoneFrame, ErrorFrame, Frame, FrameType, RunAccepted, StartFrame, StreamFrame, TokenFrame, ToolEndFrame, ToolStartFrame } from './frames.js';
 export { expiryOfJwt, REFRESH_MARGIN_MS, type ProvidedToken, type TokenProvider } from './credentials.js';
 export {

@@ -47,9 +47,9 @@ export interface ConsoleStack {
  * A control plane serving a freshly built console, its projects provisioned on a runtime on loopback (private URLs
  * allowed, so the fake provider on 127.0.0.1 can be registered), the fake provider with `gpt-4o-mini`, and Chromium.
  */
-export async function startConsoleStack(): Promise<ConsoleStack> {
+export async function startConsoleStack(options: { runtimeEnv?: Record<string, string> } = {}): Promise<ConsoleStack> {
   const dir = await buildConsole();
-  const runtime = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true' } });
+  const runtime = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', ...options.runtimeEnv } });
   const control = await startTestControl(
     { ...owner, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', CONSOLE_DIR: dir, DATA_PLANE_URL: runtime.url },
     { provisioner: new LocalProvisioner({ runtimeUrl: runtime.url, adminKey: runtime.adminKey, timeoutMs: 5000 }) },

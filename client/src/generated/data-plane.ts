@@ -1693,7 +1693,7 @@ export interface components {
             /** @description The picture, base64 */
             data: string;
             /** @description The hand-off open in the conversation; null when the agent holds the page */
-            handoff: components["schemas"]["BrowserHandoff"] | null;
+            handoff: components["schemas"]["Handoff"] | null;
             height: number;
             /** @enum {string} */
             mime_type: "image/jpeg" | "image/png";
@@ -1718,12 +1718,6 @@ export interface components {
             quality?: number;
             /** @description A CSS selector: the picture is of the first element it matches */
             selector?: string;
-        };
-        BrowserHandoff: {
-            instructions: string;
-            read_only: boolean;
-            tool_call_id: string;
-            url: string;
         };
         /** @description One input to the page: mouse, wheel, a key or text */
         BrowserInput: {

@@ -6,7 +6,7 @@ import { HANDOFF_CHECK_RESULTS } from '@agentplane/lib/browser';
 import { defineRoute, type RouteDefinition } from '@agentplane/lib/http/routes';
 import { openSse, sseEventSchema } from '@agentplane/lib/http/sse';
 import { principalOf } from '../auth/guard.js';
-import { SessionIdParams } from '../chat/schemas.js';
+import { HandoffOut, SessionIdParams } from '../chat/schemas.js';
 import type { SessionRow } from '../sessions/conversations.js';
 import type { PendingHandoff } from '../store/schema.js';
 import { MAX_INPUT_TEXT, type BrowserHandoffs } from './handoff.js';
@@ -21,7 +21,6 @@ const BrowserFrameRequest = z
   })
   .meta({ id: 'BrowserFrameRequest' });
 
-const HandoffOut = z.object({ tool_call_id: z.string(), instructions: z.string(), read_only: z.boolean(), url: z.string() }).meta({ id: 'BrowserHandoff' });
 const BrowserFrame = z
   .object({
     mime_type: z.enum(['image/jpeg', 'image/png']),

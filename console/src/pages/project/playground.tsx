@@ -1,6 +1,7 @@
 // The playground: chat with the project's agent as a test subject, on a short-lived token the console mints for it
 // (decision 0085). Tokens stream in as they come, tool calls show as they start and end, and a turn that pauses
-// (approvals, questions, client tool calls) asks for its answers here; the session can be opened afterwards.
+// (approvals, questions, client tool calls) asks for its answers here, a page the agent hands over opens in the
+// hand-off viewer; the session can be opened afterwards.
 import { useRef, useState, type FormEvent } from 'react';
 import { Link } from 'wouter';
 import { StreamError, type ChatRequest, type ChatStream, type DataPlane } from '@agentplane/client';
@@ -8,6 +9,7 @@ import { ErrorMessage } from '../../components/error-message.js';
 import { useDataPlane } from '../../data-plane.js';
 import { useRegisteredModels } from '../../queries.js';
 import { useSession } from '../../session.js';
+import { HandoffViewer } from './handoff.js';
 
 type ChatResponse = DataPlane.components['schemas']['ChatResponse'];
 
@@ -162,14 +164,23 @@ function Conversation({ projectId, subject, model }: { projectId: string; subjec
     }
   }
 
+  function say(text: string) {
+    setEntries((list) => [...list, { kind: 'user', text }]);
+    void run({ message: text });
+  }
+
   function send(event: FormEvent<HTMLFormElement>) {
     event.preventDefault();
     const text = message.trim();
     if (!text) return;
     setMessage('');
-    setEntries((list) => [...list, { kind: 'user', text }]);
-    void run({ message: text });
+    say(text);
   }
+
+  const handoff = pause?.handoffs?.[0];
+  const answers = pause ? pause.approvals.length + pause.questions.length + pause.tool_calls.length : 0;
+  // A hand-off alone is ended by the person's next message: the box stays open for it.
+  const blocked = pause !== null && answers > 0;
 
   return (
     <>
@@ -178,7 +189,10 @@ function Conversation({ projectId, subject, model }: { projectId: string; subjec
         {status}
       </p>
       <ErrorMessage error={error} />
-      {pause && !running ? <PauseForm pause={pause} pending={running !== null} onResolve={(resolution) => void run(resolution)} /> : null}
+      {pause && !running && handoff && sessionId ? (
+        <HandoffViewer dataPlane={dataPlane} sessionId={sessionId} handoff={handoff} busy={running !== null} onDone={() => say(handoff.read_only ? 'I have seen the page.' : "I'm done with the page.")} />
+      ) : null}
+      {pause && !running && answers > 0 ? <PauseForm pause={pause} pending={running !== null} onResolve={(resolution) => void run(resolution)} /> : null}
       <form onSubmit={send} aria-label="Message the agent">
         <label htmlFor="playground-message">Message</label>
         <textarea
@@ -194,10 +208,10 @@ function Conversation({ projectId, subject, model }: { projectId: string; subjec
               event.currentTarget.form?.requestSubmit();
             }
           }}
-          disabled={pause !== null}
+          disabled={blocked}
         />
         <div className="actions">
-          <button type="submit" disabled={running !== null || pause !== null}>
+          <button type="submit" disabled={running !== null || blocked}>
             Send
           </button>
           {running ? (
