@@ -1,7 +1,8 @@
 // The agent's browser (decisions 0087, 0088), on Debian's Chromium: a conversation's context made ready from a warm
 // browser (the pool's hold and its page; on demand, and taken from the one made ahead), a navigation of a local page through the egress proxy, and memory per
 // context with BENCH_BROWSER_CONTEXTS (20) open on a page each. Baselines in the same run: the same Chromium launched
-// bare (no proxy, no pool), doing the same. The hand-off's screencast and input figures come with the hand-off.
+// bare (no proxy, no pool), doing the same. Then the hand-off (browser-handoff.ts): the screencast's frames a second
+// and bytes a frame through our SSE route, a slow viewer, and input to the new frame, each against bare Chromium.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -10,6 +11,7 @@ import { silentLogger } from '@agentplane/lib/logging';
 import { descendantsMemory, LocalBrowserSource } from '@agentplane/runtime/browsers/local';
 import { BrowserPool, type ConversationBrowser } from '@agentplane/runtime/browsers/pool';
 import { chromiumPath } from '../harness/browser.js';
+import { handoffTables } from './browser-handoff.js';
 import { finishTable, latencyColumns, summarise, Teardown, timingRow, type BenchReport, type Row } from './measure.js';
 
 const CONTEXTS = Number(process.env.BENCH_BROWSER_CONTEXTS ?? 20);
@@ -119,6 +121,9 @@ export async function run(): Promise<BenchReport> {
         note: `Debian's Chromium, headless; ${ROUNDS} rounds each after 3 warm-up rounds; the page is ~4 KB of HTML served on loopback.`,
       }),
     );
+
+    // The hand-off, on a runtime of its own (stopped before memory is read).
+    report.tables.push(...(await handoffTables(bare)));
 
     // Memory per context with many open, each on the page: Chromium's PSS before and after, divided.
     const memoryRows: Row[] = [];
