@@ -3,7 +3,9 @@
 // step answers what the README says it does. Only addresses change: the ports and data dir of this run, and the
 // model server's URL.
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,14 +41,41 @@ describe('the README', () => {
   let fake: FakeOpenAIServer;
   let server: ReturnType<typeof spawn>;
   let ports: { control: number; data: number };
+  // The shop the browser section signs in to, on loopback (the README names https://shop.example.com).
+  let shop: Server;
+  let shopUrl: string;
+  const logins: string[] = [];
 
   beforeAll(async () => {
     fake = await FakeOpenAIServer.start({ apiKey: 'ollama', chatModels: ['llama3.2'] });
+    shop = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://shop');
+      res.setHeader('Content-Type', 'text/html');
+      const page = (title: string, body: string) =>
+        res.end(`<!doctype html><title>${title}</title><style>body{margin:0} input{position:absolute;left:100px;width:300px;height:40px} #user{top:100px} #pass{top:180px} button{position:absolute;left:100px;top:260px}</style>${body}`);
+      if (url.pathname === '/login') return page('Sign in', '<form action="/orders"><input id="user" name="user" aria-label="User"><input id="pass" name="pass" type="password" aria-label="Password"><button>Sign in</button></form>');
+      if (url.pathname === '/orders') {
+        logins.push(`${url.searchParams.get('user')}:${url.searchParams.get('pass')}`);
+        return page('Your orders', '<h1>Your orders</h1><ul><li>Blue mug</li><li>Red kettle</li></ul>');
+      }
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+    shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
     ports = { control: await freePort(), data: await freePort() };
     // The block's first line, `AGENTPLANE_ALLOW_PRIVATE_URLS=true npm start`, in this run's ports and data dir.
     server = spawn(process.execPath, [...typeScriptNodeArgs, join(root, 'all-in-one', 'src', 'main.ts')], {
       cwd: root,
-      env: { ...process.env, AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', AGENTPLANE_DATA_DIR: dataDir, CONTROL_PORT: String(ports.control), DATA_PORT: String(ports.data), LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        AGENTPLANE_ALLOW_PRIVATE_URLS: 'true',
+        AGENTPLANE_DATA_DIR: dataDir,
+        CONTROL_PORT: String(ports.control),
+        DATA_PORT: String(ports.data),
+        LOG_LEVEL: 'warn',
+        // The shop stands in for a public site: the browser's guard lets this one private address through.
+        BROWSER_ALLOWED_DESTINATIONS: new URL(shopUrl).host,
+      },
       stdio: 'ignore',
     });
     await eventually(async () => (await fetch(`http://127.0.0.1:${ports.control}/ready`).catch(() => undefined))?.status === 200, { what: 'npm start to be ready', timeoutMs: 60_000 });
@@ -55,6 +84,7 @@ describe('the README', () => {
   afterAll(async () => {
     server?.kill('SIGTERM');
     await fake?.close();
+    shop?.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -105,5 +135,34 @@ describe('the README', () => {
     expect(ran.content).toBe('exit code 0\nstdout:\n674\n');
     expect(output).toMatch(/\{"name":"agent","state":"(paused|running)","session_id":"[0-9a-f-]{36}"\}/);
     expect(output).toContain('{"name":"scratch","state":"running","session_id":null}');
+  }, 120_000);
+
+  it.skipIf(!existsSync('/usr/bin/chromium'))("walks the browser section as written: the agent hands a page over, the person signs in on it, and the agent goes on", async () => {
+    const setup = firstChatBlock().slice(0, firstChatBlock().indexOf('# 4.'));
+    const script = `${setup}\n${blockUnder("### A browser: the agent's, and a hand-off to the person")}`
+      .split('\n')
+      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
+      .join('\n')
+      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
+      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
+      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
+      .replaceAll('https://shop.example.com', shopUrl)
+      .replaceAll('.agentplane/', `${dataDir}/`);
+    const tool = (request: { messages: { role: string; content?: unknown }[] }) => String(request.messages.filter((message) => message.role === 'tool').at(-1)?.content ?? '');
+    fake.script(
+      { toolCalls: [{ id: 'b1', name: 'browser_open', arguments: JSON.stringify({ url: `${shopUrl}/login` }) }] },
+      { toolCalls: [{ id: 'b2', name: 'browser_handoff', arguments: JSON.stringify({ instructions: 'Please sign in; I will read your orders after.' }) }] },
+      'done',
+      (request) => (tool(request).includes('The browser is as they left it') ? { toolCalls: [{ id: 'b3', name: 'browser_read', arguments: '{}' }] } : `unexpected: ${tool(request)}`),
+      (request) => (tool(request).includes('Red kettle') ? 'Your orders: a blue mug and a red kettle.' : `unexpected: ${tool(request)}`),
+    );
+    const { code, output } = await run('bash', ['-euo', 'pipefail', '-c', `cd ${dataDir} && ${script}`], {});
+    expect(code, output).toBe(0);
+    expect(output).toContain(`{"requires_action":true,"handoffs":[{"tool_call_id":"b2","instructions":"Please sign in; I will read your orders after.","read_only":false,"url":"${shopUrl}/login"}]}`);
+    expect(readFileSync(join(dataDir, 'page.jpg')).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    expect(logins).toEqual(['alice:correct horse']);
+    expect(output).toContain(`{"title":"Your orders","url":"${shopUrl}/orders?user=alice&pass=correct+horse"}`);
+    expect(output).toContain('{"result":"done"}');
+    expect(output).toContain('"Your orders: a blue mug and a red kettle."');
   }, 120_000);
 });

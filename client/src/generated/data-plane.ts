@@ -5204,6 +5204,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The page could not be pictured just now, even after its next document loaded (`browser_frame_failed`); ask again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     sendBrowserInput: {
@@ -5304,6 +5313,15 @@ export interface operations {
             };
             /** @description A service bug or a failed dependency; carries request_id */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The page could not be pictured just now, even after its next document loaded (`browser_frame_failed`); ask again */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

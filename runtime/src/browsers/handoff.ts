@@ -258,18 +258,34 @@ export class BrowserHandoffs {
   }
 
   private async shot(page: Page, session: SessionRow, request: FrameRequest): Promise<BrowserFrame> {
-    const options = { type: request.format, timeout: SHOT_MS, ...(request.format === 'jpeg' ? { quality: request.quality } : {}) };
+    // The caret as it is: hiding it (Playwright's default) injects a style and takes it out, two more paints for a
+    // watching screencast on every keystroke.
+    const options = { type: request.format, timeout: SHOT_MS, caret: 'initial' as const, ...(request.format === 'jpeg' ? { quality: request.quality } : {}) };
     let image: Buffer;
     let size: { width: number; height: number } = page.viewportSize() ?? VIEWPORT;
-    if (request.selector) {
-      const element = page.locator(`css=${request.selector}`).first();
-      const box = await element.boundingBox({ timeout: SHOT_MS });
-      image = await element.screenshot(options);
-      size = { width: Math.round(box?.width ?? 0), height: Math.round(box?.height ?? 0) };
-    } else image = await page.screenshot(options);
+    const take = async () => {
+      if (request.selector) {
+        const element = page.locator(`css=${request.selector}`).first();
+        const box = await element.boundingBox({ timeout: SHOT_MS });
+        image = await element.screenshot(options);
+        size = { width: Math.round(box?.width ?? 0), height: Math.round(box?.height ?? 0) };
+      } else image = await page.screenshot(options);
+    };
+    try {
+      await take();
+    } catch {
+      // An input that navigates leaves the page between documents for a moment, where Chromium cannot capture it
+      // ("Unable to capture screenshot"): once the next document is there, the picture is taken again.
+      await page.waitForLoadState('domcontentloaded', { timeout: SHOT_MS }).catch(() => undefined);
+      try {
+        await take();
+      } catch (error) {
+        throw new AppError('unavailable', `the page could not be pictured now (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); ask again`, { code: 'browser_frame_failed' });
+      }
+    }
     return {
       mime_type: request.format === 'png' ? 'image/png' : 'image/jpeg',
-      data: image.toString('base64'),
+      data: image!.toString('base64'),
       width: size.width,
       height: size.height,
       url: page.url(),

@@ -85,6 +85,7 @@ const BrowserStreamEvent = sseEventSchema(
 const unauthenticated = { description: 'Missing, invalid or expired token' };
 const notFound = { description: 'The session does not exist or is not visible to this token (the same answer)' };
 const noPage = { description: 'The conversation has no open browser page (`no_browser_page`)' };
+const pictureFailed = { description: 'The page could not be pictured just now, even after its next document loaded (`browser_frame_failed`); ask again' };
 const badSelector = { description: 'The selector is not CSS the page reads (`invalid_selector`), or matches nothing (`selector_not_found`)' };
 
 export function handoffRoutes(handoffs: BrowserHandoffs): RouteDefinition[] {
@@ -114,6 +115,7 @@ export function handoffRoutes(handoffs: BrowserHandoffs): RouteDefinition[] {
         403: { description: 'No capability `chat`' },
         404: notFound,
         409: noPage,
+        503: pictureFailed,
       },
       authorize: watch,
       async handle({ body, res }) {
@@ -161,6 +163,7 @@ export function handoffRoutes(handoffs: BrowserHandoffs): RouteDefinition[] {
         403: { description: 'No capability `chat`; the conversation is another subject\'s (`not_owner`); or the hand-off is read-only (`handoff_read_only`): you can see but may not act' },
         404: notFound,
         409: { description: 'Nothing is handed over (`no_handoff`), or no page is open (`no_browser_page`)' },
+        503: pictureFailed,
       },
       authorize: act('input'),
       async handle({ body, res }) {
