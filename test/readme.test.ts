@@ -81,6 +81,17 @@ describe('the README', () => {
     await eventually(async () => (await fetch(`http://127.0.0.1:${ports.control}/ready`).catch(() => undefined))?.status === 200, { what: 'npm start to be ready', timeoutMs: 60_000 });
   }, 90_000);
 
+  /** The first block's setup (sign in, project, key, provider), then a section's block, in this run's addresses. */
+  const sectionScript = (heading: string) =>
+    `${firstChatBlock().slice(0, firstChatBlock().indexOf('# 4.'))}\n${blockUnder(heading)}`
+      .split('\n')
+      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
+      .join('\n')
+      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
+      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
+      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
+      .replaceAll('.agentplane/', `${dataDir}/`);
+
   afterAll(async () => {
     server?.kill('SIGTERM');
     await fake?.close();
@@ -114,16 +125,7 @@ describe('the README', () => {
   }, 120_000);
 
   it('walks the computer section as written: a sandbox, a file in, a command, the result out, and the agent\'s own', async () => {
-    // The first block's setup (sign in, project, key, provider), then the section's block, in one shell.
-    const setup = firstChatBlock().slice(0, firstChatBlock().indexOf('# 4.'));
-    const script = `${setup}\n${blockUnder('### A computer: sandboxes for people and for the agent')}`
-      .split('\n')
-      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
-      .join('\n')
-      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
-      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
-      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
-      .replaceAll('.agentplane/', `${dataDir}/`);
+    const script = sectionScript('### A computer: sandboxes for people and for the agent');
     // The model uses its computer as a model would: one command, then its answer.
     fake.script({ toolCalls: [{ id: 'c1', name: 'run_command', arguments: JSON.stringify({ command: 'wc -l < /usr/share/common-licenses/GPL-3' }) }] }, 'It has 674 lines.');
     const { code, output } = await run('bash', ['-euo', 'pipefail', '-c', `cd ${dataDir} && ${script}`], {});
@@ -138,16 +140,7 @@ describe('the README', () => {
   }, 120_000);
 
   it.skipIf(!existsSync('/usr/bin/chromium'))("walks the browser section as written: the agent hands a page over, the person signs in on it, and the agent goes on", async () => {
-    const setup = firstChatBlock().slice(0, firstChatBlock().indexOf('# 4.'));
-    const script = `${setup}\n${blockUnder("### A browser: the agent's, and a hand-off to the person")}`
-      .split('\n')
-      .filter((line) => !/npm start\s+#\s*terminal 1/.test(line))
-      .join('\n')
-      .replaceAll('http://localhost:8080', `http://127.0.0.1:${ports.control}`)
-      .replaceAll('http://localhost:8081', `http://127.0.0.1:${ports.data}`)
-      .replaceAll('http://127.0.0.1:11434/v1', fake.url)
-      .replaceAll('https://shop.example.com', shopUrl)
-      .replaceAll('.agentplane/', `${dataDir}/`);
+    const script = sectionScript("### A browser: the agent's, and a hand-off to the person").replaceAll('https://shop.example.com', shopUrl);
     const tool = (request: { messages: { role: string; content?: unknown }[] }) => String(request.messages.filter((message) => message.role === 'tool').at(-1)?.content ?? '');
     fake.script(
       { toolCalls: [{ id: 'b1', name: 'browser_open', arguments: JSON.stringify({ url: `${shopUrl}/login` }) }] },
