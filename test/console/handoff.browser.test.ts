@@ -1,8 +1,9 @@
 // The hand-off in the console, with two Chromium instances: the agent's (the runtime's own, behind its egress guard)
 // opens a sign-in page and hands it over in the playground; the person's (this test's) sees the page live in the
 // hand-off viewer, clicks into its field, types, presses Tab with the viewer's button, signs in with Enter, asks the
-// check, and presses "I'm done": the agent goes on with the page as the person left it. No page error, no policy
-// violation, and axe-core finds no serious or critical violation with the viewer open.
+// check, and presses "I'm done": the agent goes on with the page as the person left it; the console's reader then
+// watches the page from the Sessions section, with nothing to act with. No page error, no policy violation, and
+// axe-core finds no serious or critical violation with the viewer open.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Page } from 'playwright-core';
@@ -105,6 +106,18 @@ describe.skipIf(chromiumPath === null)('the hand-off viewer in the console', () 
     await transcript.getByText('You are signed in as alice.').waitFor();
     await viewer.waitFor({ state: 'detached' });
     expect(await transcript.getByText("I'm done with the page.").count()).toBe(1);
+
+    // A reader of the project watches the conversation's page from the Sessions section, and has nothing to act with.
+    await page.getByRole('link', { name: 'open the session' }).click();
+    await page.getByRole('button', { name: 'Watch its browser page' }).click();
+    const watcher = page.getByRole('region', { name: "The conversation's browser page" });
+    await watcher.getByRole('img', { name: `The page handed over: ${siteUrl}/welcome?user=alice&pass=s3cret` }).waitFor();
+    expect(await watcher.getByText('only the conversation\'s owner acts on its page').count()).toBe(1);
+    expect(await watcher.getByRole('button', { name: 'Tab', exact: true }).count()).toBe(0);
+    expect(await watcher.getByRole('img').getAttribute('tabindex')).toBe('-1');
+    expect(await seriousViolations(page)).toEqual([]);
+    await watcher.getByRole('button', { name: 'Stop watching' }).click();
+    await watcher.waitFor({ state: 'detached' });
     expect(problems).toEqual([]);
     expect(await violations()).toEqual([]);
   });

@@ -2,6 +2,7 @@
 // picture as it comes; a click on the picture is a click on the page (scaled to the page's pixels), keys typed while
 // the picture has the focus go to the page (Tab leaves the picture, as everywhere; the "Tab" button sends one), the
 // check asks whether the task looks done, and "I'm done" ends the hand-off: the agent goes on with the page as left.
+// A reader of the project (the Sessions section) watches a conversation's page the same way, without acting on it.
 import { useEffect, useRef, useState, type KeyboardEvent, type MouseEvent, type WheelEvent } from 'react';
 import type { BrowserFrame, BrowserInput, DataPlaneClient, Handoff, HandoffCheck } from '@agentplane/client';
 import { ErrorMessage } from '../../components/error-message.js';
@@ -32,14 +33,27 @@ const pictureOf = (frame: Pick<BrowserFrame, 'data' | 'width' | 'height' | 'url'
   url: frame.url,
 });
 
-export function HandoffViewer({ dataPlane, sessionId, handoff, onDone, busy }: { dataPlane: DataPlaneClient; sessionId: string; handoff: Handoff; onDone: () => void; busy: boolean }) {
+export function HandoffViewer({
+  dataPlane,
+  sessionId,
+  handoff,
+  onDone,
+  busy,
+}: {
+  dataPlane: DataPlaneClient;
+  sessionId: string;
+  /** The hand-off, for its owner; null when a reader watches the conversation's page. */
+  handoff: Handoff | null;
+  onDone: () => void;
+  busy: boolean;
+}) {
   const [picture, setPicture] = useState<Picture | null>(null);
   const [status, setStatus] = useState('Connecting to the page…');
   const [check, setCheck] = useState<HandoffCheck | null>(null);
   const [error, setError] = useState<unknown>(null);
   const queue = useRef<Promise<void>>(Promise.resolve());
   const image = useRef<HTMLImageElement>(null);
-  const canAct = !handoff.read_only;
+  const canAct = handoff !== null && !handoff.read_only;
 
   useEffect(() => {
     const controller = new AbortController();
@@ -100,12 +114,14 @@ export function HandoffViewer({ dataPlane, sessionId, handoff, onDone, busy }: {
 
   return (
     <section className="handoff" aria-labelledby="handoff-heading">
-      <h2 id="handoff-heading">{canAct ? 'The agent handed you a page' : 'The agent is showing you a page'}</h2>
-      <p className="instructions">{handoff.instructions}</p>
+      <h2 id="handoff-heading">{canAct ? 'The agent handed you a page' : handoff ? 'The agent is showing you a page' : "The conversation's browser page"}</h2>
+      {handoff ? <p className="instructions">{handoff.instructions}</p> : null}
       <p className="note">
         {canAct
           ? 'Click the page to act on it and type while it has the focus. Tab leaves the page; use the Tab button to press it there.'
-          : 'You can watch this page; the agent did not hand it to you to act on.'}
+          : handoff
+            ? 'You can watch this page; the agent did not hand it to you to act on.'
+            : "You are watching as a reader of the project: only the conversation's owner acts on its page."}
       </p>
       <p role="status" className="note">
         {status}
@@ -147,7 +163,7 @@ export function HandoffViewer({ dataPlane, sessionId, handoff, onDone, busy }: {
           </>
         ) : null}
         <button type="button" onClick={onDone} disabled={busy}>
-          {canAct ? "I'm done" : 'Go on'}
+          {canAct ? "I'm done" : handoff ? 'Go on' : 'Stop watching'}
         </button>
       </div>
     </section>

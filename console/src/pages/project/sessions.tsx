@@ -5,14 +5,32 @@ import { Link, useSearch } from 'wouter';
 import { QueryState } from '../../components/query-state.js';
 import { DataTable } from '../../components/data-table.js';
 import { useProjectSessions, useSessionMessages, type SessionFilter } from '../../queries.js';
+import { useProjectReader } from '../../data-plane.js';
+import { useSession } from '../../session.js';
+import { HandoffViewer } from './handoff.js';
+
+/** The conversation's browser page, watched as the console's reader of the project (it may not act on it). */
+function PageWatcher({ projectId, sessionId, onClose }: { projectId: string; sessionId: string; onClose: () => void }) {
+  const { session } = useSession();
+  const reader = useProjectReader(projectId, session?.email ?? 'reader');
+  return <HandoffViewer dataPlane={reader} sessionId={sessionId} handoff={null} onDone={onClose} busy={false} />;
+}
 
 function Messages({ projectId, sessionId }: { projectId: string; sessionId: string }) {
   const messages = useSessionMessages(projectId, sessionId);
+  const [watching, setWatching] = useState(false);
   return (
     <section aria-labelledby="messages-heading">
       <h2 id="messages-heading">
         Messages of session <code>{sessionId}</code>
       </h2>
+      {watching ? (
+        <PageWatcher projectId={projectId} sessionId={sessionId} onClose={() => setWatching(false)} />
+      ) : (
+        <button type="button" className="secondary" onClick={() => setWatching(true)}>
+          Watch its browser page
+        </button>
+      )}
       <QueryState query={messages} what="messages" />
       {messages.data?.length === 0 ? <p>No messages.</p> : null}
       <ol className="transcript" aria-label="Messages">
