@@ -146,6 +146,10 @@ describe.skipIf(!available)('the browser hand-off', () => {
     expect(((await bad.json()) as { code: string }).code).toBe('unknown_key');
     await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'key', key: 'Enter' }));
     expect(logins).toEqual(['alice:s3cret']);
+    // The wheel and the other mouse inputs reach the page too (answered with its picture).
+    for (const input of [{ type: 'wheel', x: 10, y: 10, delta_y: 300 }, { type: 'move', x: 5, y: 5 }, { type: 'mouse_down', x: 5, y: 5 }, { type: 'mouse_up', x: 5, y: 5, button: 'left' }]) {
+      expect((await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/input`, input))).url).toContain('/welcome');
+    }
     const after = await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}));
     expect(after).toMatchObject({ title: 'Welcome' });
 

@@ -25,6 +25,9 @@ const CHECK_WORDS: Record<HandoffCheck['result'], string> = {
   unsure: 'it cannot tell',
 };
 
+/** A wheel's travel as the service takes it: whole pixels, at most 10,000 either way. */
+const clampDelta = (delta: number) => Math.max(-10_000, Math.min(10_000, Math.round(delta)));
+
 const pictureOf = (frame: Pick<BrowserFrame, 'data' | 'width' | 'height' | 'url'> & { mime_type: string }): Picture => ({
   data: frame.data,
   mimeType: frame.mime_type,
@@ -84,6 +87,30 @@ export function HandoffViewer({
     });
   }
 
+  /**
+   * A wheel turns in many small events (a trackpad sends dozens a second): while one is on its way, the next ones add
+   * up and go as one when it is answered.
+   */
+  const wheel = useRef<{ x: number; y: number; dx: number; dy: number } | null>(null);
+  const wheeling = useRef(false);
+  function onWheelAt(point: { x: number; y: number }, dx: number, dy: number) {
+    const held = wheel.current;
+    wheel.current = held ? { ...point, dx: held.dx + dx, dy: held.dy + dy } : { ...point, dx, dy };
+    if (wheeling.current) return;
+    wheeling.current = true;
+    const flush = () => {
+      const next = wheel.current;
+      wheel.current = null;
+      if (!next) {
+        wheeling.current = false;
+        return;
+      }
+      send({ type: 'wheel', x: next.x, y: next.y, delta_x: clampDelta(next.dx), delta_y: clampDelta(next.dy) });
+      void queue.current.then(flush);
+    };
+    flush();
+  }
+
   /** Where on the page a point of the picture is, in the page's pixels. */
   function pagePoint(event: MouseEvent<HTMLImageElement> | WheelEvent<HTMLImageElement>) {
     const box = event.currentTarget.getBoundingClientRect();
@@ -141,7 +168,7 @@ export function HandoffViewer({
             event.currentTarget.focus();
             send({ type: 'click', ...pagePoint(event) });
           } : undefined}
-          onWheel={canAct ? (event) => send({ type: 'wheel', ...pagePoint(event), delta_x: Math.round(event.deltaX), delta_y: Math.round(event.deltaY) }) : undefined}
+          onWheel={canAct ? (event) => onWheelAt(pagePoint(event), event.deltaX, event.deltaY) : undefined}
           onKeyDown={onKeyDown}
         />
       ) : null}
