@@ -436,8 +436,8 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     });
     await registerComputers(features, { computers, configurations, logger, sweepMs: config.computerSweepMs, storeIsExclusive: database.driver === 'pglite' });
     // The agent's browser: Chromium on this machine, behind the egress guard, when it is installed.
-    const browsers = createBrowserPool(features, config, logger, [config.port, ...(ownPorts ?? [])]);
-    const handoffs = new BrowserHandoffs({ db: database.db, pool: browsers, sessions, side, counters: events.counters, logger });
+    const browsers = createBrowserPool(features, config, logger, [config.port, ...(ownPorts ?? [])], sessions);
+    const handoffs = new BrowserHandoffs({ db: database.db, pool: browsers, sessions, side, counters: events.counters, pubsub: events.pubsub, logger, callMs: config.browser.callMs });
     // The tools the service runs for a caller, family by family, in the order a turn offers them: a turn's, and what
     // GET /tools lists. A project's MCP servers and the caller's own are listed from their kept lists (a call to a
     // server only when its list is stale).

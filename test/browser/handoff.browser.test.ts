@@ -55,6 +55,8 @@ describe.skipIf(!available)('the browser hand-off', () => {
         logins.push(`${user}:${url.searchParams.get('pass') ?? ''}`);
         return page('Welcome', `<h1 id="greeting">Welcome, ${user.replace(/[^a-z]/g, '')}</h1>`);
       }
+      if (url.pathname === '/busy') return page('Busy', '<button id="spin" style="position:absolute;left:100px;top:100px;width:200px;height:40px" onclick="for(;;){}">Spin</button>');
+      if (url.pathname === '/hidden') return page('Hidden', '<p id="shown">shown</p><p id="hidden" style="display:none">hidden</p>');
       if (url.pathname === '/ticker') return page('Ticker', '<h1>Count <span id="n">0</span></h1><script>let n = 0; setInterval(() => { document.getElementById("n").textContent = String(++n) }, 50)</script>');
       res.writeHead(404).end();
     });
@@ -63,7 +65,7 @@ describe.skipIf(!available)('the browser hand-off', () => {
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-handoff-0001', chatModels: [MODEL] });
     receiver = await WebhookHandler.start();
     rt = await startTestRuntime({
-      env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host, BROWSER_MAX_CONTEXTS: '8', SCHEDULER_TICK_MS: '100', DELIVERY_TICK_MS: '100' },
+      env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host, BROWSER_MAX_CONTEXTS: '12', BROWSER_CALL_SECONDS: '4', SCHEDULER_TICK_MS: '100', DELIVERY_TICK_MS: '100' },
     });
     tenant = await configuredTenant(rt, { ceiling: { capabilities: CAPABILITIES, registeredModels: [MODEL] } });
     await tenant.reconfigure({
@@ -170,7 +172,7 @@ describe.skipIf(!available)('the browser hand-off', () => {
     // Their next message resumes the agent, which sees the page as they left it.
     fake.script(
       (request) => {
-        expect(lastTool(request)).toContain('the hand-off check found them done');
+        expect(lastTool(request)).toContain('a check of the page suggested the task is done');
         return call('browser_snapshot', {});
       },
       (request) => (lastTool(request).includes('Welcome, alice') ? 'You are signed in as alice.' : `unexpected page: ${lastTool(request)}`),
@@ -249,10 +251,11 @@ describe.skipIf(!available)('the browser hand-off', () => {
     }
 
     // A read-only hand-off: the owner watches, and may not act.
-    const readOnly = await handedOver(alice, { readOnly: true });
+    const hank = await tenant.mint({ sub: 'acme:hank', scope: 'acme:hank', capabilities: CAPABILITIES });
+    const readOnly = await handedOver(hank, { readOnly: true });
     expect(readOnly.done.handoffs[0]).toMatchObject({ read_only: true });
-    expect((await frameOf(await post(alice, `/chat/sessions/${readOnly.sessionId}/browser/frame`, {}))).handoff).toMatchObject({ read_only: true });
-    const refused = await post(alice, `/chat/sessions/${readOnly.sessionId}/browser/input`, { type: 'click', x: 150, y: 115 });
+    expect((await frameOf(await post(hank, `/chat/sessions/${readOnly.sessionId}/browser/frame`, {}))).handoff).toMatchObject({ read_only: true });
+    const refused = await post(hank, `/chat/sessions/${readOnly.sessionId}/browser/input`, { type: 'click', x: 150, y: 115 });
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ code: 'handoff_read_only', detail: expect.stringContaining('can see it but may not') });
     // Input outside the viewport, or of no known kind, is a 4xx naming the field, and changes nothing.
@@ -277,7 +280,7 @@ describe.skipIf(!available)('the browser hand-off', () => {
   });
 
   it('stops an unattended run that hands a page over with needs_input, and turn.stopped says where the page waits', async () => {
-    const alice = await tenant.mint({ sub: 'acme:alice', scope: 'acme:alice', capabilities: CAPABILITIES });
+    const alice = await tenant.mint({ sub: 'acme:ivy', scope: 'acme:ivy', capabilities: CAPABILITIES });
     fake.script(call('browser_open', { url: `${siteUrl}/login` }), call('browser_handoff', { instructions: 'Sign in so I can fetch the invoices.' }));
     const created = await fetch(`${rt.url}/tasks`, {
       method: 'POST',
@@ -299,5 +302,78 @@ describe.skipIf(!available)('the browser hand-off', () => {
     const sessionId = stopped.data.session_id as string;
     expect((await frameOf(await post(alice, `/chat/sessions/${sessionId}/browser/frame`, {}))).handoff).toMatchObject({ instructions: 'Sign in so I can fetch the invoices.' });
     expect((await post(alice, `/chat/sessions/${sessionId}/browser/input`, { type: 'click', x: 150, y: 115 })).status).toBe(200);
+  });
+
+  it('never lets a model or a stored message see what the person types into a password field', async () => {
+    const erin = await tenant.mint({ sub: 'acme:erin', scope: 'acme:erin', capabilities: CAPABILITIES });
+    const { sessionId } = await handedOver(erin);
+    await frameOf(await post(erin, `/chat/sessions/${sessionId}/browser/input`, { type: 'click', x: 150, y: 175 }));
+    await frameOf(await post(erin, `/chat/sessions/${sessionId}/browser/input`, { type: 'text', text: 'hunter2-SECRET' }));
+    const before = fake.requests.length;
+    fake.script('not_done');
+    expect(await (await post(erin, `/chat/sessions/${sessionId}/browser/check`)).json()).toMatchObject({ result: 'not_done' });
+    fake.script(call('browser_snapshot', {}), (request) => (lastTool(request).includes('textbox "Password"') ? 'I see the form.' : `unexpected: ${lastTool(request)}`));
+    expect((await turn(erin, 'Look at the page now.', sessionId)).done.content).toBe('I see the form.');
+    // Neither the check's model nor the agent's saw it, and no stored message holds it.
+    const seen = JSON.stringify(fake.requests.slice(before).map((request) => request.body));
+    expect(seen).toContain('textbox \\"Password\\"');
+    expect(seen).not.toContain('hunter2-SECRET');
+    const stored = await (await fetch(`${rt.url}/chat/sessions/${sessionId}/messages?limit=100`, { headers: { authorization: `Bearer ${erin}` } })).text();
+    expect(stored).toContain('(hidden: typed by the person)');
+    expect(stored).not.toContain('hunter2-SECRET');
+  });
+
+  it('answers a page busy in its script within the call time and closes it; refuses selectors it cannot picture with 400', async () => {
+    const frank = await tenant.mint({ sub: 'acme:frank', scope: 'acme:frank', capabilities: CAPABILITIES });
+    fake.script(call('browser_open', { url: `${siteUrl}/hidden` }), call('browser_handoff', { instructions: 'Look.' }));
+    const hidden = await turn(frank, 'Show me.');
+    for (const [selector, code] of [
+      ['#hidden', 'selector_not_found'],
+      ['head', 'selector_not_found'],
+      ['body >> xpath=//p', 'invalid_selector'],
+      ['internal:role=button', 'invalid_selector'],
+    ] as const) {
+      const refused = await post(frank, `/chat/sessions/${hidden.sessionId}/browser/frame`, { selector });
+      expect(refused.status, selector).toBe(400);
+      expect(((await refused.json()) as { code: string }).code, selector).toBe(code);
+    }
+    expect((await frameOf(await post(frank, `/chat/sessions/${hidden.sessionId}/browser/frame`, { selector: '#shown' }))).selector).toBe('#shown');
+
+    fake.script(call('browser_open', { url: `${siteUrl}/busy` }), call('browser_handoff', { instructions: 'Press the button.' }));
+    const busy = await turn(frank, 'Spin it.');
+    const spun = await post(frank, `/chat/sessions/${busy.sessionId}/browser/input`, { type: 'click', x: 150, y: 115 });
+    expect(spun.status).toBe(500);
+    expect(await spun.json()).toMatchObject({ code: 'browser_page_busy', detail: expect.stringContaining('has been closed') });
+    const gone = await post(frank, `/chat/sessions/${busy.sessionId}/browser/frame`, {});
+    expect(gone.status).toBe(409);
+    expect(((await gone.json()) as { code: string }).code).toBe('no_browser_page');
+  });
+
+  it('bounds screencasts per conversation, and ends them when the conversation is deleted', async () => {
+    const gina = await tenant.mint({ sub: 'acme:gina', scope: 'acme:gina', capabilities: CAPABILITIES });
+    fake.script(call('browser_open', { url: `${siteUrl}/ticker` }), call('browser_handoff', { instructions: 'Watch.' }));
+    const { sessionId } = await turn(gina, 'Show me the counter.');
+    const open = (signal?: AbortSignal) => fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream`, { headers: { authorization: `Bearer ${gina}` }, ...(signal ? { signal } : {}) });
+    const controller = new AbortController();
+    const streams = await Promise.all(Array.from({ length: 4 }, () => open(controller.signal)));
+    expect(streams.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+    const fifth = await open();
+    expect(fifth.status).toBe(429);
+    expect(((await fifth.json()) as { code: string }).code).toBe('too_many_streams');
+    controller.abort();
+    await eventually(async () => (await open(new AbortController().signal).then(async (response) => (await response.body?.cancel(), response.status))) === 200, { what: 'a place once the others left' });
+
+    // Deleted while watched: the stream says so and ends, and the page is closed.
+    const watched = await open();
+    const events = (async () => {
+      const seen: string[] = [];
+      for await (const event of sseEvents(watched)) seen.push(event.event === 'closed' ? `closed: ${(event.data as { reason: string }).reason}` : event.event);
+      return seen;
+    })();
+    // Ends the pause first (a paused conversation can be deleted, but let the agent's turn finish cleanly).
+    fake.script('ok');
+    await turn(gina, 'Thanks.', sessionId);
+    expect((await fetch(`${rt.url}/chat/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${gina}` } })).status).toBe(200);
+    expect((await events).at(-1)).toBe('closed: the conversation was deleted');
   });
 });

@@ -98,7 +98,7 @@ describe.skipIf(chromiumPath === null)('the hand-off viewer in the console', () 
 
     // Done: the agent goes on with the page as left, and the viewer closes.
     stack.provider.script(
-      (request) => (lastTool(request).includes('the hand-off check found them done') ? { toolCalls: [{ name: 'browser_snapshot', arguments: {} }] } : `unexpected: ${lastTool(request)}`),
+      (request) => (lastTool(request).includes('a check of the page suggested the task is done') ? { toolCalls: [{ name: 'browser_snapshot', arguments: {} }] } : `unexpected: ${lastTool(request)}`),
       (request) => (lastTool(request).includes('Welcome, alice') ? 'You are signed in as alice.' : `unexpected page: ${lastTool(request)}`),
     );
     await viewer.getByRole('button', { name: "I'm done", exact: true }).click();

@@ -5408,6 +5408,15 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"];
                 };
             };
+            /** @description The conversation already has its most screencasts open (`too_many_streams`); Retry-After says when to try again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A service bug or a failed dependency; carries request_id */
             500: {
                 headers: {

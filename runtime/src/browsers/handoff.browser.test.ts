@@ -56,7 +56,7 @@ describe.skipIf(requireChromium() === null)('the hand-off screencast', () => {
   });
 
   it('sends no more than the few frames in flight until the viewer takes them, then goes on', async () => {
-    const handoffs = new BrowserHandoffs({ pool, db: undefined as never, sessions: undefined as never, side: undefined as never, counters: undefined as never, logger });
+    const handoffs = new BrowserHandoffs({ pool, db: undefined as never, sessions: undefined as never, side: undefined as never, counters: undefined as never, pubsub: { subscribe: async () => async () => undefined } as never, logger });
     const controller = new AbortController();
     const written: SseFrame[] = [];
     let take: (() => void) | undefined;
@@ -71,7 +71,7 @@ describe.skipIf(requireChromium() === null)('the hand-off screencast', () => {
       },
       end: () => controller.abort(),
     };
-    const streaming = handoffs.stream(session, '', writer);
+    const streaming = handoffs.stream(session, '', () => writer);
     await eventually(async () => written.length >= 1, { what: 'the first frame' });
     // The page paints ~60 times a second; held back, the stream stops at Chromium's few frames in flight (it sends
     // a next one only once one is acknowledged) and sends nothing more however long the viewer takes.

@@ -9,22 +9,27 @@ import type { Kysely } from 'kysely';
 import type { CDPSession, Page } from 'playwright-core';
 import { BROWSER_DEFAULTS, HANDOFF_CHECK_RESULTS, type HandoffCheckResult } from '@agentplane/lib/browser';
 import { AppError, conflict, invalidArgument, permissionDenied } from '@agentplane/lib/errors';
-import type { Counters } from '@agentplane/lib/events';
+import type { Counters, PubSub } from '@agentplane/lib/events';
 import type { SseWriter } from '@agentplane/lib/http/sse';
 import type { Logger } from '@agentplane/lib/logging';
 import type { Principal } from '../auth/authenticate.js';
 import type { SideGenerations } from '../chat/side.js';
 import { ownsConversation } from '../sessions/access.js';
-import type { SessionRow } from '../sessions/conversations.js';
+import { sessionMessagesChannel, type SessionRow } from '../sessions/conversations.js';
 import type { SessionService } from '../sessions/service.js';
 import type { PendingHandoff, RuntimeSchema, SessionPending } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 import { VIEWPORT, type BrowserPool, type ConversationBrowser } from './pool.js';
 import { conversationKey } from './tools.js';
+import { safeSnapshot } from './snapshot.js';
 
 /** The screencast's JPEG quality: ~60 keeps text readable at a few tens of KB a frame. */
 export const STREAM_QUALITY = 60;
 const SHOT_MS = 10_000;
+/** The most one frame, input or check may take on the page, waits included, unless configured. */
+const DEFAULT_CALL_MS = 45_000;
+/** Screencasts of one conversation open at once. */
+export const MAX_STREAMS_PER_CONVERSATION = 4;
 const CHECK_TEXT_CHARS = 6_000;
 export const MAX_INPUT_TEXT = 1_000;
 
@@ -96,9 +101,19 @@ export class BrowserHandoffs {
       sessions: SessionService;
       side: SideGenerations;
       counters: Counters;
+      pubsub: PubSub;
       logger: Logger;
+      /** The most one frame, input or check may take on the page (BROWSER_CALL_SECONDS, as the agent's calls). */
+      callMs?: number;
     },
   ) {}
+
+  private get callMs(): number {
+    return this.deps.callMs ?? DEFAULT_CALL_MS;
+  }
+
+  /** Screencasts open now, per conversation: each is a CDP session on the page. */
+  private readonly streams = new Map<string, number>();
 
   /** Watching (a frame, the stream): capability `chat`, then the conversation, 404 unless visible. */
   authorizeWatch(principal: Principal, sessionId: string): Promise<SessionRow> {
@@ -146,21 +161,36 @@ export class BrowserHandoffs {
    * once the viewer's socket took it, so a slow viewer slows the stream instead of queueing frames. With a
    * selector, each frame the page paints is answered with that element's picture instead.
    */
-  async stream(session: SessionRow, selector: string, writer: SseWriter): Promise<void> {
-    const pool = this.deps.pool;
+  async stream(session: SessionRow, selector: string, openWriter: () => SseWriter): Promise<void> {
     const key = conversationKey(session.tenant_id, session.owner, session.id);
-    if (!pool?.peek(key)) throw noPage(session.id);
-    const browser = await pool.hold(key, writer.signal);
+    const page = this.deps.pool?.peek(key)?.context.pages()[0];
+    if (!page) throw noPage(session.id);
+    // Not held: a watched page still closes with its context (idle, erase, forget), which ends the stream. Bounded
+    // per conversation instead, each screencast being a CDP session on the page.
+    const open = this.streams.get(key) ?? 0;
+    if (open >= MAX_STREAMS_PER_CONVERSATION) {
+      throw new AppError('rate_limited', `session ${session.id} already has ${MAX_STREAMS_PER_CONVERSATION} screencasts open; close one first`, {
+        code: 'too_many_streams',
+        retryAt: new Date(Date.now() + 5_000),
+      });
+    }
+    this.streams.set(key, open + 1);
     let cdp: CDPSession | undefined;
+    let unsubscribe: (() => Promise<void>) | undefined;
+    // Opened only now: until here every refusal is still an HTTP answer.
+    const writer = openWriter();
     try {
-      const page = await browser.page();
-      cdp = await page.context().newCDPSession(page);
       let seq = 0;
       let missing = false;
-      const closed = new Promise<'closed' | 'left'>((resolve) => {
-        page.once('close', () => resolve('closed'));
-        writer.signal.addEventListener('abort', () => resolve('left'), { once: true });
+      let ended: (reason: 'closed' | 'deleted' | 'left') => void;
+      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = resolve));
+      page.once('close', () => ended('closed'));
+      writer.signal.addEventListener('abort', () => ended('left'), { once: true });
+      // The conversation deleted while watched: the stream ends as a new request would be refused.
+      unsubscribe = await this.deps.pubsub.subscribe(sessionMessagesChannel(session.tenant_id, session.id), (message) => {
+        if ((message as { deleted?: boolean } | null)?.deleted) ended('deleted');
       });
+      cdp = await page.context().newCDPSession(page);
       const session_ = cdp;
       session_.on('Page.screencastFrame', (event: { data: string; sessionId: number; metadata: { deviceWidth: number; deviceHeight: number; timestamp?: number } }) => {
         void (async () => {
@@ -172,18 +202,17 @@ export class BrowserHandoffs {
                 data: { mime_type: 'image/jpeg', data: event.data, width: Math.round(event.metadata.deviceWidth), height: Math.round(event.metadata.deviceHeight), url: page.url(), selector: null },
               });
             } else {
-              const element = page.locator(`css=${selector}`).first();
-              if ((await element.count()) === 0) {
+              const box = await deadline(elementBox(page, selector), SHOT_MS);
+              if (box === null || box === 'invalid') {
                 if (!missing) await writer.write({ id: ++seq, event: 'missing', data: { selector, url: page.url() } });
                 missing = true;
               } else {
                 missing = false;
-                const box = await element.boundingBox({ timeout: SHOT_MS });
-                const image = await element.screenshot({ type: 'jpeg', quality: STREAM_QUALITY, timeout: SHOT_MS });
+                const image = await page.screenshot({ type: 'jpeg', quality: STREAM_QUALITY, clip: box, caret: 'initial', timeout: SHOT_MS });
                 await writer.write({
                   id: ++seq,
                   event: 'frame',
-                  data: { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box?.width ?? 0), height: Math.round(box?.height ?? 0), url: page.url(), selector },
+                  data: { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box.width), height: Math.round(box.height), url: page.url(), selector },
                 });
               }
             }
@@ -196,11 +225,16 @@ export class BrowserHandoffs {
         })();
       });
       await cdp.send('Page.startScreencast', { format: 'jpeg', quality: STREAM_QUALITY, maxWidth: VIEWPORT.width, maxHeight: VIEWPORT.height, everyNthFrame: 1 });
-      if ((await closed) === 'closed') await writer.write({ id: ++seq, event: 'closed', data: { reason: 'the page was closed; the agent opens another with browser_open' } });
+      const reason = await closed;
+      if (reason === 'closed') await writer.write({ id: ++seq, event: 'closed', data: { reason: 'the page was closed; the agent opens another with browser_open' } });
+      if (reason === 'deleted') await writer.write({ id: ++seq, event: 'closed', data: { reason: 'the conversation was deleted' } });
     } finally {
       await cdp?.send('Page.stopScreencast').catch(() => undefined);
       await cdp?.detach().catch(() => undefined);
-      pool.release(browser);
+      await unsubscribe?.().catch(() => undefined);
+      const left = (this.streams.get(key) ?? 1) - 1;
+      if (left > 0) this.streams.set(key, left);
+      else this.streams.delete(key);
       writer.end();
     }
   }
@@ -213,6 +247,8 @@ export class BrowserHandoffs {
   async check(principal: Principal, session: SessionRow, handoff: PendingHandoff): Promise<HandoffCheck> {
     const settings = principal.configuration.document.browser;
     const perMinute = settings?.handoff_checks_per_minute ?? BROWSER_DEFAULTS.handoff_checks_per_minute;
+    const page = await this.onPage(session, async (page) => ({ url: page.url(), text: await pageText(page) }));
+    // Counted once there is a page to check: a refusal above costs the person none of their checks.
     const rate = await this.deps.counters.increment(`${tenantEventPrefix(session.tenant_id)}handoff-check:${session.id}`, 1, 60);
     if (rate.value > perMinute) {
       throw new AppError('rate_limited', `the hand-off check answers ${perMinute} times a minute per conversation; the window resets at ${rate.resetAt.toISOString()}`, {
@@ -220,7 +256,6 @@ export class BrowserHandoffs {
         retryAt: rate.resetAt,
       });
     }
-    const page = await this.onPage(session, async (page) => ({ url: page.url(), text: await pageText(page) }));
     const answer = await this.deps.side.oneShot(principal, session.id, settings?.handoff_check_model ?? session.model ?? undefined, 'handoff_check', async () => [
       {
         role: 'system',
@@ -248,12 +283,25 @@ export class BrowserHandoffs {
   private async onPage<T>(session: SessionRow, act: (page: Page, browser: ConversationBrowser) => Promise<T>): Promise<T> {
     const pool = this.deps.pool;
     const key = conversationKey(session.tenant_id, session.owner, session.id);
-    if (!pool?.peek(key)) throw noPage(session.id);
-    const browser = await pool.hold(key);
+    // The conversation's own page or nothing: watching never opens a context or a page.
+    const browser = pool?.holdOpen(key);
+    const page = browser?.context.pages()[0];
+    if (!browser || !page) {
+      if (browser) pool!.release(browser);
+      throw noPage(session.id);
+    }
     try {
-      return await act(await browser.page(), browser);
+      return await deadline(act(page, browser), this.callMs);
+    } catch (error) {
+      // A page busy in its script never answers, and would keep the request and the context forever: as the
+      // agent's own calls do (0088), it is closed, and the agent opens it again.
+      if (error instanceof AppError && error.code === 'browser_page_busy') {
+        await page.close({ runBeforeUnload: false }).catch(() => undefined);
+        throw new AppError('unavailable', `the page of session ${session.id} did not answer within ${Math.round(this.callMs / 1000)} s (its script keeps it busy) and has been closed`, { code: 'browser_page_busy' });
+      }
+      throw error;
     } finally {
-      pool.release(browser);
+      pool!.release(browser);
     }
   }
 
@@ -265,10 +313,10 @@ export class BrowserHandoffs {
     let size: { width: number; height: number } = page.viewportSize() ?? VIEWPORT;
     const take = async () => {
       if (request.selector) {
-        const element = page.locator(`css=${request.selector}`).first();
-        const box = await element.boundingBox({ timeout: SHOT_MS });
-        image = await element.screenshot(options);
-        size = { width: Math.round(box?.width ?? 0), height: Math.round(box?.height ?? 0) };
+        const box = await deadline(elementBox(page, request.selector), SHOT_MS);
+        if (box === null || box === 'invalid') throw new Error(`nothing on the page matches the selector now`);
+        image = await page.screenshot({ ...options, clip: box });
+        size = { width: Math.round(box.width), height: Math.round(box.height) };
       } else image = await page.screenshot(options);
     };
     try {
@@ -289,7 +337,7 @@ export class BrowserHandoffs {
       width: size.width,
       height: size.height,
       url: page.url(),
-      title: await page.title().catch(() => ''),
+      title: await deadline(page.title(), SHOT_MS).catch(() => ''),
       selector: request.selector ?? null,
       handoff: view(openHandoff(session.pending)),
       taken_at: new Date().toISOString(),
@@ -297,15 +345,51 @@ export class BrowserHandoffs {
   }
 }
 
-/** A selector the page can read and that finds something: 400 naming `selector` otherwise. */
+/** A selector the page can read and that finds something in view: 400 naming `selector` otherwise. */
 async function checkSelector(page: Page, selector: string): Promise<void> {
-  let count: number;
-  try {
-    count = await page.locator(`css=${selector}`).count();
-  } catch {
-    throw invalidArgument('selector: not a CSS selector the page can read', { code: 'invalid_selector' });
-  }
-  if (count === 0) throw invalidArgument(`selector: nothing on the page (${page.url()}) matches it`, { code: 'selector_not_found' });
+  const box = await deadline(elementBox(page, selector), SHOT_MS);
+  if (box === 'invalid') throw invalidArgument('selector: not a CSS selector the page can read', { code: 'invalid_selector' });
+  if (box === null) throw invalidArgument(`selector: nothing in view on the page (${page.url()}) matches it`, { code: 'selector_not_found' });
+}
+
+/**
+ * The part of the first element `selector` matches that is in view, in the viewport's pixels; null when nothing
+ * matching is in view, 'invalid' for CSS the page cannot read. Plain CSS, read by the page's own querySelector: no
+ * other selector engine is reachable. The page's script could answer anything here, so the box is cut to the
+ * viewport: a picture is never bigger than the screen.
+ */
+function elementBox(page: Page, selector: string): Promise<{ x: number; y: number; width: number; height: number } | null | 'invalid'> {
+  return page.evaluate(
+    ({ css, viewport }) => {
+      // Run in the page: its document, typed here as little as is used.
+      const page = globalThis as unknown as { document: { querySelector(css: string): { getBoundingClientRect(): { left: number; top: number; right: number; bottom: number } } | null } };
+      let element: ReturnType<typeof page.document.querySelector>;
+      try {
+        element = page.document.querySelector(css);
+      } catch {
+        return 'invalid' as const;
+      }
+      if (!element) return null;
+      const rect = element.getBoundingClientRect();
+      const finite = (value: number, fallback: number) => (Number.isFinite(value) ? value : fallback);
+      const x = Math.max(0, finite(rect.left, 0));
+      const y = Math.max(0, finite(rect.top, 0));
+      const right = Math.min(viewport.width, finite(rect.right, 0));
+      const bottom = Math.min(viewport.height, finite(rect.bottom, 0));
+      return right - x >= 1 && bottom - y >= 1 ? { x, y, width: right - x, height: bottom - y } : null;
+    },
+    { css: selector, viewport: page.viewportSize() ?? VIEWPORT },
+  );
+}
+
+/** `work`, or a 503 once `ms` pass: a page whose script keeps it busy never answers an evaluation or its title. */
+function deadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new AppError('unavailable', `the page did not answer within ${Math.round(ms / 1000)} s (its script may keep it busy); ask again`, { code: 'browser_page_busy' })), ms);
+  });
+  work.catch(() => undefined);
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 async function dispatch(page: Page, input: BrowserInput): Promise<void> {
@@ -344,7 +428,7 @@ async function dispatch(page: Page, input: BrowserInput): Promise<void> {
 
 /** What the check reads of the page: its accessibility snapshot, cut. */
 async function pageText(page: Page): Promise<string> {
-  const text = await page.ariaSnapshot({ mode: 'ai', timeout: SHOT_MS }).catch(() => '');
+  const text = await safeSnapshot(page, SHOT_MS).catch(() => '');
   return text.length > CHECK_TEXT_CHARS ? `${text.slice(0, CHECK_TEXT_CHARS)}\n[cut]` : text;
 }
 

@@ -143,6 +143,23 @@ describe('the browser pool', () => {
     expect(contexts[0]!.closed).toBe(true);
   });
 
+  it("keeps no more than a tenant's half of the pool and a person's two pages handed over", async () => {
+    const { source } = fakeSource();
+    const pool = new BrowserPool(source, limits({ maxContexts: 6 }), silentLogger());
+    for (const key of ['t1/ann/1', 't1/ann/2', 't1/ann/3', 't1/bob/1', 't1/cy/1', 't2/ann/1']) pool.release(await pool.hold(key));
+    expect(pool.keep('t1/ann/1', 5_000)).toBe(true);
+    expect(pool.keep('t1/ann/2', 5_000)).toBe(true);
+    // A person's third waits for one of theirs to end; another person of the tenant takes the tenant's last place.
+    expect(pool.keep('t1/ann/3', 5_000)).toBe(false);
+    expect(pool.keep('t1/bob/1', 5_000)).toBe(true);
+    expect(pool.keep('t1/cy/1', 5_000)).toBe(false);
+    // Another tenant has its own half; a keep renewed or dropped is no new place.
+    expect(pool.keep('t2/ann/1', 5_000)).toBe(true);
+    expect(pool.keep('t1/ann/1', 5_000)).toBe(true);
+    pool.keep('t1/ann/1', 0);
+    expect(pool.keep('t1/ann/3', 5_000)).toBe(true);
+  });
+
   it("closes a tenant's contexts, held or not, and no other tenant's", async () => {
     const { source, contexts } = fakeSource();
     const pool = new BrowserPool(source, limits({ maxContexts: 5 }), silentLogger());

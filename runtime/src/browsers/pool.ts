@@ -50,6 +50,8 @@ interface Entry extends ConversationBrowser {
 }
 
 export const VIEWPORT = { width: 1280, height: 800 } as const;
+/** Pages one person may have handed to them at once. */
+export const KEPT_PER_SUBJECT = 2;
 
 export class BrowserPool {
   private readonly entries = new Map<string, Entry>();
@@ -146,8 +148,25 @@ export class BrowserPool {
   keep(key: string, ms: number): boolean {
     const entry = this.entries.get(key);
     if (!entry || entry.closing) return false;
-    entry.keptUntil = this.now() + ms;
+    const now = this.now();
+    if (ms > 0 && entry.keptUntil <= now) {
+      // A share of the pool each: kept pages are closed by nothing but their end, so one tenant (half the pool) or
+      // one person (KEPT_PER_SUBJECT) cannot hold the rest of the pool's users out.
+      const [tenant, subject] = key.split('/');
+      const kept = [...this.entries.values()].filter((other) => other.keptUntil > now && !other.closing).map((other) => other.key.split('/'));
+      if (kept.filter(([otherTenant]) => otherTenant === tenant).length >= Math.max(1, Math.floor(this.limits.maxContexts / 2))) return false;
+      if (kept.filter(([otherTenant, otherSubject]) => otherTenant === tenant && otherSubject === subject).length >= KEPT_PER_SUBJECT) return false;
+    }
+    entry.keptUntil = ms > 0 ? now + ms : 0;
     return true;
+  }
+
+  /** The conversation's open context, held until `release`; undefined when it has none (nothing is opened). */
+  holdOpen(key: string): ConversationBrowser | undefined {
+    const entry = this.entries.get(key);
+    if (!entry || entry.closing) return undefined;
+    entry.holders++;
+    return entry;
   }
 
   /** Closes the contexts idle past `idleMs`. */

@@ -138,12 +138,13 @@ export function handoffRoutes(handoffs: BrowserHandoffs): RouteDefinition[] {
         403: { description: 'No capability `chat`' },
         404: notFound,
         409: noPage,
+        429: { description: 'The conversation already has its most screencasts open (`too_many_streams`); Retry-After says when to try again' },
       },
       authorize: watch,
       async handle({ query, req, res }) {
         const session = sessionOf(res);
         await handoffs.prepareStream(session, query.selector);
-        await handoffs.stream(session, query.selector, openSse(req, res));
+        await handoffs.stream(session, query.selector, () => openSse(req, res));
         return 'handled';
       },
     }),

@@ -8,6 +8,7 @@ import { EGRESS_REFUSED_HEADER } from '@agentplane/lib/net/egress-proxy';
 import type { FamilyTools, ToolCaller, ToolFamily } from '../chat/tool-registry.js';
 import type { ServerTool, ServerToolOutcome } from '../chat/tools.js';
 import type { BrowserPool, ConversationBrowser } from './pool.js';
+import { safeSnapshot } from './snapshot.js';
 
 export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back', 'browser_handoff'] as const;
 /** How long a page handed over stays open for the person without anyone watching it, unless configured. */
@@ -29,7 +30,7 @@ export const subjectPrefix = (tenantId: string, subject: string) => `${tenantPre
 
 /** The page as the model reads it: where it is, its title, and its accessibility snapshot with element references. */
 async function describe(page: Page): Promise<string> {
-  const snapshot = await page.ariaSnapshot({ mode: 'ai', timeout: ACTION_MS });
+  const snapshot = await safeSnapshot(page, ACTION_MS);
   return cut(`Page: ${page.url()}\nTitle: ${await titleOf(page)}\n\n${snapshot}`);
 }
 
@@ -259,8 +260,11 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
           async (page) => {
             const url = page.url();
             if (url === 'about:blank') return { ok: false, message: 'There is no page to hand over: open it with browser_open first.' };
-            // Kept open while the person takes their time, whoever else needs the pool meanwhile.
-            pool.keep(key, handoffMs);
+            // Kept open while the person takes their time, whoever else needs the pool meanwhile, within the
+            // tenant's and the person's share of the pool.
+            if (!pool.keep(key, handoffMs)) {
+              return { ok: false, message: 'The page cannot be handed over now: this person, or this project, already has as many pages handed over as the browser allows. Ask the person to finish those first.' };
+            }
             const readOnly = args.read_only === true;
             return { ok: true, text: `Handed ${url} to the person${readOnly ? ' to look at' : ''}; the turn waits for them.`, handoff: { instructions, read_only: readOnly, url } };
           },
@@ -274,5 +278,14 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
 
 /** The browser as a tool family of the turn; without a browser on this runtime it offers nothing. */
 export function browserFamily(pool: BrowserPool | undefined, callMs = DEFAULT_CALL_MS, handoffMs = DEFAULT_HANDOFF_MS): ToolFamily {
-  return { name: 'browser', forTurn: (caller) => (pool ? browserTools(pool, caller, callMs, handoffMs) : []) };
+  return {
+    name: 'browser',
+    forTurn: (caller) => {
+      if (!pool) return [];
+      // A new turn of the conversation ends any hand-off of its page (the next POST /chat does): the page goes back
+      // to the pool's usual idle rule.
+      if (caller.sessionId) pool.keep(conversationKey(caller.principal.tenantId, caller.principal.claims.sub, caller.sessionId), 0);
+      return browserTools(pool, caller, callMs, handoffMs);
+    },
+  };
 }

@@ -13,6 +13,8 @@ export interface ToolCaller {
   principal: Principal;
   permission: EffectivePermission;
   request: RequestNarrowing;
+  /** The conversation the turn continues (absent for a new one, and for listings such as GET /tools). */
+  sessionId?: string | undefined;
 }
 
 /** What a family offers one turn: its tools, and what to do once the turn's run ended. */

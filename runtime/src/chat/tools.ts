@@ -183,7 +183,10 @@ export function refusalMessage(note: string | undefined): string {
 
 /** What the agent is told when the person's next message ends a hand-off: the page is as they left it. */
 export function handoffEndedMessage(handoff: PendingHandoff): string {
-  const how = handoff.ended_by === 'check' ? 'The person has finished with the page you handed over (the hand-off check found them done).' : 'The person has ended the hand-off of the page you handed over.';
+  const how =
+    handoff.ended_by === 'check'
+      ? 'The person has ended the hand-off of the page you handed over (a check of the page suggested the task is done: confirm it on the page yourself).'
+      : 'The person has ended the hand-off of the page you handed over.';
   return `${how} The browser is as they left it: take a browser_snapshot to see the page now before you go on. Their message, if any, follows.`;
 }
 

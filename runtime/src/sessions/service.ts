@@ -65,6 +65,13 @@ export class SessionService {
     this.eventsPollMs = options.eventsPollMs ?? DEFAULT_EVENTS_POLL_MS;
   }
 
+  private readonly deletedListeners: Array<(tenantId: string, owner: string, sessionIds: string[]) => Promise<unknown>> = [];
+
+  /** Work to do once conversations are deleted (their browser contexts closed); best effort, after the deletion. */
+  whenDeleted(listener: (tenantId: string, owner: string, sessionIds: string[]) => Promise<unknown>): void {
+    this.deletedListeners.push(listener);
+  }
+
   /** One page of the conversations the caller sees, newest `updated_at` first, ties broken by id. */
   async list(principal: Principal, input: SessionListInput): Promise<SessionPageOutput> {
     requireChat(principal);
@@ -203,6 +210,7 @@ export class SessionService {
   async delete(principal: Principal, sessionId: string): Promise<{ id: string; deleted: true }> {
     requireChat(principal);
     const { tenantId } = principal;
+    let owner = principal.claims.sub;
     const deleted = await this.db.transaction().execute(async (trx) => {
       // The row lock orders this against a turn starting (its run insert takes a key-share lock on the session), so
       // a turn either started before and is seen below, or fails to start on the deleted session.
@@ -215,6 +223,7 @@ export class SessionService {
         .executeTakeFirst();
       if (!session) throw sessionNotFound(sessionId);
       if (!ownsConversation(principal, session.owner)) throw sessionNotOwned(sessionId);
+      owner = session.owner;
       const ids = [sessionId];
       for (let frontier = ids; frontier.length > 0; ) {
         const children = await trx
@@ -255,6 +264,9 @@ export class SessionService {
     });
     // Followers of the deleted conversations re-check at once and end their streams, instead of at the next poll.
     await Promise.all(deleted.map((id) => this.pubsub.publish(sessionMessagesChannel(tenantId, id), { deleted: true }).catch(() => undefined)));
+    await Promise.all(
+      this.deletedListeners.map((listener) => listener(tenantId, owner, deleted).catch((error: unknown) => this.options.logger?.warn({ err: error }, 'work after a conversation was deleted failed'))),
+    );
     return { id: sessionId, deleted: true };
   }
 

@@ -102,7 +102,7 @@ export async function prepareTurn(
     request: requestFlagsOf(request),
   });
   if (request.system_prompt !== undefined) requireCapability(permission, 'system_prompt', 'a per-request system_prompt');
-  const tools = ToolSet.forTurn(permission, request, (await deps.tools?.forTurn({ principal, permission, request: narrowingOf(request) })) ?? []);
+  const tools = ToolSet.forTurn(permission, request, (await deps.tools?.forTurn({ principal, permission, request: narrowingOf(request), sessionId: request.session_id })) ?? []);
   const answering = [request.tool_results, request.approval_decisions, request.question_answers].some((list) => list !== undefined && list.length > 0);
   checkUniqueIds(request);
   // Posting into a conversation changes it: only its owner may (a privileged reader gets 403). The route's
