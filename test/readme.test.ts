@@ -157,5 +157,7 @@ describe('the README', () => {
     expect(output).toContain(`{"title":"Your orders","url":"${shopUrl}/orders?user=alice&pass=correct+horse"}`);
     expect(output).toContain('{"result":"done"}');
     expect(output).toContain('"Your orders: a blue mug and a red kettle."');
+    // The password the person typed reached no model (npm start's loader, not the tests', runs the redaction here).
+    expect(JSON.stringify(fake.chatRequests())).not.toContain('correct horse');
   }, 120_000);
 });

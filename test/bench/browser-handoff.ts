@@ -94,8 +94,11 @@ function openStream(url: string, token: string, onFrame: (data: string, wire: nu
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, (response) => {
       if (response.statusCode !== 200) {
-        response.resume();
-        return reject(new Error(`GET ${url} answered ${response.statusCode}`));
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (body += chunk));
+        response.on('end', () => reject(new Error(`GET ${url} answered ${response.statusCode}: ${body}`)));
+        return;
       }
       let buffer = '';
       response.setEncoding('utf8');

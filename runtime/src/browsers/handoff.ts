@@ -361,7 +361,8 @@ async function checkSelector(page: Page, selector: string): Promise<void> {
 function elementBox(page: Page, selector: string): Promise<{ x: number; y: number; width: number; height: number } | null | 'invalid'> {
   return page.evaluate(
     ({ css, viewport }) => {
-      // Run in the page: its document, typed here as little as is used.
+      // Run in the page. No named function in here: a loader that keeps names (tsx, esbuild) wraps one in a helper
+      // (`__name`) the page does not have.
       const page = globalThis as unknown as { document: { querySelector(css: string): { getBoundingClientRect(): { left: number; top: number; right: number; bottom: number } } | null } };
       let element: ReturnType<typeof page.document.querySelector>;
       try {
@@ -371,11 +372,10 @@ function elementBox(page: Page, selector: string): Promise<{ x: number; y: numbe
       }
       if (!element) return null;
       const rect = element.getBoundingClientRect();
-      const finite = (value: number, fallback: number) => (Number.isFinite(value) ? value : fallback);
-      const x = Math.max(0, finite(rect.left, 0));
-      const y = Math.max(0, finite(rect.top, 0));
-      const right = Math.min(viewport.width, finite(rect.right, 0));
-      const bottom = Math.min(viewport.height, finite(rect.bottom, 0));
+      const x = Math.max(0, Number.isFinite(rect.left) ? rect.left : 0);
+      const y = Math.max(0, Number.isFinite(rect.top) ? rect.top : 0);
+      const right = Math.min(viewport.width, Number.isFinite(rect.right) ? rect.right : 0);
+      const bottom = Math.min(viewport.height, Number.isFinite(rect.bottom) ? rect.bottom : 0);
       return right - x >= 1 && bottom - y >= 1 ? { x, y, width: right - x, height: bottom - y } : null;
     },
     { css: selector, viewport: page.viewportSize() ?? VIEWPORT },

@@ -22,18 +22,22 @@ export const REDACTED = '(hidden: typed by the person)';
  * showing one of them loses its value.
  */
 export async function safeSnapshot(page: Page, timeout: number): Promise<string> {
-  const secrets = new Set(
-    (await page.locator(SECRET_FIELDS).evaluateAll((fields) => fields.map((field) => (field as unknown as { value: string }).value), undefined).catch(() => [] as string[])).filter(
-      (value) => value !== '',
-    ),
-  );
+  // Unread secrets hide every field's value: failing closed, never open.
+  const values = await page
+    .locator(SECRET_FIELDS)
+    // Run in the page: no named function inside, which a loader that keeps names (tsx) would wrap in a helper
+    // (`__name`) the page does not have.
+    .evaluateAll((fields) => fields.map((field) => String((field as unknown as { value: unknown }).value)))
+    .catch(() => 'unread' as const);
+  const secrets = values === 'unread' ? 'all' : new Set(values.filter((value) => value !== ''));
   const snapshot = await page.ariaSnapshot({ mode: 'ai', timeout });
-  if (secrets.size === 0) return snapshot;
+  if (secrets !== 'all' && secrets.size === 0) return snapshot;
   return snapshot
     .split('\n')
     .map((line) => {
       const match = /^(\s*- textbox\b.*?: )(.*)$/.exec(line);
-      return match && secrets.has(match[2]!.replace(/^"(.*)"$/, '$1')) ? `${match[1]}${REDACTED}` : line;
+      if (!match) return line;
+      return secrets === 'all' || secrets.has(match[2]!.replace(/^"(.*)"$/, '$1')) ? `${match[1]}${REDACTED}` : line;
     })
     .join('\n');
 }
