@@ -182,8 +182,10 @@ export class BrowserHandoffs {
     try {
       let seq = 0;
       let missing = false;
+      // Once ended, frames still on their way are dropped: the `closed` event is the stream's last.
+      let over = false;
       let ended: (reason: 'closed' | 'deleted' | 'left') => void;
-      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = resolve));
+      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = (reason) => ((over = true), resolve(reason))));
       page.once('close', () => ended('closed'));
       writer.signal.addEventListener('abort', () => ended('left'), { once: true });
       // The conversation deleted while watched: the stream ends as a new request would be refused.
@@ -195,6 +197,7 @@ export class BrowserHandoffs {
       session_.on('Page.screencastFrame', (event: { data: string; sessionId: number; metadata: { deviceWidth: number; deviceHeight: number; timestamp?: number } }) => {
         void (async () => {
           try {
+            if (over) return;
             if (!selector) {
               await writer.write({
                 id: ++seq,
@@ -203,12 +206,14 @@ export class BrowserHandoffs {
               });
             } else {
               const box = await deadline(elementBox(page, selector), SHOT_MS);
+              if (over) return;
               if (box === null || box === 'invalid') {
                 if (!missing) await writer.write({ id: ++seq, event: 'missing', data: { selector, url: page.url() } });
                 missing = true;
               } else {
                 missing = false;
                 const image = await page.screenshot({ type: 'jpeg', quality: STREAM_QUALITY, clip: box, caret: 'initial', timeout: SHOT_MS });
+                if (over) return;
                 await writer.write({
                   id: ++seq,
                   event: 'frame',
