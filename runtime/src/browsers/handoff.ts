@@ -20,7 +20,8 @@ import type { SessionService } from '../sessions/service.js';
 import type { PendingHandoff, RuntimeSchema, SessionPending } from '../store/schema.js';
 import { tenantEventPrefix } from '../tenants/keys.js';
 import { VIEWPORT, type BrowserPool, type ConversationBrowser } from './pool.js';
-import { conversationKey } from './tools.js';
+import { conversationKey, titleOf } from './tools.js';
+import { handoffView } from '../chat/tools.js';
 import { safeSnapshot } from './snapshot.js';
 
 /** The screencast's JPEG quality: ~60 keeps text readable at a few tens of KB a frame. */
@@ -39,13 +40,6 @@ export interface FrameRequest {
   quality: number;
 }
 
-export interface HandoffView {
-  tool_call_id: string;
-  instructions: string;
-  read_only: boolean;
-  url: string;
-}
-
 export interface BrowserFrame {
   mime_type: 'image/jpeg' | 'image/png';
   /** The image, base64. */
@@ -55,7 +49,7 @@ export interface BrowserFrame {
   url: string;
   title: string;
   selector: string | null;
-  handoff: HandoffView | null;
+  handoff: ReturnType<typeof handoffView> | null;
   taken_at: string;
 }
 
@@ -90,8 +84,6 @@ export function openHandoff(pending: SessionPending | null): PendingHandoff | un
   return pending?.handoffs?.[0];
 }
 
-const view = (handoff: PendingHandoff | undefined): HandoffView | null =>
-  handoff ? { tool_call_id: handoff.tool_call_id, instructions: handoff.instructions, read_only: handoff.read_only, url: handoff.url } : null;
 
 export class BrowserHandoffs {
   constructor(
@@ -336,15 +328,16 @@ export class BrowserHandoffs {
         throw new AppError('unavailable', `the page could not be pictured now (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); ask again`, { code: 'browser_frame_failed' });
       }
     }
+    const handedOver = openHandoff(session.pending);
     return {
       mime_type: request.format === 'png' ? 'image/png' : 'image/jpeg',
       data: image!.toString('base64'),
       width: size.width,
       height: size.height,
       url: page.url(),
-      title: await deadline(page.title(), SHOT_MS).catch(() => ''),
+      title: await titleOf(page),
       selector: request.selector ?? null,
-      handoff: view(openHandoff(session.pending)),
+      handoff: handedOver ? handoffView(handedOver) : null,
       taken_at: new Date().toISOString(),
     };
   }

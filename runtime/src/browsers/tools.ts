@@ -35,7 +35,7 @@ async function describe(page: Page): Promise<string> {
 }
 
 /** The page's title, within the action time (a busy page never answers `page.title()`). */
-function titleOf(page: Page): Promise<string> {
+export function titleOf(page: Page): Promise<string> {
   const title = page.title().catch(() => '');
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(''), ACTION_MS)));

@@ -181,6 +181,11 @@ export function refusalMessage(note: string | undefined): string {
   return note ? `${base} Their note: ${note}` : base;
 }
 
+/** A hand-off as callers see it (the done frame, turn.stopped, a frame): without the service's own bookkeeping. */
+export function handoffView({ ended_by: _ended, ...handoff }: PendingHandoff): Omit<PendingHandoff, 'ended_by'> {
+  return handoff;
+}
+
 /** What the agent is told when the person's next message ends a hand-off: the page is as they left it. */
 export function handoffEndedMessage(handoff: PendingHandoff): string {
   const how =

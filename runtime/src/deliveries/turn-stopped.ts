@@ -2,6 +2,7 @@
 // answer, and, for a pause, what it waits for, so the receiver can send `approval_decisions` back (or, for a page
 // handed over, show it to the person).
 import { sql, type Kysely } from 'kysely';
+import { handoffView } from '../chat/tools.js';
 import type { RunOutcome } from '../chat/unattended.js';
 import type { RuntimeSchema, SessionPending } from '../store/schema.js';
 
@@ -29,7 +30,7 @@ export async function stoppedRunData(db: Kysely<RuntimeSchema>, runId: string, o
     approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => approval) ?? [],
     questions: pending?.questions ?? [],
     // A page handed to the person: watched and used at /chat/sessions/{session_id}/browser/*, ended by a POST /chat.
-    handoffs: pending?.handoffs?.map(({ ended_by: _ended, ...handoff }) => handoff) ?? [],
+    handoffs: pending?.handoffs?.map(handoffView) ?? [],
   };
 }
 

@@ -3,6 +3,7 @@
 import { AppError } from '@agentplane/lib/errors';
 import { describeErrorFrame } from '@agentplane/lib/http/errors';
 import type { ChatResponseOutput, Frame } from '../schemas.js';
+import { handoffView } from '../tools.js';
 import type { Outcome, Turn, TurnTotals } from './turn.js';
 
 /** The `usage` of a ChatResponse. */
@@ -46,7 +47,7 @@ export function doneFrame(
     tool_calls: pending?.tool_calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments as never })) ?? [],
     approvals: pending?.approvals.map(({ kind: _kind, ...approval }) => ({ ...approval, arguments: approval.arguments as never })) ?? [],
     questions: pending?.questions ?? [],
-    handoffs: pending?.handoffs?.map(({ ended_by: _ended, ...handoff }) => handoff) ?? [],
+    handoffs: pending?.handoffs?.map(handoffView) ?? [],
     usage: usageOut(totals),
     citations: totals.citations,
   };
