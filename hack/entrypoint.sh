@@ -5,7 +5,7 @@
 set -eu
 
 usage() {
-  echo "usage: entrypoint.sh control-api|runtime|operator|migrate|fire|all-in-one [args...]" >&2
+  echo "usage: entrypoint.sh control-api|runtime|operator|migrate|fire|browser|all-in-one [args...]" >&2
   exit 64
 }
 
@@ -36,6 +36,9 @@ case "$program" in
   all-in-one) main=all-in-one/dist/main.js flags=$runtime_flags ;;
   # A scheduled task's CronJob Job: asks the runtime to fire the Job's slot, then exits (decision 0066).
   fire) main=runtime/dist/fire.js ;;
+  # The browser Pod's server (decision 0092): Chromium behind Playwright's browser server and the egress guard. Its
+  # image is the `browser` stage of the Dockerfile, which adds Debian's chromium.
+  browser) main=runtime/dist/browsers/server/main.js ;;
   *) usage ;;
 esac
 

@@ -34,3 +34,13 @@ export type BrowserSettings = z.infer<typeof BrowserSettingsSchema>;
 export function browserSettingsOf(section: Partial<BrowserSettings> | undefined): BrowserSettings {
   return { handoff_check_model: null, ...BROWSER_DEFAULTS, ...(section ?? {}) };
 }
+
+/**
+ * The browser Pod's credential (docs/decisions/0092): the secret path of its server's WebSocket, which the runtime
+ * connects to. URL-safe so it sits in a path unescaped, and long enough not to be guessed.
+ */
+export const BROWSER_TOKEN_RULE = 'at least 32 characters of A-Z, a-z, 0-9, - and _';
+
+export function isBrowserToken(token: string): boolean {
+  return /^[A-Za-z0-9_-]{32,256}$/.test(token);
+}

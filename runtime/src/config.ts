@@ -2,6 +2,8 @@
 import { resolve } from 'node:path';
 import { EnvReader, readServiceBasics, type Env, type ServiceBasics } from '@agentplane/lib/config';
 import { parseMasterKey } from '@agentplane/lib/crypto/local-secrets';
+import { BROWSER_TOKEN_RULE, isBrowserToken } from '@agentplane/lib/browser';
+import { readAllowedDestinations } from '@agentplane/lib/net/egress-proxy';
 import type { CronJobSettings } from './tasks/cronjobs.js';
 
 export type BlobConfig =
@@ -97,12 +99,15 @@ export interface RuntimeConfig extends ServiceBasics {
   /** How often idle sandboxes are paused and those past their lifetime stopped. */
   computerSweepMs: number;
   /**
-   * The agent's browser (docs/decisions/0087, 0088): `local` (Chromium as a child process), `none`, or `auto`: local
-   * where Chromium is installed at `browser.executablePath`, none where it is not.
+   * The agent's browser (docs/decisions/0087, 0088, 0092): `local` (Chromium as a child process), `remote` (the
+   * browser Pod's server at `browser.remote`), `none`, or `auto`: local where Chromium is installed at
+   * `browser.executablePath`, none where it is not.
    */
-  browserHost: 'auto' | 'local' | 'none';
+  browserHost: 'auto' | 'local' | 'remote' | 'none';
   browser: {
     executablePath: string;
+    /** The browser Pod's server (`BROWSER_ENDPOINT`, `BROWSER_TOKEN`), with `browserHost` remote. */
+    remote: { endpoint: string; token: string } | undefined;
     /** Chromium's own sandbox: `auto` is on unless this process is root (Chromium refuses to sandbox itself as root). */
     sandbox: boolean;
     maxContexts: number;
@@ -222,6 +227,16 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     };
   }
 
+  const browserHost = read.oneOf('BROWSER_HOST', ['auto', 'local', 'remote', 'none'], 'auto');
+  let browserRemote: RuntimeConfig['browser']['remote'];
+  if (browserHost === 'remote') {
+    const endpoint = read.url('BROWSER_ENDPOINT', ['ws', 'wss']);
+    const token = read.raw('BROWSER_TOKEN');
+    if (!endpoint) read.problem("BROWSER_ENDPOINT is required when BROWSER_HOST=remote (the browser server's ws://host:port)");
+    if (token === undefined || !isBrowserToken(token)) read.problem(`BROWSER_TOKEN is required when BROWSER_HOST=remote: ${BROWSER_TOKEN_RULE}`);
+    browserRemote = { endpoint: (endpoint ?? '').replace(/\/+$/, ''), token: token ?? '' };
+  }
+
   // Replicas sharing a database must share these keys: one generated per replica would make admin calls and
   // sealed secrets depend on which replica answers.
   if (serving && databaseUrl !== undefined) {
@@ -265,9 +280,10 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
     computerLocalUids: read.integer('COMPUTER_LOCAL_UIDS', 184, { min: 1, max: 1_000_000 }),
     computerLocalPool: read.integer('COMPUTER_LOCAL_POOL', 1, { min: 0, max: 64 }),
     computerSweepMs: read.integer('COMPUTER_SWEEP_MS', 5_000, { min: 50, max: 3_600_000 }),
-    browserHost: read.oneOf('BROWSER_HOST', ['auto', 'local', 'none'], 'auto'),
+    browserHost,
     browser: {
       executablePath: read.string('BROWSER_EXECUTABLE', '/usr/bin/chromium'),
+      remote: browserRemote,
       sandbox: (() => {
         const chosen = read.oneOf('BROWSER_SANDBOX', ['auto', 'true', 'false'], 'auto');
         return chosen === 'auto' ? process.getuid?.() !== 0 : chosen === 'true';
@@ -284,14 +300,7 @@ export function loadRuntimeConfig(env: Env = process.env, { serving = true }: { 
       callMs: read.integer('BROWSER_CALL_SECONDS', 45, { min: 1, max: 600 }) * 1000,
       handoffMs: read.integer('BROWSER_HANDOFF_SECONDS', 900, { min: 10, max: 86_400 }) * 1000,
       allowPrivate: read.boolean('BROWSER_ALLOW_PRIVATE_URLS', false),
-      allowedDestinations: (read.string('BROWSER_ALLOWED_DESTINATIONS') ?? '')
-        .split(',')
-        .map((destination) => destination.trim())
-        .filter((destination) => {
-          if (destination === '') return false;
-          if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+):\d{1,5}$/i.test(destination)) read.problem(`BROWSER_ALLOWED_DESTINATIONS: ${JSON.stringify(destination)} is not host:port`);
-          return true;
-        }),
+      allowedDestinations: readAllowedDestinations(read),
     },
     draftSaveMs: read.integer('DRAFT_SAVE_MS', 1_000, { min: 50, max: 3_600_000 }),
   };

@@ -1,5 +1,7 @@
 // Starts real servers (PostgreSQL, Redis, MinIO, ...) as local child processes on free loopback ports,
 // each in its own temp dir, and stops them after. Binaries come from the cache that hack/test-deps.sh fills.
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -17,9 +19,9 @@ export const binDir = join(cacheDir, 'bin');
 /**
  * Node's arguments for running one of the repository's TypeScript entry points in a single process, as `npm start`
  * does: tsx as a loader (its launcher would fork a child a kill could miss), and workspace packages resolved to
- * their sources.
+ * their sources. tsx is named by its file, so the program may run in any folder (a temp dir of its own).
  */
-export const typeScriptNodeArgs = ['--conditions=@agentplane/source', '--import', 'tsx'];
+export const typeScriptNodeArgs = ['--conditions=@agentplane/source', '--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href];
 
 /** True when `AGENTPLANE_REQUIRE_SERVICES=1`: a missing service fails the run instead of skipping. */
 export const servicesRequired = process.env.AGENTPLANE_REQUIRE_SERVICES === '1';

@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
+import type { EnvReader } from '../config.js';
 import { errorMessage } from '../errors.js';
 import { bareHost, checkUrl, type ResolvedAddress, type UrlPolicy } from './url-guard.js';
 
@@ -40,6 +41,21 @@ export interface EgressProxy {
   username: string;
   password: string;
   close(): Promise<void>;
+}
+
+/**
+ * `BROWSER_ALLOWED_DESTINATIONS` (`host:port,...`), as the runtime and the browser Pod's server both read it: the
+ * destinations their browser may reach even where they are private.
+ */
+export function readAllowedDestinations(read: EnvReader, name = 'BROWSER_ALLOWED_DESTINATIONS'): string[] {
+  return (read.string(name) ?? '')
+    .split(',')
+    .map((destination) => destination.trim())
+    .filter((destination) => {
+      if (destination === '') return false;
+      if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+):\d{1,5}$/i.test(destination)) read.problem(`${name}: ${JSON.stringify(destination)} is not host:port`);
+      return true;
+    });
 }
 
 /** On the proxy's own 403 for a refused plain-HTTP request: why, URI-encoded. */

@@ -2,7 +2,7 @@
 // applies the SSRF guard per connection. Chromium would otherwise send requests to loopback directly
 // (`<-loopback>` takes loopback out of its implicit bypass list), resolve names itself (every name resolves to
 // nothing here, so only the proxy's resolution counts), and talk UDP for WebRTC and QUIC outside any proxy (both off).
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserServer, type LaunchOptions } from 'playwright-core';
 import type { EgressProxy } from '@agentplane/lib/net/egress-proxy';
 
 export interface ChromiumLaunch {
@@ -38,12 +38,25 @@ export function guardedChromiumArgs(proxyUrl: string): string[] {
   ];
 }
 
-export function launchGuardedChromium(launch: ChromiumLaunch): Promise<Browser> {
-  return chromium.launch({
+/** Playwright's launch options for Chromium run this way; the browser Pod's server launches with the same. */
+function guardedLaunchOptions(launch: ChromiumLaunch): LaunchOptions {
+  return {
     executablePath: launch.executablePath,
     headless: true,
     chromiumSandbox: launch.sandbox,
     proxy: { server: `http://${PROXY_NAME}:${new URL(launch.proxy.url).port}`, username: launch.proxy.username, password: launch.proxy.password, bypass: '<-loopback>' },
     args: guardedChromiumArgs(launch.proxy.url),
-  });
+  };
+}
+
+export function launchGuardedChromium(launch: ChromiumLaunch): Promise<Browser> {
+  return chromium.launch(guardedLaunchOptions(launch));
+}
+
+/**
+ * Chromium run this way behind Playwright's browser server (the browser Pod, docs/decisions/0092): clients connect
+ * with `chromium.connect` at `ws://host:port/<wsPath>`, and the path, a secret, is the only credential it knows.
+ */
+export function launchGuardedChromiumServer(launch: ChromiumLaunch, serve: { host: string; port: number; wsPath: string }): Promise<BrowserServer> {
+  return chromium.launchServer({ ...guardedLaunchOptions(launch), host: serve.host, port: serve.port, wsPath: `/${serve.wsPath}` });
 }
