@@ -1,6 +1,7 @@
 // The operator's configuration, parsed from the environment once at start. README's table lists every variable;
 // the Helm chart sets them from values.yaml.
 import { EnvReader, type Env } from '@agentplane/lib/config';
+import { readAllowedDestinations } from '@agentplane/lib/net/egress-proxy';
 
 export interface RuntimeStores {
   /** Admin connection that creates each project's database and role (CREATEDB, CREATEROLE); unset: runtimes run embedded. */
@@ -22,6 +23,16 @@ export interface RuntimeStores {
     | undefined;
   /** A Pinecone index the runtimes keep their vectors in, each tenant in its own namespace; unset: pgvector. */
   pinecone: { indexHost: string; apiKey: string } | undefined;
+}
+
+export interface BrowserPodSettings {
+  image: string;
+  imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+  /** The browser server's container port. */
+  port: number;
+  resources: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string } };
+  /** `host:port` destinations its pages may reach though private (an intranet site); IP literals also get an egress allow. */
+  allowedDestinations: string[];
 }
 
 export interface OperatorConfig {
@@ -65,6 +76,11 @@ export interface OperatorConfig {
      * computer.
      */
     sandboxes: { image: string; imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never'; storageClass: string | undefined } | undefined;
+    /**
+     * The agent's browser: a Deployment in the project's namespace running the browser server, which the runtimes
+     * connect to (docs/decisions/0092). Unset: the runtimes offer no browser.
+     */
+    browser: BrowserPodSettings | undefined;
   };
   dataPlane: { domain: string; scheme: 'http' | 'https'; ingressClassName: string | undefined; tlsSecretName: string | undefined };
   /** The namespace of the ingress controller, the one source NetworkPolicies let in. */
@@ -83,6 +99,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
   if ((pineconeHost === undefined) !== (pineconeKey === undefined)) read.problem('RUNTIME_PINECONE_INDEX_HOST and RUNTIME_PINECONE_API_KEY go together');
   const scheme = read.oneOf('DATA_PLANE_SCHEME', ['http', 'https'], 'https');
   const sandboxImage = read.string('RUNTIME_SANDBOX_IMAGE');
+  const browserImage = read.string('RUNTIME_BROWSER_IMAGE');
   const config: OperatorConfig = {
     kubeconfig: read.string('KUBECONFIG'),
     namespace,
@@ -115,6 +132,18 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
             image: sandboxImage,
             imagePullPolicy: read.oneOf('RUNTIME_SANDBOX_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
             storageClass: read.string('RUNTIME_SANDBOX_STORAGE_CLASS'),
+          }
+        : undefined,
+      browser: browserImage
+        ? {
+            image: browserImage,
+            imagePullPolicy: read.oneOf('RUNTIME_BROWSER_IMAGE_PULL_POLICY', ['Always', 'IfNotPresent', 'Never'], 'IfNotPresent'),
+            port: read.port('RUNTIME_BROWSER_PORT', 8083),
+            resources: {
+              requests: { cpu: read.string('RUNTIME_BROWSER_CPU_REQUEST', '250m'), memory: read.string('RUNTIME_BROWSER_MEMORY_REQUEST', '512Mi') },
+              limits: { cpu: read.string('RUNTIME_BROWSER_CPU_LIMIT', '2'), memory: read.string('RUNTIME_BROWSER_MEMORY_LIMIT', '3Gi') },
+            },
+            allowedDestinations: readAllowedDestinations(read, 'RUNTIME_BROWSER_ALLOWED_DESTINATIONS'),
           }
         : undefined,
     },

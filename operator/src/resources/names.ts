@@ -11,6 +11,9 @@ export const QUOTA_NAME = 'project-quota';
 /** The ResourceQuota that holds the project's sandbox count. */
 export const SANDBOX_QUOTA_NAME = 'sandboxes';
 export const LIMIT_RANGE_NAME = 'container-defaults';
+/** The agent's browser (docs/decisions/0092): its Deployment, Service and container, and its named port. */
+export const BROWSER_NAME = 'browser';
+export const BROWSER_PORT_NAME = 'browser';
 /** The runtime container's named port, used by the Service, the Ingress and the probes. */
 export const RUNTIME_PORT_NAME = 'http';
 

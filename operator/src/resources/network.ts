@@ -5,7 +5,9 @@
 // deny of their own could not take back what another policy allows.
 import type * as k8s from '@kubernetes/client-node';
 import { LABELS, SANDBOX_COMPONENT, TASK_FIRE_COMPONENT, type Project } from '@agentplane/lib/kubernetes/resources';
+import ipaddr from 'ipaddr.js';
 import type { OperatorConfig } from '../config.js';
+import { browserSelector } from './browser.js';
 import { projectLabels, projectObjectMeta, runtimeSelector } from './metadata.js';
 
 /**
@@ -29,6 +31,9 @@ export const NETWORK_POLICY_NAMES = {
   internet: 'allow-egress-internet',
   runtimeStores: 'allow-runtime-stores',
   taskFires: 'allow-task-fires',
+  browserIngress: 'allow-browser-ingress',
+  runtimeBrowser: 'allow-runtime-browser',
+  browserDestinations: 'allow-browser-destinations',
 } as const;
 
 /** The Pods of scheduled tasks' CronJob Jobs, which call the runtime to fire their slot. */
@@ -97,5 +102,30 @@ export function buildNetworkPolicies(project: Project, namespace: string, config
       policyTypes: ['Egress'],
       egress: [{ to: [{ podSelector: { matchLabels: runtimeSelector() } }], ports: [{ protocol: 'TCP', port: config.runtime.port }] }],
     }),
+    ...browserPolicies(config, policy),
+  ];
+}
+
+/**
+ * The browser's Pod (docs/decisions/0092) has the allows every Pod but a sandbox has (names, the public internet)
+ * and these: only the runtime reaches its port, and the runtime may. An operator-allowed destination that is an IP
+ * literal (an intranet site) gets an egress allow of its own; a name cannot be, and needs the platform engineer's.
+ */
+function browserPolicies(config: OperatorConfig, policy: (name: string, spec: k8s.V1NetworkPolicySpec) => k8s.V1NetworkPolicy): k8s.V1NetworkPolicy[] {
+  const browser = config.runtime.browser;
+  if (!browser) return [];
+  const browserPods: k8s.V1LabelSelector = { matchLabels: browserSelector() };
+  const port: k8s.V1NetworkPolicyPort = { protocol: 'TCP', port: browser.port };
+  const literals = browser.allowedDestinations.flatMap((destination) => {
+    const at = destination.lastIndexOf(':');
+    const host = destination.slice(0, at).replace(/^\[|\]$/g, '');
+    if (!ipaddr.isValid(host)) return [];
+    const address = ipaddr.parse(host);
+    return [{ to: [{ ipBlock: { cidr: `${address.toString()}/${address.kind() === 'ipv4' ? 32 : 128}` } }], ports: [{ protocol: 'TCP', port: Number(destination.slice(at + 1)) }] }];
+  });
+  return [
+    policy(NETWORK_POLICY_NAMES.browserIngress, { podSelector: browserPods, policyTypes: ['Ingress'], ingress: [{ _from: [{ podSelector: { matchLabels: runtimeSelector() } }], ports: [port] }] }),
+    policy(NETWORK_POLICY_NAMES.runtimeBrowser, { podSelector: { matchLabels: runtimeSelector() }, policyTypes: ['Egress'], egress: [{ to: [{ podSelector: browserPods }], ports: [port] }] }),
+    ...(literals.length > 0 ? [policy(NETWORK_POLICY_NAMES.browserDestinations, { podSelector: browserPods, policyTypes: ['Egress'], egress: literals })] : []),
   ];
 }

@@ -69,8 +69,8 @@ const project: Project = {
   metadata: { name: 'acme', uid: '0b8f2b8e-1111-4222-8333-444455556666' },
   spec: { runtime: { replicas: 3, resources: { limits: { memory: '2Gi' } } }, quota: { pods: 10 }, containerDefaults: { requests: { cpu: '100m' } } },
 };
-const secrets: RuntimeSecretValues = { adminKey: 'k'.repeat(40), masterKey: Buffer.alloc(32).toString('base64'), databaseUrl: 'postgres://r:p@db:5432/d' };
-const config = loadOperatorConfig({ RUNTIME_REDIS_URL: 'redis://redis:6379', RUNTIME_S3_BUCKET: 'blobs', RUNTIME_S3_SECRET_ACCESS_KEY: 's' });
+const secrets: RuntimeSecretValues = { adminKey: 'k'.repeat(40), masterKey: Buffer.alloc(32).toString('base64'), databaseUrl: 'postgres://r:p@db:5432/d', browserToken: 'b'.repeat(43) };
+const config = loadOperatorConfig({ RUNTIME_REDIS_URL: 'redis://redis:6379', RUNTIME_S3_BUCKET: 'blobs', RUNTIME_S3_SECRET_ACCESS_KEY: 's', RUNTIME_BROWSER_IMAGE: 'ghcr.io/agentplane/agentplane-browser:0.1.0' });
 
 describe('Pod Security restricted', () => {
   const objects = [buildNamespace(project, config), ...buildProjectObjects(project, config, secrets)];
@@ -83,8 +83,8 @@ describe('Pod Security restricted', () => {
     for (const pod of podSpecsOf(object)) expect(restrictedViolations(pod)).toEqual([]);
   });
 
-  it('builds at least one Pod template, so the check above is not vacuous', () => {
-    expect(objects.flatMap(podSpecsOf)).toHaveLength(1);
+  it("builds the runtime's and the browser's Pod templates, so the check above is not vacuous", () => {
+    expect(objects.flatMap(podSpecsOf)).toHaveLength(2);
   });
 
   it('the checker refuses what the profile refuses', () => {

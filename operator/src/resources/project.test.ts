@@ -236,6 +236,7 @@ describe('the runtime Deployment', () => {
       'AGENTPLANE_ADMIN_KEY',
       'AGENTPLANE_MASTER_KEY',
       'COMPUTER_HOST',
+      'BROWSER_HOST',
     ]);
     expect(env.HOST!.value).toBe('0.0.0.0');
     // No sandbox image configured: no computer, rather than the local host in a container that cannot hold it.
@@ -383,6 +384,70 @@ describe('ResourceQuota and LimitRange', () => {
     expect(find<k8s.V1LimitRange>(objects, 'LimitRange', 'container-defaults').spec).toEqual({
       limits: [{ type: 'Container', defaultRequest: { cpu: '100m', memory: '128Mi' }, _default: { cpu: '500m' } }],
     });
+  });
+});
+
+describe("the project's browser (decision 0092)", () => {
+  const config = aConfig({ RUNTIME_BROWSER_IMAGE: 'ghcr.io/agentplane/agentplane-browser:0.1.0', RUNTIME_BROWSER_ALLOWED_DESTINATIONS: '10.20.30.40:8443,intranet.example:443' });
+  const withToken: RuntimeSecretValues = { ...secrets, browserToken: 'T'.repeat(43) };
+  const objects = buildProjectObjects(aProject(), config, withToken);
+  const policy = (name: string) => find<k8s.V1NetworkPolicy>(objects, 'NetworkPolicy', name).spec!;
+  const selects = (selector: k8s.V1LabelSelector, labels: Record<string, string>) =>
+    Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value) &&
+    (selector.matchExpressions ?? []).every((term) => {
+      const has = term.key in labels;
+      if (term.operator === 'In') return has && term.values!.includes(labels[term.key]!);
+      if (term.operator === 'NotIn') return !has || !term.values!.includes(labels[term.key]!);
+      return term.operator === 'Exists' ? has : !has;
+    });
+
+  it('runs the browser server in a Deployment of its own, with the token from the runtime Secret and no API token', () => {
+    const deployment = find<k8s.V1Deployment>(objects, 'Deployment', 'browser');
+    const pod = deployment.spec!.template.spec!;
+    expect(pod.automountServiceAccountToken).toBe(false);
+    const container = pod.containers[0]!;
+    expect(container.image).toBe('ghcr.io/agentplane/agentplane-browser:0.1.0');
+    expect(container.args).toEqual(['browser']);
+    expect(container.env).toContainEqual({ name: 'BROWSER_TOKEN', valueFrom: { secretKeyRef: { name: 'agentplane-runtime', key: 'browser-token' } } });
+    expect(container.env).toContainEqual({ name: 'BROWSER_ALLOWED_DESTINATIONS', value: '10.20.30.40:8443,intranet.example:443' });
+    expect(container.securityContext?.readOnlyRootFilesystem).toBe(true);
+    expect(pod.volumes).toContainEqual({ name: 'shm', emptyDir: { medium: 'Memory', sizeLimit: '512Mi' } });
+    const secret = find<k8s.V1Secret>(objects, 'Secret', 'agentplane-runtime');
+    expect(Buffer.from(secret.data!['browser-token']!, 'base64').toString()).toBe('T'.repeat(43));
+    expect(find<k8s.V1Service>(objects, 'Service', 'browser').spec!.ports).toEqual([{ name: 'browser', port: 8083, targetPort: 'browser', protocol: 'TCP' }]);
+  });
+
+  it('points the runtime at the browser Service with the same token', () => {
+    const env = find<k8s.V1Deployment>(objects, 'Deployment', 'agent-runtime').spec!.template.spec!.containers[0]!.env!;
+    expect(env).toContainEqual({ name: 'BROWSER_HOST', value: 'remote' });
+    expect(env).toContainEqual({ name: 'BROWSER_ENDPOINT', value: 'ws://browser:8083' });
+    expect(env).toContainEqual({ name: 'BROWSER_TOKEN', valueFrom: { secretKeyRef: { name: 'agentplane-runtime', key: 'browser-token' } } });
+  });
+
+  it('lets only the runtime reach the browser, and the browser only names and the public internet (and the allowed IP)', () => {
+    const browserPod = find<k8s.V1Deployment>(objects, 'Deployment', 'browser').spec!.template.metadata!.labels!;
+    const runtimePod = find<k8s.V1Deployment>(objects, 'Deployment', 'agent-runtime').spec!.template.metadata!.labels!;
+    const policies = objects.filter((object): object is k8s.V1NetworkPolicy => object.kind === 'NetworkPolicy');
+    const ingress = policies.filter((p) => p.spec!.policyTypes!.includes('Ingress') && selects(p.spec!.podSelector!, browserPod));
+    expect(ingress.map((p) => p.metadata!.name)).toEqual(['default-deny', 'allow-browser-ingress']);
+    expect(policy('allow-browser-ingress').ingress).toEqual([{ _from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'agent-runtime', 'app.kubernetes.io/component': 'runtime' } } }], ports: [{ protocol: 'TCP', port: 8083 }] }]);
+    const egress = policies.filter((p) => (p.spec!.egress ?? []).length > 0 && selects(p.spec!.podSelector!, browserPod));
+    expect(egress.map((p) => p.metadata!.name)).toEqual(['allow-egress-dns', 'allow-egress-internet', 'allow-browser-destinations']);
+    expect(policy('allow-browser-destinations').egress).toEqual([{ to: [{ ipBlock: { cidr: '10.20.30.40/32' } }], ports: [{ protocol: 'TCP', port: 8443 }] }]);
+    // The runtime may reach the browser's port, and the browser nothing of the runtime's.
+    expect(selects(policy('allow-runtime-browser').podSelector!, runtimePod)).toBe(true);
+    expect(policy('allow-runtime-browser').egress).toEqual([{ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'browser', 'app.kubernetes.io/component': 'browser' } } }], ports: [{ protocol: 'TCP', port: 8083 }] }]);
+    expect(selects(policy('allow-runtime-stores').podSelector!, browserPod)).toBe(false);
+    // No browser allow selects a sandbox.
+    const sandboxPod = { 'app.kubernetes.io/component': 'sandbox' };
+    for (const name of ['allow-browser-ingress', 'allow-runtime-browser', 'allow-browser-destinations']) expect(selects(policy(name).podSelector!, sandboxPod), name).toBe(false);
+  });
+
+  it('is not there, and the runtime offers none, when the operator has no browser image', () => {
+    const without = buildProjectObjects(aProject(), aConfig(), secrets);
+    expect(without.filter((object) => object.metadata?.name === 'browser' || object.metadata?.name?.includes('browser'))).toEqual([]);
+    const env = find<k8s.V1Deployment>(without, 'Deployment', 'agent-runtime').spec!.template.spec!.containers[0]!.env!;
+    expect(env).toContainEqual({ name: 'BROWSER_HOST', value: 'none' });
   });
 });
 

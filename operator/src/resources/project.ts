@@ -5,6 +5,7 @@ import type * as k8s from '@kubernetes/client-node';
 import type { Project } from '@agentplane/lib/kubernetes/resources';
 import type { OperatorConfig } from '../config.js';
 import { projectNamespaceName } from './names.js';
+import { buildBrowserObjects } from './browser.js';
 import { buildLimitRange, buildResourceQuota, buildRoleBinding, buildSandboxQuota, buildServiceAccount } from './namespace.js';
 import { buildNetworkPolicies } from './network.js';
 import { buildDataPlaneIngress, buildRuntimeDeployment, buildRuntimeDisruptionBudget, buildRuntimeService } from './runtime.js';
@@ -27,6 +28,7 @@ export function buildProjectObjects(project: Project, config: OperatorConfig, se
     buildRuntimeService(project, namespace, config),
     buildDataPlaneIngress(project, namespace, config),
     buildRuntimeDisruptionBudget(project, namespace),
+    ...buildBrowserObjects(project, namespace, config, secrets),
   ];
 }
 

@@ -17,6 +17,7 @@ import {
   projectNamespaceName,
   redisKeyPrefix,
 } from './names.js';
+import { browserEndpoint } from './browser.js';
 import { exceeds } from './quantity.js';
 import { RUNTIME_SECRET_KEYS, runtimeSecretEntries, runtimeSecretHash, type RuntimeSecretValues } from './secret.js';
 
@@ -82,7 +83,7 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
     secretKeys.has(key) ? [{ name, valueFrom: { secretKeyRef: { name: RUNTIME_SECRET_NAME, key } } }] : [];
   const { redisUrl, s3, pinecone } = config.stores;
   const cronJobs = config.runtime.taskCronJobs && secretKeys.has(RUNTIME_SECRET_KEYS.fireKey);
-  const { sandboxes } = config.runtime;
+  const { sandboxes, browser } = config.runtime;
   return [
     value('HOST', '0.0.0.0'),
     value('DATA_PORT', String(config.runtime.port)),
@@ -120,6 +121,11 @@ export function runtimeEnv(project: Project, config: OperatorConfig, secrets: Ru
           value('COMPUTER_NETWORK_POLICY', 'operator'),
         ]
       : [value('COMPUTER_HOST', 'none')]),
+    // The agent's browser is the browser Pod's (docs/decisions/0092): the runtime's image has no Chromium, and pages
+    // do not run beside the runtime's keys.
+    ...(browser && secretKeys.has(RUNTIME_SECRET_KEYS.browserToken)
+      ? [value('BROWSER_HOST', 'remote'), value('BROWSER_ENDPOINT', browserEndpoint(browser)), ...fromSecret('BROWSER_TOKEN', RUNTIME_SECRET_KEYS.browserToken)]
+      : [value('BROWSER_HOST', 'none')]),
     ...(redisUrl === undefined ? [] : [...fromSecret('REDIS_URL', RUNTIME_SECRET_KEYS.redisUrl), value('REDIS_KEY_PREFIX', redisKeyPrefix(project))]),
     ...(s3 === undefined
       ? []

@@ -17,6 +17,8 @@ export interface RuntimeSecretValues {
   databaseUrl?: string;
   /** The key the project's task CronJobs fire with (docs/decisions/0066): the runtime checks it, their Pods present it. */
   fireKey?: string;
+  /** The browser server's secret path (docs/decisions/0092), when the operator runs a browser per project. */
+  browserToken?: string;
 }
 
 /** The Secret's keys: the control-api reads `admin-key`; the Deployment's env refers to the rest. */
@@ -29,6 +31,7 @@ export const RUNTIME_SECRET_KEYS = {
   s3AccessKeyId: 's3-access-key-id',
   s3SecretAccessKey: 's3-secret-access-key',
   pineconeApiKey: 'pinecone-api-key',
+  browserToken: 'browser-token',
 } as const;
 
 /** The Secret's content as plain strings: only the keys that have a value, so every env reference resolves. */
@@ -36,6 +39,7 @@ export function runtimeSecretEntries(secrets: RuntimeSecretValues, config: Opera
   const entries: Record<string, string> = { [RUNTIME_SECRET_KEYS.adminKey]: secrets.adminKey, [RUNTIME_SECRET_KEYS.masterKey]: secrets.masterKey };
   if (secrets.databaseUrl !== undefined) entries[RUNTIME_SECRET_KEYS.databaseUrl] = secrets.databaseUrl;
   if (secrets.fireKey !== undefined) entries[RUNTIME_SECRET_KEYS.fireKey] = secrets.fireKey;
+  if (secrets.browserToken !== undefined) entries[RUNTIME_SECRET_KEYS.browserToken] = secrets.browserToken;
   const { redisUrl, s3, pinecone } = config.stores;
   if (redisUrl !== undefined) entries[RUNTIME_SECRET_KEYS.redisUrl] = redisUrl;
   if (pinecone !== undefined) entries[RUNTIME_SECRET_KEYS.pineconeApiKey] = pinecone.apiKey;

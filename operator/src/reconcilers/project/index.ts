@@ -26,7 +26,7 @@ import { findCondition, setCondition, writeStatus, type ConditionUpdate } from '
 import { ProjectDatabases } from './database.js';
 import type { ProjectReconcilerDeps } from './deps.js';
 import { eraseProject } from './erase.js';
-import { newAdminKey, newDatabasePassword, newMasterKey, secretValues } from './secrets.js';
+import { newAdminKey, newBrowserToken, newDatabasePassword, newMasterKey, secretValues } from './secrets.js';
 
 export type { ProjectReconcilerDeps } from './deps.js';
 
@@ -212,6 +212,7 @@ export class ProjectReconciler {
       adminKey: pass.secret['admin-key'] || newAdminKey(),
       masterKey: pass.secret['master-key'] || newMasterKey(),
       fireKey: pass.secret['task-fire-key'] || newAdminKey(),
+      ...(this.deps.config.runtime.browser ? { browserToken: pass.secret['browser-token'] || newBrowserToken() } : {}),
       ...(pass.databaseUrl ? { databaseUrl: pass.databaseUrl } : {}),
     };
     return undefined;
