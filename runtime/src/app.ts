@@ -79,7 +79,7 @@ import { computerRoutes, sandboxAdminRoutes } from './computers/routes.js';
 import { ComputerService } from './computers/service.js';
 import { computerFamily } from './computers/tools.js';
 import { createBrowserPool } from './browsers/feature.js';
-import { browserFamily } from './browsers/tools.js';
+import { browserFamily, screenshotUrlTool } from './browsers/tools.js';
 import { BrowserHandoffs } from './browsers/handoff.js';
 import { handoffRoutes } from './browsers/routes.js';
 import { SessionTodos } from './sessions/todos.js';
@@ -454,7 +454,11 @@ export async function createRuntime({ config, logger, lifecycle = new Lifecycle(
     tools.register({ name: 'todos', forTurn: ({ principal }) => [todos.tool(principal.tenantId)] });
     tools.register({ name: 'tasks', forTurn: ({ principal, permission, request }) => tasks.tools(principal, permission, request) });
     tools.register({ name: 'subagents', forTurn: ({ principal, permission, request }) => [subagents.tool(principal, permission, request)] });
-    tools.register({ name: 'web', forTurn: ({ principal }) => web.for(principal.configuration.document.web_search) });
+    // `screenshot_url` is a web tool that pictures the page in the browser, so only where this runtime has one.
+    tools.register({
+      name: 'web',
+      forTurn: (caller) => [...web.for(caller.principal.configuration.document.web_search), ...(browsers ? [screenshotUrlTool(browsers, caller, config.browser.callMs)] : [])],
+    });
     tools.register({ name: 'webhooks', forTurn: ({ principal }) => webhookTools.for(principal) });
     tools.register(computerFamily(computers));
     tools.register(browserFamily(browsers, config.browser.callMs, config.browser.handoffMs));

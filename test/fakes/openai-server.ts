@@ -474,6 +474,10 @@ function chatRequestProblem(body: ChatRequest): { message: string; param: string
   let unanswered: string[] = [];
   for (const [i, message] of body.messages.entries()) {
     if (message.role === 'tool') {
+      // Tool messages take text only (an image must come in a user message).
+      if (Array.isArray(message.content) && message.content.some((part: { type?: unknown }) => part?.type !== 'text')) {
+        return { message: `Invalid 'messages[${i}].content': a tool message's content parts must be text.`, param: `messages.[${i}].content` };
+      }
       const answered = unanswered.indexOf(String(message.tool_call_id));
       if (answered < 0) {
         return { message: "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", param: `messages.[${i}].role` };

@@ -64,8 +64,14 @@ export interface RuntimeOffers {
   browser: boolean;
 }
 
-/** SPEC.md: `screenshot_url` answers an image, which the turn does not yet carry to the model; until then it is not offered, and this says so. */
-const TOOLS_NOT_OFFERED = [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it answers an image, and this build does not yet give tool results as images to the model' }];
+/**
+ * SPEC.md: `screenshot_url` pictures a page in the browser (docs/decisions/0091); a runtime without one does not offer
+ * it, and this says so. Where it is offered it still needs `input:image`, which the tools' listing reflects.
+ */
+function toolsNotOffered(runtime: RuntimeOffers): CapabilitiesOutput['tools_not_offered'] {
+  if (runtime.browser) return [];
+  return [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it pictures the page in a browser, and this runtime has none (Chromium is not installed here)' }];
+}
 
 export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal, runtime: RuntimeOffers = { sandboxHost: false, browser: false }): CapabilitiesOutput {
   return {
@@ -80,6 +86,6 @@ export function capabilitiesOf({ tenantId, claims, permission, configuration }: 
     max_tool_iterations: permission.maxToolIterations ?? null,
     max_context_tokens: permission.maxContextTokens ?? null,
     privileged: isPrivileged(claims.roles),
-    tools_not_offered: TOOLS_NOT_OFFERED,
+    tools_not_offered: toolsNotOffered(runtime),
   };
 }

@@ -1,16 +1,18 @@
 // The agent's browser (SPEC.md capability `browser`, flag `enable_browser`; docs/decisions/0088): open a page, read it
 // as an accessibility snapshot or as text, click, type, select, scroll and go back, in the conversation's own browser
 // context. Each action answers with the page as it is afterwards (its snapshot, bounded), so the model sees what its
-// action did. Element references (`ref`) come from the latest snapshot. The turn engine knows none of this: it is a
-// tool family.
+// action did; `browser_screenshot` shows a model that perceives images the page itself (docs/decisions/0091). Element
+// references (`ref`) come from the latest snapshot. The turn engine knows none of this: it is a tool family.
+import { randomUUID } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { EGRESS_REFUSED_HEADER } from '@agentplane/lib/net/egress-proxy';
 import type { FamilyTools, ToolCaller, ToolFamily } from '../chat/tool-registry.js';
 import type { ServerTool, ServerToolOutcome } from '../chat/tools.js';
 import type { BrowserPool, ConversationBrowser } from './pool.js';
+import { pictureOf, screenshotOutcome } from './screenshot.js';
 import { safeSnapshot } from './snapshot.js';
 
-export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back', 'browser_handoff'] as const;
+export const BROWSER_TOOL_NAMES = ['browser_open', 'browser_snapshot', 'browser_read', 'browser_click', 'browser_type', 'browser_select', 'browser_scroll', 'browser_back', 'browser_screenshot', 'browser_handoff'] as const;
 /** How long a page handed over stays open for the person without anyone watching it, unless configured. */
 export const DEFAULT_HANDOFF_MS = 15 * 60_000;
 /** What the model gets of a snapshot or a page's text: the rest is said to be cut. */
@@ -42,8 +44,46 @@ export function titleOf(page: Page): Promise<string> {
   return Promise.race([title, late]).finally(() => clearTimeout(timer));
 }
 
+/** An http(s) address the model gave, or what to tell it instead: other schemes (file:, chrome:...) are refused. */
+function webAddress(tool: string, value: unknown): URL | string {
+  try {
+    const parsed = new URL(typeof value === 'string' ? value.trim() : '');
+    if (parsed.protocol === 'http:' || parsed.protocol === 'https:') return parsed;
+    return `${tool} opens http and https pages only, not ${parsed.protocol}`;
+  } catch {
+    return `${tool} needs an absolute http(s) \`url\`.`;
+  }
+}
+
+/**
+ * `acting`'s outcome, or what came first: the call's deadline or the turn's cancel. A page's script can keep its
+ * renderer busy so that calls without a timeout of their own (a title, a wheel) never return; the caller then closes
+ * the page, which ends its renderer.
+ */
+async function withinCall<T>(acting: Promise<T>, callMs: number, signal: AbortSignal): Promise<T | 'deadline' | 'cancelled'> {
+  acting.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  let stop: (() => void) | undefined;
+  const stopped = new Promise<'deadline' | 'cancelled'>((resolve) => {
+    timer = setTimeout(() => resolve('deadline'), callMs);
+    stop = () => resolve('cancelled');
+    signal.addEventListener('abort', stop, { once: true });
+  });
+  try {
+    return await Promise.race([acting, stopped]);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', stop!);
+  }
+}
+
+const busyPage = (doing: string, callMs: number): ServerToolOutcome => ({
+  ok: false,
+  message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page was busy and has been closed. Open it again with browser_open.`,
+});
+
 /** An action's failure, said so the model can act on it (a stale ref, a refused address, a timeout). */
-function failure(error: unknown, doing: string): ServerToolOutcome {
+function failedAction(error: unknown, doing: string): ServerToolOutcome {
   const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
   if (/ERR_TUNNEL_CONNECTION_FAILED|ERR_PROXY|ERR_NAME_NOT_RESOLVED|ERR_CONNECTION_REFUSED/.test(message)) {
     return { ok: false, message: `${doing} failed: the address cannot be reached. The browser opens public web pages only (not this machine, private networks or cloud metadata).` };
@@ -74,31 +114,19 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
     // The agent acts again: any hand-off of this page has ended (a turn waiting for the person makes no calls), so
     // the page goes back to the pool's usual idle rule.
     pool.keep(key, 0);
-    let page: Page | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    let stop: (() => void) | undefined;
     try {
-      page = await browser.page();
-      const acting = act(page, browser);
-      acting.catch(() => undefined);
-      const stopped = new Promise<'deadline' | 'cancelled'>((resolve) => {
-        timer = setTimeout(() => resolve('deadline'), callMs);
-        stop = () => resolve('cancelled');
-        signal.addEventListener('abort', stop, { once: true });
-      });
-      const first = await Promise.race([acting, stopped]);
+      const page = await browser.page();
+      const first = await withinCall(act(page, browser), callMs, signal);
       if (first === 'deadline' || first === 'cancelled') {
         await page.close({ runBeforeUnload: false }).catch(() => undefined);
         if (first === 'cancelled') throw signal.reason;
-        return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page was busy and has been closed. Open it again with browser_open.` };
+        return busyPage(doing, callMs);
       }
       return first;
     } catch (error) {
       if (signal.aborted) throw signal.reason;
-      return failure(error, doing);
+      return failedAction(error, doing);
     } finally {
-      clearTimeout(timer);
-      if (stop) signal.removeEventListener('abort', stop);
       pool.release(browser);
     }
   };
@@ -114,20 +142,14 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
       { url: { type: 'string', description: 'The http(s) address' } },
       ['url'],
       async (args, signal, context) => {
-        const url = typeof args.url === 'string' ? args.url.trim() : '';
-        let parsed: URL;
-        try {
-          parsed = new URL(url);
-        } catch {
-          return { ok: false, message: 'browser_open needs an absolute http(s) `url`.' };
-        }
-        if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return { ok: false, message: `browser_open opens http and https pages only, not ${parsed.protocol}` };
+        const parsed = webAddress('browser_open', args.url);
+        if (typeof parsed === 'string') return { ok: false, message: parsed };
         return onPage(
           context.sessionId,
           signal,
           async (page) => {
             const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
-            if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failure(new Error('ERR_PROXY refused'), `Opening ${parsed.href}`);
+            if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failedAction(new Error('ERR_PROXY refused'), `Opening ${parsed.href}`);
             const status = response ? ` (HTTP ${response.status()})` : '';
             return { ok: true, text: `Opened${status}.\n${await describe(page)}` };
           },
@@ -223,6 +245,28 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
           'Scrolling',
         ),
     ),
+    {
+      needs: ['browser', 'input:image'],
+      definition: {
+        name: 'browser_screenshot',
+        description:
+          'See the current page as a picture (what is in view, or one element with `ref`): for layout, images, charts and anything the snapshot does not say. The picture is yours for this turn only; the text of the page is cheaper with browser_snapshot.',
+        parameters: { type: 'object', properties: { ref: { type: 'string', description: 'Only this element, by its [ref=...] in the latest browser_snapshot (optional)' } }, required: [] },
+      },
+      run: (args, signal, context) => {
+        const ref = refArg(args);
+        if (args.ref !== undefined && !ref) return Promise.resolve({ ok: false, message: 'browser_screenshot takes `ref` from the latest browser_snapshot (e.g. e12), or no `ref` for the whole view.' });
+        return onPage(
+          context.sessionId,
+          signal,
+          async (page) => {
+            if (page.url() === 'about:blank') return { ok: false, message: 'There is no page to see: open one with browser_open first.' };
+            return screenshotOutcome(await pictureOf(page, ACTION_MS, ref), { url: page.url(), title: await titleOf(page) }, ref);
+          },
+          ref ? `Picturing ${ref}` : 'Picturing the page',
+        );
+      },
+    },
     tool('browser_back', 'Go back to the previous page of this conversation’s browser. Answers the page afterwards.', {}, [], (_args, signal, context) =>
       onPage(
         context.sessionId,
@@ -274,6 +318,53 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
     },
   ];
   return { tools };
+}
+
+/**
+ * `screenshot_url` (capability `web_search`, offered with the web tools where this runtime has a browser): a picture of
+ * a public page, taken in a browser context of its own, never a conversation's, opened for the call and closed after
+ * it, so its cookies are nobody's. The same guard and refusals as browser_open.
+ */
+export function screenshotUrlTool(pool: BrowserPool, caller: Pick<ToolCaller, 'principal'>, callMs = DEFAULT_CALL_MS): ServerTool {
+  const { principal } = caller;
+  return {
+    needs: ['web_search', 'input:image'],
+    definition: {
+      name: 'screenshot_url',
+      description:
+        'See a web page as a picture: opens the address in a fresh browser (no logins, no cookies) and answers what is in view as an image. For layout, images and charts; read the text with browse_url.',
+      parameters: { type: 'object', properties: { url: { type: 'string', description: 'The http(s) address of the page' } }, required: ['url'] },
+    },
+    run: async (args, signal) => {
+      const parsed = webAddress('screenshot_url', args.url);
+      if (typeof parsed === 'string') return { ok: false, message: parsed };
+      const doing = `Picturing ${parsed.href}`;
+      // Under the caller's part of the pool, so a tenant's erase or a forget closes it too; no conversation has this key.
+      const key = `${subjectPrefix(principal.tenantId, principal.claims.sub)}~screenshot/${randomUUID()}`;
+      const browser = await pool.hold(key, signal);
+      try {
+        const page = await browser.page();
+        const picturing = (async (): Promise<ServerToolOutcome> => {
+          const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
+          if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failedAction(new Error('ERR_PROXY refused'), doing);
+          // Its images and fonts, when they come soon; a page still loading is pictured as it is.
+          await page.waitForLoadState('load', { timeout: ACTION_MS }).catch(() => undefined);
+          return screenshotOutcome(await pictureOf(page, ACTION_MS), { url: page.url(), title: await titleOf(page) });
+        })();
+        const first = await withinCall(picturing, callMs, signal);
+        if (first === 'cancelled') throw signal.reason;
+        if (first === 'deadline') return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page kept the browser busy.` };
+        return first;
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        return failedAction(error, doing);
+      } finally {
+        pool.release(browser);
+        // Closing the context ends the page, a busy one included.
+        await pool.closeMatching(key);
+      }
+    },
+  };
 }
 
 /** The browser as a tool family of the turn; without a browser on this runtime it offers nothing. */

@@ -5,7 +5,7 @@
 import type { ModelMessage, ModelTool } from '../models/port.js';
 import type { ModelPrice } from '../tenants/configuration.js';
 import { costOf } from './model-choice.js';
-import { MESSAGE_OVERHEAD } from './history.js';
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD } from './history.js';
 
 /**
  * Prompt tokens are counted from the request's size, not by a tokenizer: that would cost milliseconds per call on a
@@ -34,13 +34,14 @@ export interface PlannedCall {
   maxOutputTokens?: number;
 }
 
-/** The prompt's tokens, estimated from its size: every message's text and calls, and the tools' definitions. */
+/** The prompt's tokens, estimated from its size: every message's text, calls and pictures, and the tools' definitions. */
 export function promptTokensOf(messages: readonly ModelMessage[], tools: readonly ModelTool[] = []): number {
   let bytes = 0;
   let tokens = 0;
   for (const message of messages) {
     bytes += Buffer.byteLength(message.content);
     if (message.role === 'assistant') for (const call of message.toolCalls ?? []) bytes += Buffer.byteLength(call.name) + Buffer.byteLength(call.arguments);
+    if (message.role === 'tool') tokens += (message.images?.length ?? 0) * IMAGE_TOKENS;
     tokens += MESSAGE_OVERHEAD;
   }
   for (const tool of tools) bytes += Buffer.byteLength(JSON.stringify(tool));

@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelMessage } from '../models/port.js';
 import type { MessageRow } from '../sessions/conversations.js';
-import { clampHistory, loadTokensOf, toModelMessages, UNANSWERED_CALL } from './history.js';
+import { clampHistory, historyMessage, type HistoryMessage, IMAGE_TOKENS, loadTokensOf, MAX_PROMPT_IMAGES, toModelMessages, UNANSWERED_CALL } from './history.js';
 
 let seq = 0;
 function row(role: 'user' | 'assistant' | 'tool', content: string, extra: Partial<MessageRow> = {}): MessageRow {
@@ -67,6 +67,25 @@ describe('toModelMessages', () => {
     ]);
   });
 
+  it("gives a tool result's pictures with it, the newest few only", () => {
+    const picture = (n: number) => ({ mediaType: 'image/jpeg' as const, data: `picture-${n}` });
+    const rows: HistoryMessage[] = [row('user', 'look')];
+    for (let n = 1; n <= MAX_PROMPT_IMAGES + 2; n++) {
+      rows.push(row('assistant', '', { tool_calls: [call(`c${n}`, 'browser_screenshot')] }));
+      rows.push({ ...row('tool', `Screenshot ${n}`, { tool_call_id: `c${n}` }), images: [picture(n)] });
+    }
+    const results = toModelMessages(rows).flat().filter((message) => message.role === 'tool');
+    expect(results.map((message) => message.content)).toEqual(['Screenshot 1', 'Screenshot 2', 'Screenshot 3', 'Screenshot 4', 'Screenshot 5', 'Screenshot 6']);
+    expect(results.map((message) => message.images?.[0]?.data ?? null)).toEqual([null, null, 'picture-3', 'picture-4', 'picture-5', 'picture-6']);
+  });
+
+  it('takes pictures from the run only: a stored message has none', () => {
+    const answer = { role: 'tool' as const, content: 'Screenshot', toolCallId: 'c1' };
+    expect(historyMessage(answer)).not.toHaveProperty('images');
+    expect(historyMessage(answer, [])).not.toHaveProperty('images');
+    expect(historyMessage(answer, [{ mediaType: 'image/jpeg', data: 'x' }]).images).toHaveLength(1);
+  });
+
   it('an assistant message without calls carries no toolCalls', () => {
     expect(toModelMessages([row('assistant', 'hi', { tool_calls: [] })])).toEqual([[{ role: 'assistant', content: 'hi' }]]);
   });
@@ -101,6 +120,11 @@ describe('clampHistory', () => {
 
   it('always keeps the newest group, even over the ceiling', async () => {
     expect(await clampHistory(system, [old, toolGroup], 1)).toEqual([system, ...toolGroup]);
+  });
+
+  it("counts a tool result's pictures", () => {
+    const bare: ModelMessage = { role: 'tool', toolCallId: 'c', content: 'Screenshot' };
+    expect(tokensOf({ ...bare, images: [{ mediaType: 'image/jpeg', data: 'x'.repeat(100_000) }] }) - tokensOf(bare)).toBe(IMAGE_TOKENS);
   });
 
   it('counts tool call names and arguments', () => {

@@ -2,7 +2,7 @@
 // in the order providers require), then clamped to the token's context ceiling with a real tokenizer (o200k, what
 // current OpenAI models use; for other vendors' models it is an estimate, not an exact count). The tokenizer's
 // tables cost ~70 MiB and a quarter second to load: the first turn that clamps its history loads them, not the start.
-import type { ModelMessage, ModelToolCall } from '../models/port.js';
+import type { ModelImage, ModelMessage, ModelToolCall } from '../models/port.js';
 import type { MessageRow, NewMessage } from '../sessions/conversations.js';
 import { INPUT_STOPPED, INPUT_WITHHELD } from './guardrails.js';
 
@@ -12,12 +12,33 @@ export const UNANSWERED_CALL = 'No result: this call was not completed.';
 /** Every message and call costs a few tokens of framing beyond its text (OpenAI's published rule of thumb). */
 export const MESSAGE_OVERHEAD = 4;
 
-/** What a model's prompt is built from: a stored message, or one of the run's own not stored yet. */
-export type HistoryMessage = Pick<MessageRow, 'role' | 'content' | 'tool_calls' | 'tool_call_id'>;
+/**
+ * What a picture costs in the context window: a 1280×800 screenshot at OpenAI's high detail (six 512-pixel tiles of
+ * 170 tokens, and 85). Other vendors count differently; this is the estimate the clamp and the caps work with.
+ */
+export const IMAGE_TOKENS = 1_105;
 
-/** A message of the run's own as history, before its write has landed. */
-export function historyMessage(message: NewMessage): HistoryMessage {
-  return { role: message.role, content: message.content, tool_calls: message.toolCalls ?? null, tool_call_id: message.toolCallId ?? null };
+/**
+ * The most pictures one prompt carries: the newest tool results' (docs/decisions/0091). Older results keep their text,
+ * which says what the picture was.
+ */
+export const MAX_PROMPT_IMAGES = 4;
+
+/**
+ * What a model's prompt is built from: a stored message, or one of the run's own not stored yet. `images` are a tool
+ * result's pictures, held in the run's memory only: a stored message never has them, so a later turn does not see them.
+ */
+export type HistoryMessage = Pick<MessageRow, 'role' | 'content' | 'tool_calls' | 'tool_call_id'> & { images?: ModelImage[] };
+
+/** A message of the run's own as history, before its write has landed, with a tool result's pictures. */
+export function historyMessage(message: NewMessage, images?: ModelImage[]): HistoryMessage {
+  return {
+    role: message.role,
+    content: message.content,
+    tool_calls: message.toolCalls ?? null,
+    tool_call_id: message.toolCallId ?? null,
+    ...(images && images.length > 0 ? { images } : {}),
+  };
 }
 
 /**
@@ -29,6 +50,7 @@ export function toModelMessages(rows: readonly HistoryMessage[]): ModelMessage[]
   const results = new Map<string, HistoryMessage>();
   for (const row of rows) if (row.role === 'tool' && row.tool_call_id) results.set(row.tool_call_id, row);
   const stopped = stoppedInputs(rows);
+  const pictured = newestPictures(rows);
   const said = (row: HistoryMessage) => (stopped.has(row) ? INPUT_WITHHELD : row.content);
   const groups: ModelMessage[][] = [];
   for (const row of rows) {
@@ -38,7 +60,8 @@ export function toModelMessages(rows: readonly HistoryMessage[]): ModelMessage[]
       const group: ModelMessage[] = [{ role: 'assistant', content: row.content, ...(calls.length > 0 ? { toolCalls: calls } : {}) }];
       for (const call of calls) {
         const result = results.get(call.id);
-        group.push({ role: 'tool', toolCallId: call.id, content: result ? said(result) : UNANSWERED_CALL });
+        const images = result && pictured.get(result);
+        group.push({ role: 'tool', toolCallId: call.id, content: result ? said(result) : UNANSWERED_CALL, ...(images ? { images } : {}) });
       }
       groups.push(group);
     }
@@ -60,15 +83,30 @@ function stoppedInputs(rows: readonly HistoryMessage[]): Set<HistoryMessage> {
   return stopped;
 }
 
+/** The pictures a prompt carries: the newest MAX_PROMPT_IMAGES of the tool results'. */
+function newestPictures(rows: readonly HistoryMessage[]): Map<HistoryMessage, ModelImage[]> {
+  const kept = new Map<HistoryMessage, ModelImage[]>();
+  let left = MAX_PROMPT_IMAGES;
+  for (let i = rows.length - 1; i >= 0 && left > 0; i--) {
+    const images = rows[i]!.images;
+    if (!images || images.length === 0) continue;
+    const taken = images.slice(-left);
+    kept.set(rows[i]!, taken);
+    left -= taken.length;
+  }
+  return kept;
+}
+
 let tokenizer: Promise<(text: string) => number> | undefined;
 
-/** What a message costs in the context window, tool calls' names and arguments included. */
+/** What a message costs in the context window, tool calls' names and arguments and a tool's pictures included. */
 export async function loadTokensOf(): Promise<(message: ModelMessage) => number> {
   const countTokens = await (tokenizer ??= import('gpt-tokenizer').then((module) => module.countTokens));
   return (message) => {
     let text = message.content;
     if (message.role === 'assistant' && message.toolCalls) text += message.toolCalls.map((call) => call.name + call.arguments).join('');
-    return countTokens(text) + MESSAGE_OVERHEAD;
+    const pictures = message.role === 'tool' ? (message.images?.length ?? 0) : 0;
+    return countTokens(text) + MESSAGE_OVERHEAD + pictures * IMAGE_TOKENS;
   };
 }
 

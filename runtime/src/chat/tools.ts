@@ -3,7 +3,7 @@
 // same permission check. A call to anything outside this set is refused, never run.
 import { invalidArgument } from '@agentplane/lib/errors';
 import type { Capability, EffectivePermission } from '@agentplane/lib/permissions';
-import type { ModelTool } from '../models/port.js';
+import type { ModelImage, ModelTool } from '../models/port.js';
 import type { CitationStyle, Source } from './citations.js';
 import type { ChatRequestInput } from './schemas.js';
 import type { DeliveryRecord } from './turn-records.js';
@@ -37,7 +37,8 @@ export interface ServerCallContext {
  */
 export type ServerToolOutcome = (
   | { ok: true; sources: Source[]; style?: CitationStyle }
-  | { ok: true; text: string }
+  /** `images`: pictures for the model beside the text (a screenshot), never stored or shown in frames. */
+  | { ok: true; text: string; images?: ModelImage[] }
   /** The turn pauses: the page is the person's until their next POST /chat (`text` is what tool_end shows). */
   | { ok: true; text: string; handoff: Omit<PendingHandoff, 'tool_call_id'> }
   | { ok: false; message: string; stop?: 'subagents_incomplete' }

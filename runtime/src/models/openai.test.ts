@@ -85,6 +85,50 @@ describe('OpenAI model adapter', () => {
     });
   });
 
+  it("sends a tool's pictures after the step's results, in a user message of data URIs that names each call", async () => {
+    fake.script('seen');
+    await collect(
+      model.stream(
+        ask({
+          messages: [
+            { role: 'user', content: 'look at both' },
+            { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'browser_screenshot', arguments: '{}' }, { id: 'call_2', name: 'screenshot_url', arguments: '{"url":"https://example.com"}' }] },
+            { role: 'tool', toolCallId: 'call_1', content: 'Screenshot of the page', images: [{ mediaType: 'image/jpeg', data: 'AAAA' }] },
+            { role: 'tool', toolCallId: 'call_2', content: 'Screenshot of example.com', images: [{ mediaType: 'image/png', data: 'BBBB' }, { mediaType: 'image/jpeg', data: 'CCCC' }] },
+            { role: 'assistant', content: 'Both seen.' },
+            { role: 'user', content: 'thanks' },
+          ],
+        }),
+      ),
+    );
+    expect(fake.chatRequests().at(-1)!.messages).toEqual([
+      { role: 'user', content: 'look at both' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'call_1', type: 'function', function: { name: 'browser_screenshot', arguments: '{}' } },
+          { id: 'call_2', type: 'function', function: { name: 'screenshot_url', arguments: '{"url":"https://example.com"}' } },
+        ],
+      },
+      // Tool messages take text only, and nothing may come between a call and its results.
+      { role: 'tool', tool_call_id: 'call_1', content: 'Screenshot of the page' },
+      { role: 'tool', tool_call_id: 'call_2', content: 'Screenshot of example.com' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'The image answered by tool call call_1:' },
+          { type: 'image_url', image_url: { url: 'data:image/jpeg;base64,AAAA' } },
+          { type: 'text', text: 'The 2 images answered by tool call call_2:' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,BBBB' } },
+          { type: 'image_url', image_url: { url: 'data:image/jpeg;base64,CCCC' } },
+        ],
+      },
+      { role: 'assistant', content: 'Both seen.' },
+      { role: 'user', content: 'thanks' },
+    ]);
+  });
+
   it('assembles several tool calls from argument pieces and emits each once whole, before the finish', async () => {
     const parts = await streamOf({
       text: 'Checking.',

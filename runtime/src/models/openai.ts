@@ -1,9 +1,10 @@
 // The model port over OpenAI's chat completions API, for OpenAI and every OpenAI-compatible server: the `openai`
 // SDK with every connection made by the URL guard, streamed answers turned into port parts, provider failures into
-// the error family (400 for what the customer must fix, 502 and 504 for the provider).
+// the error family (400 for what the customer must fix, 502 and 504 for the provider). A tool's pictures reach the
+// model as `image_url` parts with `data:` URIs, in a user message after the step's results (chatMessages).
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
-import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import type { ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { AppError, invalidArgument } from '@agentplane/lib/errors';
 import { openAIClient, originOf, providerMessage, UPSTREAM_TIMEOUT } from '@agentplane/lib/models/openai-client';
 import type { ConnectionPool } from '@agentplane/lib/net/connection-pool';
@@ -181,7 +182,7 @@ class OpenAIChatModel implements LanguageModel {
   private body(request: ModelRequest) {
     return {
       model: this.modelId,
-      messages: request.messages.map(messageParam),
+      messages: chatMessages(request.messages),
       ...(request.tools && request.tools.length > 0
         ? { tools: request.tools.map((tool): ChatCompletionTool => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } })) }
         : {}),
@@ -227,6 +228,31 @@ class OpenAIChatModel implements LanguageModel {
 function closedEarly(during: 'answer' | 'stream'): AppError {
   const message = during === 'stream' ? 'the provider closed the stream before finishing' : 'the provider closed the connection before answering';
   return new AppError('upstream_failed', message, { code: 'provider_unreachable' });
+}
+
+/**
+ * The conversation as chat completions messages. A tool message takes text only in this API, and nothing but tool
+ * messages may come between a call and its results, so the pictures of a step's results follow all of them, in one
+ * user message that says which call each picture answers.
+ */
+function chatMessages(messages: readonly ModelMessage[]): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  let pictures: ChatCompletionContentPart[] = [];
+  const flush = () => {
+    if (pictures.length > 0) out.push({ role: 'user', content: pictures });
+    pictures = [];
+  };
+  for (const message of messages) {
+    if (message.role !== 'tool') flush();
+    out.push(messageParam(message));
+    if (message.role === 'tool' && message.images && message.images.length > 0) {
+      const count = message.images.length === 1 ? 'The image' : `The ${message.images.length} images`;
+      pictures.push({ type: 'text', text: `${count} answered by tool call ${message.toolCallId}:` });
+      for (const image of message.images) pictures.push({ type: 'image_url', image_url: { url: `data:${image.mediaType};base64,${image.data}` } });
+    }
+  }
+  flush();
+  return out;
 }
 
 function messageParam(message: ModelMessage): ChatCompletionMessageParam {

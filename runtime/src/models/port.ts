@@ -23,11 +23,18 @@ export interface ModelToolCall {
   arguments: string;
 }
 
+/** A picture the model is shown (a page's screenshot): its bytes in base64. */
+export interface ModelImage {
+  mediaType: 'image/jpeg' | 'image/png';
+  data: string;
+}
+
 export type ModelMessage =
   | { role: 'system'; content: string }
   | { role: 'user'; content: string }
   | { role: 'assistant'; content: string; toolCalls?: ModelToolCall[] }
-  | { role: 'tool'; toolCallId: string; content: string };
+  /** `images`: what the tool answered beside its text, for a model that perceives images (capability `input:image`). */
+  | { role: 'tool'; toolCallId: string; content: string; images?: ModelImage[] };
 
 export interface ModelRequest {
   model: string;

@@ -1,6 +1,7 @@
 // An in-process model behind the port (as the Vercel AI SDK's mock language model): it answers each call with the
-// next scripted response and records every call it gets (target, model, messages, tools, options), so the turn
-// engine's logic is tested with no HTTP and no provider. Benchmarks use it to measure the engine alone.
+// next scripted response and records every call it gets (target, model, messages with any tool's pictures, tools,
+// options), so the turn engine's logic is tested with no HTTP and no provider. Benchmarks use it to measure the
+// engine alone.
 import { AppError } from '@agentplane/lib/errors';
 import {
   MODEL_PORT_VERSION,

@@ -2,7 +2,8 @@
 // sits behind a small port with two adapters: Brave Search's API (a vendor, the project's key) and SearXNG's JSON
 // API (an engine a customer hosts). A page is read through the guarded fetch (every redirect vetted, pinned
 // addresses), within a size and a time limit, and its readable text taken out by Mozilla's Readability over
-// linkedom. `screenshot_url` needs the browser, which this build does not have: it is not offered.
+// linkedom. `screenshot_url` pictures a page in the browser, so it is offered with these where the runtime has one
+// (runtime/src/browsers/tools.ts).
 import { Parser } from 'htmlparser2';
 import { storableText } from '@agentplane/lib/http/text';
 import { cappedText, readUpTo } from '@agentplane/lib/net/capped';

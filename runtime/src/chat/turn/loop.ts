@@ -128,9 +128,10 @@ export class TurnLoop {
       const messageId = step.draftId ?? randomUUID();
       const kept = this.writer.step(turn, run, { id: messageId, draftId: step.draftId, value: message }, step.usage);
       toolRounds += 1;
-      const { pending, answers, deliveries, audit, stop } = await this.tools.handleCalls(turn, step.calls, signal, totals);
+      const { pending, answers, images, deliveries, audit, stop } = await this.tools.handleCalls(turn, step.calls, signal, totals);
       this.writer.answers(turn, run, answers, deliveries, audit, kept);
-      history.push(historyMessage(message), ...answers.map(historyMessage));
+      // A result's pictures go with it into this run's next prompts; they are not stored (docs/decisions/0091).
+      history.push(historyMessage(message), ...answers.map((answer) => historyMessage(answer, images.get(answer.toolCallId ?? ''))));
       lastMessageId = messageId;
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
       // A subagent that could not finish: the turn ends here rather than go on without its work.

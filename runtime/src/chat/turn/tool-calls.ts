@@ -3,7 +3,7 @@
 // a turn makes before its first step when it goes on after an approval pause.
 import { storableText } from '@agentplane/lib/http/text';
 import type { Logger } from '@agentplane/lib/logging';
-import type { ModelToolCall } from '../../models/port.js';
+import type { ModelImage, ModelToolCall } from '../../models/port.js';
 import type { AuditEntry } from '../../governance/audit.js';
 import type { NewMessage } from '../../sessions/conversations.js';
 import type { PendingHandoff, SessionPending } from '../../store/schema.js';
@@ -30,9 +30,18 @@ export class ToolCalls {
     calls: ModelToolCall[],
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<{ pending: SessionPending | null; answers: NewMessage[]; deliveries: DeliveryRecord[]; audit: AuditEntry[]; stop?: 'subagents_incomplete' }> {
+  ): Promise<{
+    pending: SessionPending | null;
+    answers: NewMessage[];
+    /** The answers' pictures by call id, for the run's next prompts only: never stored. */
+    images: Map<string, ModelImage[]>;
+    deliveries: DeliveryRecord[];
+    audit: AuditEntry[];
+    stop?: 'subagents_incomplete';
+  }> {
     const pending: SessionPending = { run_id: turn.runId, tool_calls: [], approvals: [], questions: [], handoffs: [] };
     const answers: NewMessage[] = [];
+    const images = new Map<string, ModelImage[]>();
     const deliveries: DeliveryRecord[] = [];
     const audit: AuditEntry[] = [];
     let stop: 'subagents_incomplete' | undefined;
@@ -53,8 +62,9 @@ export class ToolCalls {
         continue;
       }
       if (tool.kind === 'server' && tool.server && !tool.requiresApproval) {
-        const { stop: stopped, delivery, ok, handoff, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
+        const { stop: stopped, delivery, ok, handoff, images: pictures, ...answer } = await this.runServerCall(turn, tool.server, { id: call.id, name: call.name, arguments: args }, signal, totals);
         stop ??= stopped;
+        if (pictures) images.set(call.id, pictures);
         // A hand-off's answer is the person's, given when the pause ends.
         if (handoff) pending.handoffs!.push({ tool_call_id: call.id, ...handoff });
         else answers.push(answer);
@@ -87,7 +97,7 @@ export class ToolCalls {
     }
     const paused = pending.tool_calls.length + pending.approvals.length + pending.questions.length + pending.handoffs!.length > 0;
     if (pending.handoffs!.length === 0) delete pending.handoffs;
-    return { pending: paused ? pending : null, answers, deliveries, audit, ...(stop ? { stop } : {}) };
+    return { pending: paused ? pending : null, answers, images, deliveries, audit, ...(stop ? { stop } : {}) };
   }
 
   /**
@@ -103,7 +113,7 @@ export class ToolCalls {
       const tool = turn.tools.get(call.name);
       if (tool?.kind === 'server' && tool.server) {
         // A cleared call is a webhook tool's (approval gates no hand-off): one that asked for a pause is not paused again.
-        const { stop: _stop, delivery, ok, handoff: _handoff, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
+        const { stop: _stop, delivery, ok, handoff: _handoff, images: _images, ...answer } = await this.runServerCall(turn, tool.server, call, signal, totals);
         answers.push(answer);
         if (delivery) deliveries.push(delivery);
         audit.push(toolCallEntry(turn, call.id, call.name, tool.server.origin ?? 'builtin', ok));
@@ -115,7 +125,7 @@ export class ToolCalls {
       answers.push({ role: 'tool', content: result, toolCallId: call.id, name: call.name, runId: turn.runId, subject: turn.subject });
     }
     this.writer.answers(turn, run, answers, deliveries, audit);
-    return answers.map(historyMessage);
+    return answers.map((answer) => historyMessage(answer));
   }
 
   /**
@@ -128,7 +138,7 @@ export class ToolCalls {
     call: ClearedCall,
     signal: AbortSignal,
     totals: TurnTotals,
-  ): Promise<NewMessage & { ok: boolean; stop?: 'subagents_incomplete'; delivery?: DeliveryRecord; handoff?: Omit<PendingHandoff, 'tool_call_id'> }> {
+  ): Promise<NewMessage & { ok: boolean; stop?: 'subagents_incomplete'; delivery?: DeliveryRecord; handoff?: Omit<PendingHandoff, 'tool_call_id'>; images?: ModelImage[] }> {
     await this.log.frame(turn.tenantId, turn.runId, { type: 'tool_start', tool_call_id: call.id, name: call.name, arguments: call.arguments });
     const context = { sessionId: turn.sessionId, runId: turn.runId, toolCallId: call.id, model: turn.model };
     const outcome = await server.run(call.arguments, signal, context).catch((error: unknown): ServerToolOutcome => {
@@ -151,6 +161,8 @@ export class ToolCalls {
       ...(stop ? { stop } : {}),
       ...(outcome.delivery ? { delivery: outcome.delivery } : {}),
       ...('handoff' in outcome ? { handoff: outcome.handoff } : {}),
+      // A picture goes to the model only: the frames and the stored message have the text, which says what it shows.
+      ...('images' in outcome && outcome.images && outcome.images.length > 0 ? { images: outcome.images } : {}),
     };
   }
 }
