@@ -4,14 +4,12 @@
 // order; every action shows in tool_start and tool_end frames. A conversation keeps its cookies from turn to turn,
 // and no other conversation, person's or not, sees them. Addresses the guard refuses, and other schemes, are refused
 // to the model in words it can act on.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer, type ChatReply, type ChatRequest } from '../fakes/openai-server.js';
 import { requireChromium } from '../harness/browser.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
-import { allEvents } from '../harness/sse.js';
 import { MODEL, providerSection } from '../chat/fixture.js';
+import { forbiddenSite, onLoopback, streamTurn, type LoopbackSite } from './world.js';
 
 const available = requireChromium() !== null;
 
@@ -30,20 +28,18 @@ const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ n
 const lastTool = (request: ChatRequest) => String([...request.messages].reverse().find((message) => message.role === 'tool')?.content ?? '');
 
 describe.skipIf(!available)("the agent's browser", () => {
-  let shop: Server;
+  let shop: LoopbackSite;
   let shopUrl: string;
   const orders: string[] = [];
   /** The busy page's held requests: answered, they start its loop. */
   const busyGo: import('node:http').ServerResponse[] = [];
-  let secret: Server;
-  let secretPort: number;
-  const secretHits: string[] = [];
+  let secret: LoopbackSite & { hits: string[] };
   let fake: FakeOpenAIServer;
   let rt: TestRuntime;
   let tenant: TestTenant;
 
   beforeAll(async () => {
-    shop = createServer((req, res) => {
+    shop = await onLoopback((req, res) => {
       const url = new URL(req.url ?? '/', 'http://shop');
       res.setHeader('Content-Type', 'text/html');
       const page = (body: string) => res.end(`<!doctype html><html><head><title>Shop</title></head><body>${body}</body></html>`);
@@ -66,14 +62,8 @@ describe.skipIf(!available)("the agent's browser", () => {
       if (url.pathname === '/whoami') return page(`<h1>You are ${/who=(\w+)/.exec(req.headers.cookie ?? '')?.[1] ?? 'nobody'}</h1>`);
       res.writeHead(404).end();
     });
-    await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
-    shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
-    secret = createServer((req, res) => {
-      secretHits.push(req.url ?? '');
-      res.end('secret');
-    });
-    await new Promise<void>((resolve) => secret.listen(0, '127.0.0.1', resolve));
-    secretPort = (secret.address() as AddressInfo).port;
+    shopUrl = shop.url;
+    secret = await forbiddenSite();
 
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-browser-0001', chatModels: [MODEL] });
     // Loopback provider URLs are allowed for the fake model; the browser's own guard refuses private addresses all
@@ -85,23 +75,12 @@ describe.skipIf(!available)("the agent's browser", () => {
   afterAll(async () => {
     await rt?.stop();
     await fake?.stop();
-    shop?.close();
-    secret?.close();
+    shop?.server.close();
+    secret?.server.close();
   });
 
-  const turn = async (token: string, message: string, sessionId?: string) => {
-    const response = await fetch(`${rt.url}/chat/stream`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ message, ...(sessionId ? { session_id: sessionId } : {}) }),
-    });
-    expect(response.status).toBe(200);
-    const events = await allEvents(response);
-    const frames = events.map((event) => event.data as { type: string; name?: string; ok?: boolean; result?: string; session_id?: string; content?: string });
-    const done = frames.find((frame) => frame.type === 'done');
-    if (!done) throw new Error(`the turn did not end with done: ${JSON.stringify(frames.at(-1))}`);
-    return { frames, done, sessionId: done.session_id! };
-  };
+  const turn = (token: string, message: string, sessionId?: string) =>
+    streamTurn<{ type: string; name?: string; ok?: boolean; result?: string; session_id?: string; content?: string }>(rt.url, token, message, sessionId);
 
   it('offers the browser only with the capability, and says so in /capabilities', async () => {
     const withBrowser = await tenant.mint({ capabilities: ['chat', 'browser'] });
@@ -182,7 +161,7 @@ describe.skipIf(!available)("the agent's browser", () => {
 
   it('refuses, in words the model can act on, addresses the guard refuses and other schemes', async () => {
     const token = await tenant.mint({ sub: 'acme:carol', capabilities: ['chat', 'browser'] });
-    const tries = [`http://127.0.0.1:${secretPort}/`, `http://localhost:${secretPort}/`, `${rt.url}/health`, 'http://169.254.169.254/latest/meta-data/', 'file:///etc/passwd', 'chrome://version', `view-source:${shopUrl}/`];
+    const tries = [`http://127.0.0.1:${secret.port}/`, `http://localhost:${secret.port}/`, `${rt.url}/health`, 'http://169.254.169.254/latest/meta-data/', 'file:///etc/passwd', 'chrome://version', `view-source:${shopUrl}/`];
     fake.script(...tries.map((url) => call('browser_open', { url })), 'done');
     const { frames } = await turn(token, 'Try these.');
     const ends = frames.filter((frame) => frame.type === 'tool_end');
@@ -191,6 +170,6 @@ describe.skipIf(!available)("the agent's browser", () => {
       expect(end.ok, tries[index]).toBe(false);
       expect(end.result, tries[index]).toMatch(/cannot be reached|opens http and https pages only/);
     }
-    expect(secretHits).toEqual([]);
+    expect(secret.hits).toEqual([]);
   });
 });

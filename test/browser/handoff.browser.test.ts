@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer, type ChatRequest } from '../fakes/openai-server.js';
 import { requireChromium } from '../harness/browser.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
-import { allEvents, sseEvents } from '../harness/sse.js';
+import { sseEvents } from '../harness/sse.js';
 import { MODEL, providerSection } from '../chat/fixture.js';
+import { streamTurn } from './world.js';
 import { WebhookHandler } from '../fakes/webhook-handler.js';
 import { eventually } from '../harness/eventually.js';
 
@@ -83,20 +84,13 @@ describe.skipIf(!available)('the browser hand-off', () => {
     site?.close();
   });
 
-  const turn = async (token: string, message: string, sessionId?: string) => {
-    const response = await fetch(`${rt.url}/chat/stream`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ message, ...(sessionId ? { session_id: sessionId } : {}) }),
-    });
-    expect(response.status).toBe(200);
-    const frames = (await allEvents(response)).map((event) => event.data as Record<string, unknown> & { type: string });
-    const done = frames.find((frame) => frame.type === 'done') as
-      | (Record<string, unknown> & { session_id: string; requires_action: boolean; content: string; handoffs: Frame['handoff'][]; finish_reason: string | null })
-      | undefined;
-    if (!done) throw new Error(`the turn did not end with done: ${JSON.stringify(frames.at(-1))}`);
-    return { frames, done, sessionId: done.session_id };
-  };
+  const turn = (token: string, message: string, sessionId?: string) =>
+    streamTurn<Record<string, unknown> & { type: string }, Record<string, unknown> & { requires_action: boolean; content: string; handoffs: Frame['handoff'][]; finish_reason: string | null }>(
+      rt.url,
+      token,
+      message,
+      sessionId,
+    );
   const post = (token: string, path: string, body?: unknown) =>
     fetch(`${rt.url}${path}`, {
       method: 'POST',

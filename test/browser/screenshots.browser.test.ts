@@ -4,14 +4,12 @@
 // a known colour, so the model really got the page. `browser_screenshot` pictures the conversation's page (or one
 // element); `screenshot_url` a page in a context of its own, whose cookies are nobody's. Neither is offered without
 // `input:image`, frames and stored messages carry words, never the picture, and a later turn is not sent it again.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeOpenAIServer, type ChatRequest } from '../fakes/openai-server.js';
 import { launchChromium, requireChromium, type TestBrowser } from '../harness/browser.js';
 import { configuredTenant, startTestRuntime, type TestRuntime, type TestTenant } from '../harness/runtime.js';
-import { allEvents } from '../harness/sse.js';
 import { MODEL, providerSection } from '../chat/fixture.js';
+import { forbiddenSite, onLoopback, streamTurn, type LoopbackSite } from './world.js';
 
 const chromium = requireChromium();
 
@@ -32,11 +30,9 @@ function picturesIn(request: ChatRequest): { uris: string[]; said: string[] } {
 const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, arguments: args }] });
 
 describe.skipIf(!chromium)('screenshots the model sees', () => {
-  let site: Server;
+  let site: LoopbackSite;
   let siteUrl: string;
-  let secret: Server;
-  let secretPort: number;
-  const secretHits: string[] = [];
+  let secret: LoopbackSite & { hits: string[] };
   let fake: FakeOpenAIServer;
   let rt: TestRuntime;
   let tenant: TestTenant;
@@ -44,7 +40,7 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
 
   beforeAll(async () => {
     const css = (rgb: number[]) => `rgb(${rgb.join(',')})`;
-    site = createServer((req, res) => {
+    site = await onLoopback((req, res) => {
       const url = new URL(req.url ?? '/', 'http://site');
       res.setHeader('Content-Type', 'text/html');
       const page = (title: string, colour: number[], body = '') =>
@@ -59,14 +55,8 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
       if (url.pathname === '/whoami') return /who=alice/.test(req.headers.cookie ?? '') ? page('Alice', GREEN) : page('Nobody', RED);
       res.writeHead(404).end();
     });
-    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
-    siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-    secret = createServer((req, res) => {
-      secretHits.push(req.url ?? '');
-      res.end('secret');
-    });
-    await new Promise<void>((resolve) => secret.listen(0, '127.0.0.1', resolve));
-    secretPort = (secret.address() as AddressInfo).port;
+    siteUrl = site.url;
+    secret = await forbiddenSite();
 
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-screenshots-0001', chatModels: [MODEL] });
     // The site is on loopback: the operator lets it through by name; every other private address stays refused.
@@ -79,8 +69,8 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
     await decoder?.close();
     await rt?.stop();
     await fake?.stop();
-    site?.close();
-    secret?.close();
+    site?.server.close();
+    secret?.server.close();
   });
 
   /** The picture's size and the colour of its pixel at (x, y), decoded by Chromium from the data URI. */
@@ -107,16 +97,8 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
   const near = (rgb: number[], want: number[]) => rgb.every((value, i) => Math.abs(value - want[i]!) <= 12);
 
   const turn = async (token: string, message: string, sessionId?: string) => {
-    const response = await fetch(`${rt.url}/chat/stream`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ message, ...(sessionId ? { session_id: sessionId } : {}) }),
-    });
-    expect(response.status).toBe(200);
-    const frames = (await allEvents(response)).map((event) => event.data as Frame);
-    const done = frames.find((frame) => frame.type === 'done');
-    if (!done) throw new Error(`the turn did not end with done: ${JSON.stringify(frames.at(-1))}`);
-    return { frames, done, sessionId: done.session_id!, ends: frames.filter((frame) => frame.type === 'tool_end') };
+    const streamed = await streamTurn<Frame>(rt.url, token, message, sessionId);
+    return { ...streamed, ends: streamed.frames.filter((frame) => frame.type === 'tool_end') };
   };
   const toolsOf = async (token: string) => ((await (await fetch(`${rt.url}/tools`, { headers: { authorization: `Bearer ${token}` } })).json()) as { tools: { name: string }[] }).tools.map((tool) => tool.name);
 
@@ -217,7 +199,7 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
 
   it('refuses with screenshot_url, in words the model can act on, addresses the guard refuses and other schemes', async () => {
     const token = await tenant.mint({ sub: 'acme:carol', capabilities: ['chat', 'web_search', 'input:image'] });
-    const tries = [`http://127.0.0.1:${secretPort}/`, `http://localhost:${secretPort}/`, `${rt.url}/health`, 'http://169.254.169.254/latest/meta-data/', 'file:///etc/passwd', 'chrome://version', 'not a url'];
+    const tries = [`http://127.0.0.1:${secret.port}/`, `http://localhost:${secret.port}/`, `${rt.url}/health`, 'http://169.254.169.254/latest/meta-data/', 'file:///etc/passwd', 'chrome://version', 'not a url'];
     fake.script(...tries.map((url) => call('screenshot_url', { url })), 'done');
     const { frames, ends } = await turn(token, 'Picture these.');
     expect(frames.filter((frame) => frame.type === 'tool_start').map((frame) => frame.name)).toEqual(tries.map(() => 'screenshot_url'));
@@ -226,7 +208,7 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
       expect(end.ok, tries[index]).toBe(false);
       expect(end.result, tries[index]).toMatch(/cannot be reached|opens http and https pages only|needs an absolute http\(s\) `url`/);
     }
-    expect(secretHits).toEqual([]);
+    expect(secret.hits).toEqual([]);
     expect(fake.chatRequests().slice(-tries.length).flatMap((request) => picturesIn(request).uris)).toEqual([]);
   });
 

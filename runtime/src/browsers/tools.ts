@@ -56,31 +56,38 @@ function webAddress(tool: string, value: unknown): URL | string {
 }
 
 /**
- * `acting`'s outcome, or what came first: the call's deadline or the turn's cancel. A page's script can keep its
- * renderer busy so that calls without a timeout of their own (a title, a wheel) never return; the caller then closes
- * the page, which ends its renderer.
+ * `act`'s outcome, within the call's deadline and the turn's cancel. A page's script can keep its renderer busy so
+ * that calls without a timeout of their own (a title, a wheel) never return: past either, `stop` ends the page (which
+ * ends its renderer) and the call fails, saying `busy`; a failure of `act` is said in words the model can act on.
  */
-async function withinCall<T>(acting: Promise<T>, callMs: number, signal: AbortSignal): Promise<T | 'deadline' | 'cancelled'> {
-  acting.catch(() => undefined);
+async function withinCall(
+  act: () => Promise<ServerToolOutcome>,
+  call: { callMs: number; signal: AbortSignal; doing: string; busy: string; stop: () => Promise<unknown> },
+): Promise<ServerToolOutcome> {
+  const { callMs, signal, doing } = call;
   let timer: NodeJS.Timeout | undefined;
-  let stop: (() => void) | undefined;
+  let cancel: (() => void) | undefined;
   const stopped = new Promise<'deadline' | 'cancelled'>((resolve) => {
     timer = setTimeout(() => resolve('deadline'), callMs);
-    stop = () => resolve('cancelled');
-    signal.addEventListener('abort', stop, { once: true });
+    cancel = () => resolve('cancelled');
+    signal.addEventListener('abort', cancel, { once: true });
   });
   try {
-    return await Promise.race([acting, stopped]);
+    const acting = act();
+    acting.catch(() => undefined);
+    const first = await Promise.race([acting, stopped]);
+    if (first !== 'deadline' && first !== 'cancelled') return first;
+    await call.stop().catch(() => undefined);
+    if (first === 'cancelled') throw signal.reason;
+    return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: ${call.busy}` };
+  } catch (error) {
+    if (signal.aborted) throw signal.reason;
+    return failedAction(error, doing);
   } finally {
     clearTimeout(timer);
-    signal.removeEventListener('abort', stop!);
+    signal.removeEventListener('abort', cancel!);
   }
 }
-
-const busyPage = (doing: string, callMs: number): ServerToolOutcome => ({
-  ok: false,
-  message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page was busy and has been closed. Open it again with browser_open.`,
-});
 
 /** An action's failure, said so the model can act on it (a stale ref, a refused address, a timeout). */
 function failedAction(error: unknown, doing: string): ServerToolOutcome {
@@ -114,18 +121,15 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
     // The agent acts again: any hand-off of this page has ended (a turn waiting for the person makes no calls), so
     // the page goes back to the pool's usual idle rule.
     pool.keep(key, 0);
+    let page: Page | undefined;
     try {
-      const page = await browser.page();
-      const first = await withinCall(act(page, browser), callMs, signal);
-      if (first === 'deadline' || first === 'cancelled') {
-        await page.close({ runBeforeUnload: false }).catch(() => undefined);
-        if (first === 'cancelled') throw signal.reason;
-        return busyPage(doing, callMs);
-      }
-      return first;
-    } catch (error) {
-      if (signal.aborted) throw signal.reason;
-      return failedAction(error, doing);
+      return await withinCall(async () => act((page = await browser.page()), browser), {
+        callMs,
+        signal,
+        doing,
+        busy: 'the page was busy and has been closed. Open it again with browser_open.',
+        stop: async () => page?.close({ runBeforeUnload: false }),
+      });
     } finally {
       pool.release(browser);
     }
@@ -343,24 +347,18 @@ export function screenshotUrlTool(pool: BrowserPool, caller: Pick<ToolCaller, 'p
       const key = `${subjectPrefix(principal.tenantId, principal.claims.sub)}~screenshot/${randomUUID()}`;
       const browser = await pool.hold(key, signal);
       try {
-        const page = await browser.page();
-        const picturing = (async (): Promise<ServerToolOutcome> => {
+        const picture = async (): Promise<ServerToolOutcome> => {
+          const page = await browser.page();
           const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
           if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failedAction(new Error('ERR_PROXY refused'), doing);
           // Its images and fonts, when they come soon; a page still loading is pictured as it is.
           await page.waitForLoadState('load', { timeout: ACTION_MS }).catch(() => undefined);
           return screenshotOutcome(await pictureOf(page, ACTION_MS), { url: page.url(), title: await titleOf(page) });
-        })();
-        const first = await withinCall(picturing, callMs, signal);
-        if (first === 'cancelled') throw signal.reason;
-        if (first === 'deadline') return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: the page kept the browser busy.` };
-        return first;
-      } catch (error) {
-        if (signal.aborted) throw signal.reason;
-        return failedAction(error, doing);
+        };
+        // Closing the context (below, however the call ends) ends the page, a busy one included.
+        return await withinCall(picture, { callMs, signal, doing, busy: 'the page kept the browser busy.', stop: async () => undefined });
       } finally {
         pool.release(browser);
-        // Closing the context ends the page, a busy one included.
         await pool.closeMatching(key);
       }
     },
