@@ -52,6 +52,8 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
         res.setHeader('Set-Cookie', 'who=alice; Path=/');
         return page('Cookie set', BLUE);
       }
+      // Its script never lets the document finish.
+      if (url.pathname === '/busy') return res.end('<!doctype html><title>Busy</title><script>for (;;) {}</script>');
       if (url.pathname === '/whoami') return /who=alice/.test(req.headers.cookie ?? '') ? page('Alice', GREEN) : page('Nobody', RED);
       res.writeHead(404).end();
     });
@@ -60,7 +62,10 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
 
     fake = await FakeOpenAIServer.start({ apiKey: 'sk-test-screenshots-0001', chatModels: [MODEL] });
     // The site is on loopback: the operator lets it through by name; every other private address stays refused.
-    rt = await startTestRuntime({ env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host } });
+    // Two contexts at most: a throwaway context left open or held would soon leave screenshot_url none.
+    rt = await startTestRuntime({
+      env: { AGENTPLANE_ALLOW_PRIVATE_URLS: 'true', BROWSER_HOST: 'local', BROWSER_ALLOWED_DESTINATIONS: new URL(siteUrl).host, BROWSER_MAX_CONTEXTS: '2', BROWSER_CALL_SECONDS: '4' },
+    });
     tenant = await configuredTenant(rt, { ceiling: { capabilities: ['chat', 'browser', 'web_search', 'input:image'], registeredModels: [MODEL] } });
     await tenant.reconfigure({ providers: providerSection(fake, [MODEL]), default_model: MODEL });
     decoder = await launchChromium(chromium!);
@@ -210,6 +215,21 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
     }
     expect(secret.hits).toEqual([]);
     expect(fake.chatRequests().slice(-tries.length).flatMap((request) => picturesIn(request).uris)).toEqual([]);
+  });
+
+  it('gives up on a page whose script keeps the browser busy, and gives its context back to the pool', async () => {
+    const token = await tenant.mint({ sub: 'acme:erin', capabilities: ['chat', 'web_search', 'input:image'] });
+    fake.script(call('screenshot_url', { url: `${siteUrl}/busy` }), call('screenshot_url', { url: `${siteUrl}/busy` }), call('screenshot_url', { url: `${siteUrl}/blue` }), 'done');
+    const { ends } = await turn(token, 'Picture the busy page.');
+    expect(ends.map((frame) => [frame.name, frame.ok])).toEqual([
+      ['screenshot_url', false],
+      ['screenshot_url', false],
+      ['screenshot_url', true],
+    ]);
+    expect(ends[0]!.result).toMatch(/did not finish within 4 s: the page kept the browser busy/);
+    const { uris } = picturesIn(fake.chatRequests().at(-1)!);
+    expect(uris).toHaveLength(1);
+    expect(near((await pixel(uris[0]!, 20, 20)).rgb, BLUE)).toBe(true);
   });
 
   it('refuses the screenshot tools to a model that does not perceive images, and sends no picture', async () => {
