@@ -16,7 +16,7 @@ const principal = {
 describe('tools not offered', () => {
   it('names screenshot_url and why where the runtime has no browser', () => {
     expect(capabilitiesOf(principal, { sandboxHost: false, browser: false }).tools_not_offered).toEqual([
-      { tool: 'screenshot_url', capability: 'web_search', reason: 'it pictures the page in a browser, and this runtime has none (Chromium is not installed here)' },
+      { tool: 'screenshot_url', capability: 'web_search', reason: 'it pictures the page in a browser, and this runtime has none (no Chromium here and no browser server, BROWSER_HOST)' },
     ]);
   });
 

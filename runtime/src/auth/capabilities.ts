@@ -70,7 +70,7 @@ export interface RuntimeOffers {
  */
 function toolsNotOffered(runtime: RuntimeOffers): CapabilitiesOutput['tools_not_offered'] {
   if (runtime.browser) return [];
-  return [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it pictures the page in a browser, and this runtime has none (Chromium is not installed here)' }];
+  return [{ tool: 'screenshot_url', capability: 'web_search', reason: 'it pictures the page in a browser, and this runtime has none (no Chromium here and no browser server, BROWSER_HOST)' }];
 }
 
 export function capabilitiesOf({ tenantId, claims, permission, configuration }: Principal, runtime: RuntimeOffers = { sandboxHost: false, browser: false }): CapabilitiesOutput {
