@@ -135,4 +135,7 @@ bash "$(dirname "$0")/kube-router.sh" "$CACHE"
 # --- The sandbox and pause images the test kubelet runs, as OCI archives (no registry) ----------------------------
 bash "$(dirname "$0")/sandbox-image.sh" "$CACHE"
 
+# --- The browser image's base (Debian's chromium, Node, playwright-core) the browser Pod suite adds its code to ---
+bash "$(dirname "$0")/browser-image.sh" "$CACHE"
+
 log "binaries ready in $BIN"

@@ -80,6 +80,12 @@ export interface KubeletOptions {
    * ./network-policy.js). Off by default: the bridge alone enforces none. One enforcing node at a time per machine.
    */
   networkPolicy?: NetworkPolicyBinaries;
+  /**
+   * Give this machine an address on the Pods' bridge (the subnet's .254), so the host and the Pods reach each other
+   * directly, on the link: a suite's server for Pods to call, a Pod's server for the suite to call. No gateway, no
+   * forwarding and no iptables change. Off by default: Pods then reach each other only.
+   */
+  hostOnBridge?: boolean;
 }
 
 export interface RunningKubelet {
@@ -88,6 +94,8 @@ export interface RunningKubelet {
   nodeIp: string;
   /** Milliseconds from startKubelet's call until the Node was Ready and untainted. */
   readyMs: number;
+  /** This machine's address on the Pods' bridge, with `hostOnBridge`. */
+  bridgeAddress?: string;
   /** The policy enforcer, when asked for: its stop() ends enforcement (and removes its rules) while the node runs. */
   networkPolicy?: NetworkPolicyEnforcer;
   /**
@@ -95,6 +103,8 @@ export interface RunningKubelet {
    * enforcer's chains, ipsets and sysctl.
    */
   leftovers(): string[];
+  /** Loads an OCI archive into the node's containerd, as the images above are at start: for images a suite builds. */
+  importImage(archive: string, image: string): Promise<void>;
   /** Kills every container, stops the kubelet and containerd, and removes what they made. Idempotent. */
   stop(): Promise<void>;
 }
@@ -149,6 +159,13 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     return found;
   };
 
+  const importImage = async (archive: string, image: string) => {
+    const imported = await ctr(['images', 'import', archive], 300_000);
+    if (imported.code !== 0) throw new Error(`ctr images import ${archive} failed:\n${imported.stderr}`);
+    const listed = await ctr(['images', 'list', '--quiet']);
+    if (!listed.stdout.split('\n').includes(image)) throw new Error(`${archive} did not import as ${image}:\n${listed.stdout}`);
+  };
+
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
@@ -194,6 +211,15 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
     makeCgroups(cgroupName);
 
     // --- containerd -------------------------------------------------------------------------------------------
+    const subnet = `10.${options.networkPolicy ? 90 : 89}.${randomBytes(1)[0]}`;
+    // The bridge plugin takes a bridge that exists as it is; this one has the host's address on it.
+    const bridgeAddress = options.hostOnBridge ? `${subnet}.254` : undefined;
+    if (bridgeAddress) {
+      for (const args of [['link', 'add', 'name', bridge, 'type', 'bridge'], ['addr', 'add', `${bridgeAddress}/24`, 'dev', bridge], ['link', 'set', bridge, 'up']]) {
+        const made = spawnSync('ip', args, { encoding: 'utf8' });
+        if (made.status !== 0) throw new Error(`ip ${args.join(' ')} failed: ${made.stderr}`);
+      }
+    }
     writeFileSync(
       join(paths.cniConf, '10-agentplane.conflist'),
       JSON.stringify({
@@ -209,7 +235,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
             bridge,
             isGateway: false,
             ipMasq: false,
-            ipam: { type: 'host-local', ranges: [[{ subnet: `10.${options.networkPolicy ? 90 : 89}.${randomBytes(1)[0]}.0/24` }]], dataDir: paths.cniIpam },
+            ipam: { type: 'host-local', ranges: [[{ subnet: `${subnet}.0/24`, rangeEnd: `${subnet}.250` }]], dataDir: paths.cniIpam },
           },
         ],
       }),
@@ -226,12 +252,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
       ready: async () => existsSync(paths.socket) && (await ctr(['version'], 5_000)).code === 0,
       readyTimeoutMs: 30_000,
     });
-    for (const [image, archive] of Object.entries(imageArchives)) {
-      const imported = await ctr(['images', 'import', archive], 120_000);
-      if (imported.code !== 0) throw new Error(`ctr images import ${archive} failed:\n${imported.stderr}`);
-      const listed = await ctr(['images', 'list', '--quiet']);
-      if (!listed.stdout.split('\n').includes(image)) throw new Error(`${archive} did not import as ${image}:\n${listed.stdout}`);
-    }
+    for (const [image, archive] of Object.entries(imageArchives)) await importImage(archive, image);
 
     // --- kubelet ----------------------------------------------------------------------------------------------
     const kubeletPort = await freePort();
@@ -327,7 +348,7 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
       });
     if (volumeOwner) stopWatch = await ownHostPathVolumes(kc, volumeOwner, ownedVolumes);
 
-    return { nodeName, nodeIp, readyMs, networkPolicy: enforcer, leftovers, stop };
+    return { nodeName, nodeIp, readyMs, bridgeAddress, networkPolicy: enforcer, leftovers, importImage, stop };
   } catch (error) {
     await stop();
     throw error;
