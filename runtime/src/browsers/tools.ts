@@ -82,7 +82,7 @@ async function withinCall(
     return { ok: false, message: `${doing} did not finish within ${Math.round(callMs / 1000)} s: ${call.busy}` };
   } catch (error) {
     if (signal.aborted) throw signal.reason;
-    return failedAction(error, doing);
+    return failure(error, doing);
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', cancel!);
@@ -90,7 +90,7 @@ async function withinCall(
 }
 
 /** An action's failure, said so the model can act on it (a stale ref, a refused address, a timeout). */
-function failedAction(error: unknown, doing: string): ServerToolOutcome {
+function failure(error: unknown, doing: string): ServerToolOutcome {
   const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
   if (/ERR_TUNNEL_CONNECTION_FAILED|ERR_PROXY|ERR_NAME_NOT_RESOLVED|ERR_CONNECTION_REFUSED/.test(message)) {
     return { ok: false, message: `${doing} failed: the address cannot be reached. The browser opens public web pages only (not this machine, private networks or cloud metadata).` };
@@ -111,9 +111,8 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
   const { principal } = caller;
   const needs = ['browser'] as const;
   /**
-   * Runs `act` on the conversation's page, held for the call. A page's script can keep the renderer busy so that
-   * calls without a timeout of their own (a title, a wheel) never return: past the call's deadline, or when the turn
-   * is cancelled, the page is closed, which ends its renderer, and the call fails; the next call opens a new page.
+   * Runs `act` on the conversation's page, held for the call. Past the call's deadline, or when the turn is cancelled,
+   * the page is closed (withinCall), and the next call opens a new one.
    */
   const onPage = async (sessionId: string, signal: AbortSignal, act: (page: Page, browser: ConversationBrowser) => Promise<ServerToolOutcome>, doing: string): Promise<ServerToolOutcome> => {
     const key = conversationKey(principal.tenantId, principal.claims.sub, sessionId);
@@ -153,7 +152,7 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
           signal,
           async (page) => {
             const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
-            if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failedAction(new Error('ERR_PROXY refused'), `Opening ${parsed.href}`);
+            if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failure(new Error('ERR_PROXY refused'), `Opening ${parsed.href}`);
             const status = response ? ` (HTTP ${response.status()})` : '';
             return { ok: true, text: `Opened${status}.\n${await describe(page)}` };
           },
@@ -350,7 +349,7 @@ export function screenshotUrlTool(pool: BrowserPool, caller: Pick<ToolCaller, 'p
         const picture = async (): Promise<ServerToolOutcome> => {
           const page = await browser.page();
           const response = await page.goto(parsed.href, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_MS });
-          if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failedAction(new Error('ERR_PROXY refused'), doing);
+          if (response?.headers()[EGRESS_REFUSED_HEADER] !== undefined) return failure(new Error('ERR_PROXY refused'), doing);
           // Its images and fonts, when they come soon; a page still loading is pictured as it is.
           await page.waitForLoadState('load', { timeout: ACTION_MS }).catch(() => undefined);
           return screenshotOutcome(await pictureOf(page, ACTION_MS), { url: page.url(), title: await titleOf(page) });
