@@ -34,6 +34,11 @@ describe('OpenAI model adapter', () => {
     fake.script(reply);
     return collect(using.stream(request));
   };
+  /** What the provider received for this request. */
+  const sentFor = async (overrides: Partial<ModelRequest>) => {
+    await streamOf('done', ask(overrides));
+    return fake.chatRequests().at(-1)!;
+  };
 
   it('streams text as deltas and ends with the finish reason and usage', async () => {
     const parts = await streamOf({ text: 'Hello there, world.', usage: { prompt_tokens: 9, completion_tokens: 4 } });
@@ -49,25 +54,20 @@ describe('OpenAI model adapter', () => {
   });
 
   it('sends the conversation, tools, effort and the token limit in the chat completions shape', async () => {
-    fake.script('done');
-    await collect(
-      model.stream(
-        ask({
-          messages: [
-            { role: 'system', content: 'be brief' },
-            { role: 'user', content: 'find it' },
-            { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'search', arguments: '{"q":"it"}' }] },
-            { role: 'tool', toolCallId: 'call_1', content: 'found' },
-            { role: 'assistant', content: 'Found it.' },
-            { role: 'user', content: 'thanks' },
-          ],
-          tools: [{ name: 'search', description: 'Search the documents', parameters: { type: 'object', properties: { q: { type: 'string' } } } }],
-          effort: 'low',
-          maxOutputTokens: 100,
-        }),
-      ),
-    );
-    expect(fake.chatRequests().at(-1)).toEqual({
+    const sent = await sentFor({
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'find it' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'search', arguments: '{"q":"it"}' }] },
+        { role: 'tool', toolCallId: 'call_1', content: 'found' },
+        { role: 'assistant', content: 'Found it.' },
+        { role: 'user', content: 'thanks' },
+      ],
+      tools: [{ name: 'search', description: 'Search the documents', parameters: { type: 'object', properties: { q: { type: 'string' } } } }],
+      effort: 'low',
+      maxOutputTokens: 100,
+    });
+    expect(sent).toEqual({
       model: 'gpt-test',
       messages: [
         { role: 'system', content: 'be brief' },
@@ -86,22 +86,17 @@ describe('OpenAI model adapter', () => {
   });
 
   it("sends a tool's pictures after the step's results, in a user message of data URIs that names each call", async () => {
-    fake.script('seen');
-    await collect(
-      model.stream(
-        ask({
-          messages: [
-            { role: 'user', content: 'look at both' },
-            { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'browser_screenshot', arguments: '{}' }, { id: 'call_2', name: 'screenshot_url', arguments: '{"url":"https://example.com"}' }] },
-            { role: 'tool', toolCallId: 'call_1', content: 'Screenshot of the page', images: [{ mediaType: 'image/jpeg', data: 'AAAA' }] },
-            { role: 'tool', toolCallId: 'call_2', content: 'Screenshot of example.com', images: [{ mediaType: 'image/png', data: 'BBBB' }, { mediaType: 'image/jpeg', data: 'CCCC' }] },
-            { role: 'assistant', content: 'Both seen.' },
-            { role: 'user', content: 'thanks' },
-          ],
-        }),
-      ),
-    );
-    expect(fake.chatRequests().at(-1)!.messages).toEqual([
+    const sent = await sentFor({
+      messages: [
+        { role: 'user', content: 'look at both' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'browser_screenshot', arguments: '{}' }, { id: 'call_2', name: 'screenshot_url', arguments: '{"url":"https://example.com"}' }] },
+        { role: 'tool', toolCallId: 'call_1', content: 'Screenshot of the page', images: [{ mediaType: 'image/jpeg', data: 'AAAA' }] },
+        { role: 'tool', toolCallId: 'call_2', content: 'Screenshot of example.com', images: [{ mediaType: 'image/png', data: 'BBBB' }, { mediaType: 'image/jpeg', data: 'CCCC' }] },
+        { role: 'assistant', content: 'Both seen.' },
+        { role: 'user', content: 'thanks' },
+      ],
+    });
+    expect(sent.messages).toEqual([
       { role: 'user', content: 'look at both' },
       {
         role: 'assistant',
