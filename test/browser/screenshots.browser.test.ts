@@ -178,6 +178,14 @@ describe.skipIf(!chromium)('screenshots the model sees', () => {
     expect(JSON.stringify(later.messages)).toContain('Screenshot of');
   });
 
+  it('says there is nothing to see before a page is open', async () => {
+    const token = await tenant.mint({ sub: 'acme:frank', capabilities: ['chat', 'browser', 'input:image'] });
+    fake.script(call('browser_screenshot', {}), 'nothing yet');
+    const { ends } = await turn(token, 'What do you see?');
+    expect(ends.map((frame) => [frame.name, frame.ok, frame.result])).toEqual([['browser_screenshot', false, 'There is no page to see: open one with browser_open first.']]);
+    expect(picturesIn(fake.chatRequests().at(-1)!).uris).toEqual([]);
+  });
+
   it("pictures a page with screenshot_url in a browser of its own: the conversation's cookies are not there", async () => {
     const token = await tenant.mint({ sub: 'acme:bob', capabilities: ['chat', 'browser', 'web_search', 'input:image'] });
     fake.script(

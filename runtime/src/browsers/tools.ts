@@ -104,6 +104,8 @@ function refArg(args: Record<string, unknown>): string | undefined {
   return typeof args.ref === 'string' && /^[a-z0-9]{1,32}$/i.test(args.ref) ? args.ref : undefined;
 }
 
+const NOTHING_TO_SEE = 'There is no page to see: open one with browser_open first.';
+
 const refProperty = { ref: { type: 'string', description: 'The element, by its [ref=...] in the latest browser_snapshot (e.g. e12)' } };
 
 /** The browser's tools for one turn; the conversation's context is held while a call runs. */
@@ -259,11 +261,13 @@ export function browserTools(pool: BrowserPool, caller: ToolCaller, callMs = DEF
       run: (args, signal, context) => {
         const ref = refArg(args);
         if (args.ref !== undefined && !ref) return Promise.resolve({ ok: false, message: 'browser_screenshot takes `ref` from the latest browser_snapshot (e.g. e12), or no `ref` for the whole view.' });
+        // A conversation without a page gets none opened just to be told so.
+        if (!pool.has(conversationKey(principal.tenantId, principal.claims.sub, context.sessionId))) return Promise.resolve({ ok: false, message: NOTHING_TO_SEE });
         return onPage(
           context.sessionId,
           signal,
           async (page) => {
-            if (page.url() === 'about:blank') return { ok: false, message: 'There is no page to see: open one with browser_open first.' };
+            if (page.url() === 'about:blank') return { ok: false, message: NOTHING_TO_SEE };
             return screenshotOutcome(await pictureOf(page, ACTION_MS, ref), { url: page.url(), title: await titleOf(page) }, ref);
           },
           ref ? `Picturing ${ref}` : 'Picturing the page',
