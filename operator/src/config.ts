@@ -33,6 +33,12 @@ export interface BrowserPodSettings {
   resources: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string } };
   /** `host:port` destinations its pages may reach though private (an intranet site); IP literals also get an egress allow. */
   allowedDestinations: string[];
+  /**
+   * A `Localhost` seccomp profile on the nodes (a path under the kubelet's seccomp directory) that lets Chromium make
+   * the user namespaces its own sandbox needs; the container runtime's default profile refuses them. Unset:
+   * RuntimeDefault, and Chromium runs without its own sandbox (docs/decisions/0092).
+   */
+  seccompProfile: string | undefined;
 }
 
 export interface OperatorConfig {
@@ -144,6 +150,7 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
               limits: { cpu: read.string('RUNTIME_BROWSER_CPU_LIMIT', '2'), memory: read.string('RUNTIME_BROWSER_MEMORY_LIMIT', '3Gi') },
             },
             allowedDestinations: readAllowedDestinations(read, 'RUNTIME_BROWSER_ALLOWED_DESTINATIONS'),
+            seccompProfile: read.string('RUNTIME_BROWSER_SECCOMP_PROFILE'),
           }
         : undefined,
     },

@@ -94,6 +94,8 @@ export interface RunningKubelet {
   nodeIp: string;
   /** Milliseconds from startKubelet's call until the Node was Ready and untainted. */
   readyMs: number;
+  /** Where the kubelet finds `Localhost` seccomp profiles (a Pod's `localhostProfile` is a path under it). */
+  seccompProfileDir: string;
   /** This machine's address on the Pods' bridge, with `hostOnBridge`. */
   bridgeAddress?: string;
   /** The policy enforcer, when asked for: its stop() ends enforcement (and removes its rules) while the node runs. */
@@ -348,7 +350,9 @@ export async function startKubelet(cluster: KubernetesCluster, binaries: Kubelet
       });
     if (volumeOwner) stopWatch = await ownHostPathVolumes(kc, volumeOwner, ownedVolumes);
 
-    return { nodeName, nodeIp, readyMs, bridgeAddress, networkPolicy: enforcer, leftovers, importImage, stop };
+    const seccompProfileDir = join(paths.kubeletRoot, 'seccomp');
+    mkdirSync(seccompProfileDir, { recursive: true });
+    return { nodeName, nodeIp, readyMs, seccompProfileDir, bridgeAddress, networkPolicy: enforcer, leftovers, importImage, stop };
   } catch (error) {
     await stop();
     throw error;

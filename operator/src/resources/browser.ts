@@ -44,6 +44,9 @@ export function buildBrowserObjects(project: Project, namespace: string, config:
 
 function buildBrowserDeployment(project: Project, namespace: string, settings: BrowserPodSettings, token: string): k8s.V1Deployment {
   const tcp: k8s.V1TCPSocketAction = { port: BROWSER_PORT_NAME };
+  // With a profile that allows them, Chromium's own sandbox is required, not tried: a Pod that cannot have it fails
+  // to start rather than run without it unnoticed. Pod Security `restricted` admits Localhost profiles.
+  const seccompProfile: k8s.V1SeccompProfile = settings.seccompProfile ? { type: 'Localhost', localhostProfile: settings.seccompProfile } : { type: 'RuntimeDefault' };
   const container: k8s.V1Container = {
     name: BROWSER_NAME,
     image: settings.image,
@@ -54,6 +57,7 @@ function buildBrowserDeployment(project: Project, namespace: string, settings: B
       { name: 'HOST', value: '0.0.0.0' },
       { name: 'BROWSER_SERVER_PORT', value: String(settings.port) },
       { name: 'LOG_FORMAT', value: 'json' },
+      { name: 'BROWSER_SANDBOX', value: settings.seccompProfile ? 'true' : 'auto' },
       { name: 'BROWSER_TOKEN', valueFrom: { secretKeyRef: { name: RUNTIME_SECRET_NAME, key: RUNTIME_SECRET_KEYS.browserToken } } },
       ...(settings.allowedDestinations.length > 0 ? [{ name: 'BROWSER_ALLOWED_DESTINATIONS', value: settings.allowedDestinations.join(',') }] : []),
     ],
@@ -68,7 +72,7 @@ function buildBrowserDeployment(project: Project, namespace: string, settings: B
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
-      seccompProfile: { type: 'RuntimeDefault' },
+      seccompProfile,
     },
     volumeMounts: [
       { name: 'tmp', mountPath: '/tmp' },
@@ -93,7 +97,7 @@ function buildBrowserDeployment(project: Project, namespace: string, settings: B
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: 15,
-          securityContext: { runAsNonRoot: true, runAsUser: BROWSER_USER_ID, runAsGroup: BROWSER_USER_ID, fsGroup: BROWSER_USER_ID, seccompProfile: { type: 'RuntimeDefault' } },
+          securityContext: { runAsNonRoot: true, runAsUser: BROWSER_USER_ID, runAsGroup: BROWSER_USER_ID, fsGroup: BROWSER_USER_ID, seccompProfile },
           containers: [container],
           volumes: [
             { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
