@@ -65,7 +65,33 @@ RUN apt-get update \
  && mkdir /out \
  && cp /usr/lib/*-linux-gnu/libjemalloc.so.2 /out/libjemalloc.so.2
 
-# ---- the image
+# ---- the browser Pod's image (`docker build --target browser`; decision 0092): the same programs with Debian's
+# chromium, running `entrypoint.sh browser` (Chromium behind Playwright's browser server and the egress guard). The
+# operator runs it in each project namespace; the main image below carries no browser.
+FROM ${NODE_IMAGE} AS browser
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends chromium fonts-liberation ca-certificates \
+ && rm -rf /var/lib/apt/lists/* /usr/share/doc/* \
+ && rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+           /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+ && groupadd --system --gid 10001 agentplane \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agentplane
+# Chromium writes its profile under HOME: /tmp, an emptyDir, since the root filesystem is read-only.
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    HOME=/tmp \
+    LOG_FORMAT=json
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /out/ ./
+COPY package.json ./
+COPY --chmod=0755 hack/entrypoint.sh ./hack/entrypoint.sh
+USER 10001:10001
+EXPOSE 8083
+ENTRYPOINT ["/app/hack/entrypoint.sh"]
+CMD ["browser"]
+
+# ---- the image (the default target: the last stage)
 FROM ${NODE_IMAGE}
 # npm and corepack are build tools here: the running programs never use them.
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \

@@ -258,6 +258,14 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
         urlTemplate: 'http://agent-runtime.{namespace}.svc:9091',
         clusterRole: 'agentplane-project-runtime',
         sandboxes: { image: 'docker.io/library/python:3.13-slim-bookworm', imagePullPolicy: 'IfNotPresent', storageClass: undefined },
+        browser: {
+          image: 'ghcr.io/agentplane/agentplane-browser:0.1.0',
+          imagePullPolicy: 'IfNotPresent',
+          port: 8083,
+          resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '3Gi' } },
+          allowedDestinations: [],
+          seccompProfile: undefined,
+        },
       },
       dataPlane: { domain: 'agents.example.test', scheme: 'https', ingressClassName: 'nginx', tlsSecretName: 'agents-wildcard-tls' },
       stores: {
@@ -294,6 +302,15 @@ describe.skipIf(!helm)('the Helm chart, rendered', () => {
       storageClass: 'fast-ssd',
     });
     expect(await sandboxesOf({ enabled: false })).toBeUndefined();
+    // The browser Pod: an intranet site, a seccomp profile that gives Chromium its own sandbox, or none at all.
+    const browserOf = async (browser: Record<string, unknown>) =>
+      loadOperatorConfig(resolveEnv(container(await renderChart(helm!, { release, namespace, values: { runtime: { browser } } }), 'operator').env ?? [], {})).runtime.browser;
+    expect(await browserOf({ allowedDestinations: ['10.1.2.3:443', 'wiki.corp.example:8443'], seccompProfile: 'profiles/chromium.json', image: { repository: 'ghcr.io/agentplane/agentplane-browser', digest: `sha256:${'ab'.repeat(32)}` } })).toMatchObject({
+      image: `ghcr.io/agentplane/agentplane-browser@sha256:${'ab'.repeat(32)}`,
+      allowedDestinations: ['10.1.2.3:443', 'wiki.corp.example:8443'],
+      seccompProfile: 'profiles/chromium.json',
+    });
+    expect(await browserOf({ enabled: false })).toBeUndefined();
   });
 
   it('hands the control-api a configuration control-api/src/config.ts accepts: the kubernetes provisioner and the stores', async () => {

@@ -31,6 +31,7 @@ describe('the image entrypoint', () => {
     ['runtime', 'DATA_PORT'],
     ['operator', 'OPERATOR_PORT'],
     ['all-in-one', 'DATA_PORT'],
+    ['browser', 'BROWSER_SERVER_PORT'],
   ])('runs %s, named by the first argument', (program, portVariable) => {
     const result = run([program], { [portVariable]: 'not-a-port' });
     expect(result.stderr).toContain(`${portVariable}="not-a-port" is not valid`);
