@@ -4,7 +4,8 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEgressProxy, type EgressProxy } from './egress-proxy.js';
+import { EnvReader } from '../config.js';
+import { readAllowedDestinations, startEgressProxy, type EgressProxy } from './egress-proxy.js';
 
 const auth = (proxy: EgressProxy) => `Basic ${Buffer.from(`${proxy.username}:${proxy.password}`).toString('base64')}`;
 
@@ -73,5 +74,25 @@ describe('the egress proxy', () => {
   it('answers 502 for a destination that answers what is not HTTP, and goes on serving', async () => {
     expect(await getThrough(proxy, `http://127.0.0.1:${brokenPort}/`)).toBe(502);
     expect(await connectThrough(proxy, `127.0.0.1:${brokenPort}`)).toBe('HTTP/1.1 200 Connection Established');
+  });
+});
+
+describe('BROWSER_ALLOWED_DESTINATIONS', () => {
+  const read = (value: string) => {
+    const reader = new EnvReader({ BROWSER_ALLOWED_DESTINATIONS: value });
+    const destinations = readAllowedDestinations(reader);
+    try {
+      reader.done();
+      return destinations;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
+
+  it('takes host:port and [ipv6]:port entries, and nothing else', () => {
+    expect(read(' wiki.corp.example:443, 10.1.2.3:8080 ,[fd00::1]:8443,')).toEqual(['wiki.corp.example:443', '10.1.2.3:8080', '[fd00::1]:8443']);
+    for (const bad of ['wiki.corp.example', '10.1.2.3:0', '10.1.2.3:65536', '10.1.2.3:99999', 'http://x:80', '10.0.0.0/8:80']) {
+      expect(read(bad), bad).toContain('a port from 1 to 65535');
+    }
   });
 });

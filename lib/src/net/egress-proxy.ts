@@ -53,7 +53,8 @@ export function readAllowedDestinations(read: EnvReader, name = 'BROWSER_ALLOWED
     .map((destination) => destination.trim())
     .filter((destination) => {
       if (destination === '') return false;
-      if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+):\d{1,5}$/i.test(destination)) read.problem(`${name}: ${JSON.stringify(destination)} is not host:port`);
+      const port = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+):(\d{1,5})$/i.exec(destination)?.[2];
+      if (port === undefined || Number(port) < 1 || Number(port) > 65535) read.problem(`${name}: ${JSON.stringify(destination)} is not host:port (a port from 1 to 65535)`);
       return true;
     });
 }

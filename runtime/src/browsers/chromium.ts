@@ -38,10 +38,21 @@ export function guardedChromiumArgs(proxyUrl: string): string[] {
   ];
 }
 
+/** What of this process's environment Chromium may see: its keys, URLs and tokens are none of a page's business. */
+const BROWSER_ENVIRONMENT = ['PATH', 'HOME', 'LANG', 'LANGUAGE', 'LC_ALL', 'TZ', 'TMPDIR', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'FONTCONFIG_PATH', 'FONTCONFIG_FILE'];
+
+export function browserEnvironment(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const name of BROWSER_ENVIRONMENT) if (env[name] !== undefined) kept[name] = env[name];
+  return kept;
+}
+
 /** Playwright's launch options for Chromium run this way; the browser Pod's server launches with the same. */
 function guardedLaunchOptions(launch: ChromiumLaunch): LaunchOptions {
   return {
     executablePath: launch.executablePath,
+    // A renderer without Chromium's own sandbox can read its process's environment (/proc/self/environ).
+    env: browserEnvironment(),
     headless: true,
     chromiumSandbox: launch.sandbox,
     proxy: { server: `http://${PROXY_NAME}:${new URL(launch.proxy.url).port}`, username: launch.proxy.username, password: launch.proxy.password, bypass: '<-loopback>' },
@@ -54,9 +65,10 @@ export function launchGuardedChromium(launch: ChromiumLaunch): Promise<Browser> 
 }
 
 /**
- * Chromium run this way behind Playwright's browser server (the browser Pod, docs/decisions/0092): clients connect
- * with `chromium.connect` at `ws://host:port/<wsPath>`, and the path, a secret, is the only credential it knows.
+ * Chromium run this way behind Playwright's browser server (the browser Pod, docs/decisions/0092), on loopback only
+ * (`port` 0 picks one): Playwright's server tells its path to whoever asks (`GET /json`), so the Pod's port is the
+ * token-checking gate in front of it (server/gate.ts).
  */
-export function launchGuardedChromiumServer(launch: ChromiumLaunch, serve: { host: string; port: number; wsPath: string }): Promise<BrowserServer> {
-  return chromium.launchServer({ ...guardedLaunchOptions(launch), host: serve.host, port: serve.port, wsPath: `/${serve.wsPath}` });
+export function launchGuardedChromiumServer(launch: ChromiumLaunch, port: number): Promise<BrowserServer> {
+  return chromium.launchServer({ ...guardedLaunchOptions(launch), host: '127.0.0.1', port });
 }

@@ -93,6 +93,52 @@ describe.skipIf(requireChromium() === null)('the browser server', () => {
     }
   });
 
+  it("tells nobody its Playwright path: every request but a WebSocket with the token is 404, and that WebSocket without it 401", async () => {
+    for (const path of ['/json', '/json/version', '/', `/${token}`]) {
+      const response = await fetch(`http://127.0.0.1:${port}${path}`);
+      expect(response.status, path).toBe(404);
+      expect(await response.text()).toBe('not found\n');
+    }
+    // The old way in (the token as the path) and no token at all: refused before any upgrade.
+    for (const headers of [{}, { authorization: `Bearer ${token.slice(1)}` }, { authorization: token }]) {
+      const refused = await new Promise<string>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () =>
+          socket.write(
+            `GET /${token} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n`,
+          ),
+        );
+        let answer = '';
+        socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+        socket.on('close', () => resolve(answer.split('\r\n')[0]!));
+      });
+      expect(refused).toBe('HTTP/1.1 401 Unauthorized');
+    }
+  });
+
+  it("keeps its token and the server's environment out of Chromium's", async () => {
+    // The Chromium processes under the server: a renderer without its own sandbox could read their environment.
+    const { readdir, readFile } = await import('node:fs/promises');
+    const parents = new Map<number, number>();
+    const chromium = new Set<number>();
+    for (const pid of (await readdir('/proc')).filter((name) => /^\d+$/.test(name))) {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+      parents.set(Number(pid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      if (/chrom/i.test(stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')))) chromium.add(Number(pid));
+    }
+    const under = new Set([server.child.pid!]);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [pid, parent] of parents) if (!under.has(pid) && under.has(parent)) (under.add(pid), (grew = true));
+    }
+    const environments = await Promise.all([...under].filter((pid) => chromium.has(pid)).map((pid) => readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '')));
+    expect(environments.filter((environment) => environment.includes('PATH=')).length).toBeGreaterThan(0);
+    for (const environment of environments) {
+      expect(environment).not.toContain(token);
+      expect(environment).not.toContain('BROWSER_TOKEN');
+      expect(environment).not.toContain('BROWSER_ALLOWED_DESTINATIONS');
+    }
+  });
+
   it('lets nobody in without its token, and says so without the token', async () => {
     const wrong = `${token.slice(0, -4)}AAAA`;
     const source = new RemoteBrowserSource({ endpoint: `ws://127.0.0.1:${port}`, token: wrong, logger, connectTimeoutMs: 5_000 });

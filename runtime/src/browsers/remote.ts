@@ -1,6 +1,7 @@
 // The browser Pod's Chromium as this runtime's browser (docs/decisions/0092): on Kubernetes pages never run in the
-// runtime's Pod. The runtime connects to the browser server the operator runs in the project's namespace, once,
-// and again on the next use after the connection or the Pod goes away. The contexts it made close with the
+// runtime's Pod. The runtime connects to the browser server the operator runs in the project's namespace, with the
+// token in a header the server's gate checks, once, and again on the next use after the connection or the Pod goes
+// away. The contexts it made close with the
 // connection (Playwright's browser server closes a client's contexts when it leaves).
 import { chromium, type Browser } from 'playwright-core';
 import { unavailable } from '@agentplane/lib/errors';
@@ -10,7 +11,7 @@ import type { BrowserSource } from './pool.js';
 export interface RemoteBrowserOptions {
   /** `ws://host:port` of the browser server. */
   endpoint: string;
-  /** The server's secret path: never logged, and taken out of every error that could carry it. */
+  /** The server's token: never logged, and taken out of every error that could carry it. */
   token: string;
   logger: Logger;
   /** How long a connection may take to open. Default 15 s. */
@@ -30,7 +31,7 @@ export class RemoteBrowserSource implements BrowserSource {
   private async connect(): Promise<Browser> {
     const { endpoint, token, logger } = this.options;
     try {
-      const browser = await chromium.connect(`${endpoint}/${token}`, { timeout: this.options.connectTimeoutMs ?? 15_000 });
+      const browser = await chromium.connect(endpoint, { headers: { authorization: `Bearer ${token}` }, timeout: this.options.connectTimeoutMs ?? 15_000 });
       browser.on('disconnected', () => {
         logger.warn({ endpoint }, 'the connection to the browser server closed; the next use connects again');
         this.connecting = undefined;

@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelMessage } from '../models/port.js';
 import type { MessageRow } from '../sessions/conversations.js';
-import { clampHistory, historyMessage, type HistoryMessage, IMAGE_TOKENS, loadTokensOf, MAX_PROMPT_IMAGES, toModelMessages, UNANSWERED_CALL } from './history.js';
+import { clampHistory, forgetOlderPictures, historyMessage, type HistoryMessage, IMAGE_TOKENS, loadTokensOf, MAX_PROMPT_IMAGES, toModelMessages, UNANSWERED_CALL } from './history.js';
 
 let seq = 0;
 function row(role: 'user' | 'assistant' | 'tool', content: string, extra: Partial<MessageRow> = {}): MessageRow {
@@ -77,6 +77,20 @@ describe('toModelMessages', () => {
     const results = toModelMessages(rows).flat().filter((message) => message.role === 'tool');
     expect(results.map((message) => message.content)).toEqual(['Screenshot 1', 'Screenshot 2', 'Screenshot 3', 'Screenshot 4', 'Screenshot 5', 'Screenshot 6']);
     expect(results.map((message) => message.images?.[0]?.data ?? null)).toEqual([null, null, 'picture-3', 'picture-4', 'picture-5', 'picture-6']);
+  });
+
+  it('lets go of the pictures no prompt can carry any more, keeping the newest few as sent', () => {
+    const picture = (n: number) => ({ mediaType: 'image/jpeg' as const, data: `picture-${n}` });
+    const rows: HistoryMessage[] = [row('user', 'look')];
+    for (let n = 1; n <= MAX_PROMPT_IMAGES + 3; n++) {
+      rows.push(row('assistant', '', { tool_calls: [call(`c${n}`, 'browser_screenshot')] }));
+      rows.push({ ...row('tool', `Screenshot ${n}`, { tool_call_id: `c${n}` }), images: [picture(n)] });
+    }
+    const before = toModelMessages(rows);
+    expect(before.flat().filter((message) => message.role === 'tool' && message.images).length).toBe(MAX_PROMPT_IMAGES);
+    forgetOlderPictures(rows);
+    expect(rows.filter((message) => message.images).map((message) => message.images![0]!.data)).toEqual(['picture-4', 'picture-5', 'picture-6', 'picture-7']);
+    expect(toModelMessages(rows)).toEqual(before);
   });
 
   it('takes pictures from the run only: a stored message has none', () => {

@@ -83,6 +83,20 @@ function stoppedInputs(rows: readonly HistoryMessage[]): Set<HistoryMessage> {
   return stopped;
 }
 
+/**
+ * Lets go of the pictures no prompt of this run can carry any more (all but the newest MAX_PROMPT_IMAGES): a run
+ * that takes many screenshots holds four, not all of them.
+ */
+export function forgetOlderPictures(rows: HistoryMessage[]): void {
+  const kept = newestPictures(rows);
+  for (const row of rows) {
+    if (!row.images) continue;
+    const images = kept.get(row);
+    if (images) row.images = images;
+    else delete row.images;
+  }
+}
+
 /** The pictures a prompt carries: the newest MAX_PROMPT_IMAGES of the tool results'. */
 function newestPictures(rows: readonly HistoryMessage[]): Map<HistoryMessage, ModelImage[]> {
   const kept = new Map<HistoryMessage, ModelImage[]>();

@@ -10,7 +10,7 @@ import type { NewMessage } from '../../sessions/conversations.js';
 import { citeSources } from '../citations.js';
 import type { DraftKeeper } from '../drafts.js';
 import { firstFiring, OutputGate, withheld, type Moderate } from '../guardrails.js';
-import { historyMessage, toModelMessages, type HistoryMessage } from '../history.js';
+import { forgetOlderPictures, historyMessage, toModelMessages, type HistoryMessage } from '../history.js';
 import type { Admission, UsageLimiter } from '../limits.js';
 import { RunCancelledError } from '../runs.js';
 import { discardEarly } from './early-call.js';
@@ -132,6 +132,7 @@ export class TurnLoop {
       this.writer.answers(turn, run, answers, deliveries, audit, kept);
       // A result's pictures go with it into this run's next prompts; they are not stored (docs/decisions/0091).
       history.push(historyMessage(message), ...answers.map((answer) => historyMessage(answer, images.get(answer.toolCallId ?? ''))));
+      if (images.size > 0) forgetOlderPictures(history);
       lastMessageId = messageId;
       if (pending) return { status: 'requires_action', finishReason: null, content: step.text, messageId: lastMessageId, pending };
       // A subagent that could not finish: the turn ends here rather than go on without its work.
