@@ -52,25 +52,36 @@ export class BrowserClient {
   }
 
   /**
-   * The page as it paints, until `signal` aborts or the page closes. Read it as fast as you draw: the service sends
-   * the next picture only once this one is taken, so a slow reader gets fewer pictures, never old ones.
+   * The page as it paints, until `signal` aborts or the page closes. Read it as fast as you draw: each picture is
+   * acknowledged when you ask for the next one, and the service sends no more than a couple you have not taken, so a
+   * slow reader gets fewer pictures, never old ones queued up on the way.
    */
   async *screencast(sessionId: string, options: { selector?: string; signal?: AbortSignal } = {}): AsyncGenerator<ScreencastEvent> {
-    const query = options.selector ? `?selector=${encodeURIComponent(options.selector)}` : '';
-    const request = new Request(`${this.baseUrl}/chat/sessions/${encodeURIComponent(sessionId)}/browser/stream${query}`, {
+    const query = new URLSearchParams({ ack: 'true', ...(options.selector ? { selector: options.selector } : {}) });
+    const request = new Request(`${this.baseUrl}/chat/sessions/${encodeURIComponent(sessionId)}/browser/stream?${query.toString()}`, {
       headers: { Accept: 'text/event-stream' },
       ...(options.signal ? { signal: options.signal } : {}),
     });
     const response = await this.transport(request, { timeout: 'headers' });
     if (!response.body) return;
+    let stream: string | undefined;
     for await (const event of serverSentEvents(response.body)) {
       const data = JSON.parse(event.data) as Record<string, unknown>;
-      if (event.event === 'frame') yield { type: 'frame', frame: data as unknown as ScreencastFrame };
-      else if (event.event === 'missing') yield { type: 'missing', selector: String(data.selector), url: String(data.url) };
-      else if (event.event === 'closed') {
+      if (event.event === 'ready') stream = String(data.stream);
+      else if (event.event === 'frame' || event.event === 'missing') {
+        yield event.event === 'frame' ? { type: 'frame', frame: data as unknown as ScreencastFrame } : { type: 'missing', selector: String(data.selector), url: String(data.url) };
+        // Taken: the caller asked for the next one. Not awaited: the next picture is already on its way or coming.
+        if (stream !== undefined && event.id) void this.acknowledge(sessionId, stream, Number(event.id), options.signal);
+      } else if (event.event === 'closed') {
         yield { type: 'closed', reason: String(data.reason) };
         return;
       }
     }
+  }
+
+  private async acknowledge(sessionId: string, stream: string, frame: number, signal: AbortSignal | undefined): Promise<void> {
+    await this.api
+      .POST('/chat/sessions/{session_id}/browser/stream/ack', { params: { path: { session_id: sessionId } }, body: { stream, frame }, ...(signal ? { signal } : {}) })
+      .catch(() => undefined);
   }
 }

@@ -116,6 +116,7 @@ describe('runtime service routes', () => {
         'POST /tenants/{tenant_id}/sandboxes/{sandbox_id}/{action}',
         'POST /chat/sessions/{session_id}/browser/frame',
         'GET /chat/sessions/{session_id}/browser/stream',
+        'POST /chat/sessions/{session_id}/browser/stream/ack',
         'POST /chat/sessions/{session_id}/browser/input',
         'POST /chat/sessions/{session_id}/browser/check',
         'PUT /chat/sessions/{id}/messages/{message_id}/feedback',

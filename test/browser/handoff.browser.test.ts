@@ -216,6 +216,53 @@ describe.skipIf(!available)('the browser hand-off', () => {
     expect((await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream?selector=${encodeURIComponent('a[')}`, { headers: { authorization: `Bearer ${alice}` } })).status).toBe(400);
   });
 
+  it('holds the screencast at the frames a viewer that acknowledges has not taken, however fast it reads the socket', async () => {
+    // A person of their own: each keeps at most two handed-over pages (KEPT_PER_SUBJECT), and alice has hers.
+    const ada = await tenant.mint({ sub: 'acme:ada', capabilities: CAPABILITIES });
+    fake.script(call('browser_open', { url: `${siteUrl}/ticker` }), call('browser_handoff', { instructions: 'Watch the counter.' }));
+    const { sessionId } = await turn(ada, 'Show me the counter.');
+    const controller = new AbortController();
+    const response = await fetch(`${rt.url}/chat/sessions/${sessionId}/browser/stream?ack=true`, { headers: { authorization: `Bearer ${ada}` }, signal: controller.signal });
+    expect(response.status).toBe(200);
+    // Read as fast as they come, and never acknowledged until said.
+    const events: Array<{ id: string | undefined; event: string; data: unknown }> = [];
+    const reading = (async () => {
+      for await (const event of sseEvents(response)) events.push(event);
+    })().catch(() => undefined);
+    try {
+      await eventually(async () => events.length >= 3, { what: 'the ready event and the first frames' });
+      expect(events[0]).toMatchObject({ event: 'ready', data: { window: 2, stream: expect.any(String) } });
+      const stream = (events[0]!.data as { stream: string }).stream;
+      // The ticker paints every 50 ms: in a second unacknowledged, no more than the window came.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(events.map((event) => event.event)).toEqual(['ready', 'frame', 'frame']);
+      const ack = (token: string, body: unknown) => post(token, `/chat/sessions/${sessionId}/browser/stream/ack`, body);
+      // Another person, a stream id that is no stream here, a frame not sent, a bad body: refused, nothing moves.
+      const bob = await tenant.mint({ sub: 'acme:bob', scope: 'acme:bob', capabilities: CAPABILITIES });
+      expect((await ack(bob, { stream, frame: 3 })).status).toBe(404);
+      expect((await ack(ada, { stream: '00000000-0000-4000-8000-000000000000', frame: 3 })).status).toBe(404);
+      const notSent = await ack(ada, { stream, frame: 99 });
+      expect(notSent.status).toBe(400);
+      expect(await notSent.json()).toMatchObject({ code: 'frame_not_sent' });
+      expect((await ack(ada, { stream, frame: -1 })).status).toBe(422);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(events).toHaveLength(3);
+      // Taken: the next frames come, newer ones, and stop again at the window.
+      const taken = await ack(ada, { stream, frame: Number(events[2]!.id) });
+      expect(taken.status).toBe(200);
+      expect(await taken.json()).toEqual({ taken: 3 });
+      await eventually(async () => events.length >= 5, { what: 'the next frames' });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(events).toHaveLength(5);
+      expect((events[4]!.data as { data: string }).data).not.toBe((events[2]!.data as { data: string }).data);
+    } finally {
+      controller.abort();
+      await reading;
+      // Its page goes with it: the tenant's handed-over pages are a bounded share of the pool the next tests need.
+      expect((await fetch(`${rt.url}/chat/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${ada}` } })).status).toBe(200);
+    }
+  });
+
   it('shows nothing to another person or tenant, lets a privileged reader watch but not act, and refuses input to a read-only hand-off', async () => {
     const alice = await tenant.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
     const { sessionId } = await handedOver(alice);

@@ -265,6 +265,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/chat/sessions/{session_id}/browser/stream/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A viewer of the screencast (opened with `ack=true`) took the frames up to one: the next ones may come */
+        post: operations["acknowledgeBrowserFrames"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/sessions/{session_id}/events": {
         parameters: {
             query?: never;
@@ -1811,15 +1828,28 @@ export interface components {
              */
             handoff_checks_per_minute: number;
         };
+        BrowserStreamAck: {
+            /** @description The id of the last event the viewer took */
+            frame: number;
+            /**
+             * Format: uuid
+             * @description The `ready` event's stream id
+             */
+            stream: string;
+        };
+        BrowserStreamAcked: {
+            /** @description The last event taken, as the stream counts it */
+            taken: number;
+        };
         /** @description One server-sent event of the stream */
         BrowserStreamEvent: {
-            /** @description JSON text: `frame`: {mime_type, data (base64 JPEG), width, height, url, selector}; `missing`: the selector matches nothing now; `closed`: the page closed, the stream ends */
+            /** @description JSON text: `ready` (with `ack=true`, first): {stream, window}; `frame`: {mime_type, data (base64 JPEG), width, height, url, selector}; `missing`: the selector matches nothing now; `closed`: the page closed, the stream ends. Each event's `id` is its number in the stream */
             data: string;
             /**
              * @description The frame type (the `event:` field)
              * @enum {string}
              */
-            event: "frame" | "missing" | "closed";
+            event: "ready" | "frame" | "missing" | "closed";
             /** @description What `Last-Event-ID` (or the stream's resume parameter) takes to continue after this event */
             id?: string;
             /** @description How soon to reconnect after a lost connection, in milliseconds */
@@ -5334,6 +5364,8 @@ export interface operations {
     streamBrowser: {
         parameters: {
             query?: {
+                /** @description `true`: the viewer acknowledges the frames it took (POST .../browser/stream/ack with the `ready` event's stream id and the frame's event id), and no more than 2 go unacknowledged, so frames never queue for a viewer that fell behind */
+                ack?: "true" | "false";
                 /** @description Follow one element (CSS); empty: the whole page */
                 selector?: string;
             };
@@ -5415,6 +5447,104 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A service bug or a failed dependency; carries request_id */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    acknowledgeBrowserFrames: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BrowserStreamAck"];
+            };
+        };
+        responses: {
+            /** @description Taken */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrowserStreamAcked"];
+                };
+            };
+            /** @description A frame the stream has not sent yet (`frame_not_sent`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No capability `chat` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session, or the stream in it, does not exist or is not visible to this token (the same answer; a stream is known to the replica that serves it) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body sent with a Content-Type other than application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid body, path or query */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
                 };
             };
             /** @description A service bug or a failed dependency; carries request_id */

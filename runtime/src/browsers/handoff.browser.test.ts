@@ -9,7 +9,7 @@ import type { SseFrame, SseWriter } from '@agentplane/lib/http/sse';
 import { eventually } from '@agentplane/test/harness/eventually';
 import { chromiumPath, requireChromium } from '@agentplane/test/harness/browser';
 import type { SessionRow } from '../sessions/conversations.js';
-import { BrowserHandoffs, checkWord } from './handoff.js';
+import { BrowserHandoffs, checkWord, STREAM_WINDOW } from './handoff.js';
 import { LocalBrowserSource } from './local.js';
 import { BrowserPool } from './pool.js';
 import { conversationKey } from './tools.js';
@@ -89,5 +89,40 @@ describe.skipIf(requireChromium() === null)('the hand-off screencast', () => {
     await streaming;
     // The viewer gone, the stream let the conversation's browser go.
     expect(pool.peek(conversationKey(session.tenant_id, session.owner, session.id))).toBeDefined();
+  });
+
+  it('with the viewer acknowledging, sends no more than the window of frames it has not taken, however fast its socket', async () => {
+    const handoffs = new BrowserHandoffs({ pool, db: undefined as never, sessions: undefined as never, side: undefined as never, counters: undefined as never, pubsub: { subscribe: async () => async () => undefined } as never, logger });
+    const controller = new AbortController();
+    const written: SseFrame[] = [];
+    // A socket that takes everything at once (as kernel buffers do, megabytes of them): only the viewer's
+    // acknowledgements hold the stream back.
+    const writer: SseWriter = {
+      signal: controller.signal,
+      async write(frame) {
+        written.push(frame);
+        return !controller.signal.aborted;
+      },
+      end: () => controller.abort(),
+    };
+    const streaming = handoffs.stream(session, '', () => writer, { acknowledged: true });
+    await eventually(async () => written.length >= 1, { what: 'the ready event' });
+    expect(written[0]).toMatchObject({ event: 'ready', data: { window: STREAM_WINDOW } });
+    const stream = (written[0]!.data as { stream: string }).stream;
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(written.slice(1).map((frame) => frame.event)).toEqual(Array(STREAM_WINDOW).fill('frame'));
+    // Another conversation's stream id, or a frame not sent: refused.
+    const other = { ...session, id: '5b0f7c8e-0000-4000-8000-000000000002' } as SessionRow;
+    expect(() => handoffs.acknowledge(other, stream, 2)).toThrow(/not found/);
+    expect(() => handoffs.acknowledge(session, stream, written.length + 1)).toThrow(/not sent yet/);
+    // The viewer takes them: the next come, and stop again at the window.
+    expect(handoffs.acknowledge(session, stream, Number(written.at(-1)!.id))).toEqual({ taken: written.length });
+    await eventually(async () => written.length === 1 + 2 * STREAM_WINDOW, { what: 'the next frames' });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(written.length).toBe(1 + 2 * STREAM_WINDOW);
+    controller.abort();
+    await streaming;
+    // Ended: its id is nobody's any more.
+    expect(() => handoffs.acknowledge(session, stream, 1)).toThrow(/not found/);
   });
 });

@@ -5,6 +5,7 @@
 //
 // Seeing is not owning: whoever may read the conversation may watch its page; only its owner acts on it or asks
 // the check, and only while a hand-off that is not read-only is open. Frames are never logged or stored.
+import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { CDPSession, Page } from 'playwright-core';
 import { BROWSER_DEFAULTS, HANDOFF_CHECK_RESULTS, type HandoffCheckResult } from '@agentplane/lib/browser';
@@ -31,6 +32,11 @@ const SHOT_MS = 10_000;
 const DEFAULT_CALL_MS = 45_000;
 /** Screencasts of one conversation open at once. */
 export const MAX_STREAMS_PER_CONVERSATION = 4;
+/**
+ * With the viewer's acknowledgements (`?ack=true`), the most frames sent that it has not yet acknowledged: the
+ * next frame is asked of Chromium only below this, so frames never queue in sockets for a viewer that fell behind.
+ */
+export const STREAM_WINDOW = 2;
 const CHECK_TEXT_CHARS = 6_000;
 export const MAX_INPUT_TEXT = 1_000;
 
@@ -107,6 +113,26 @@ export class BrowserHandoffs {
   /** Screencasts open now, per conversation: each is a CDP session on the page. */
   private readonly streams = new Map<string, number>();
 
+  /** Screencasts whose viewer acknowledges frames, by stream id: the conversation's, the last frame sent and taken. */
+  private readonly acknowledged = new Map<string, { key: string; sent: number; taken: number; moved: () => void }>();
+
+  /**
+   * The viewer took frames up to `frame` of its stream (this replica's; the stream id is the one its `ready` event
+   * gave). 404 for a stream of another conversation, or one that ended, as for one never made.
+   */
+  acknowledge(session: SessionRow, stream: string, frame: number): { taken: number } {
+    const open = this.acknowledged.get(stream);
+    if (!open || open.key !== conversationKey(session.tenant_id, session.owner, session.id)) {
+      throw new AppError('not_found', `stream ${stream} not found`, { code: 'stream_not_found' });
+    }
+    if (frame > open.sent) throw invalidArgument(`frame: ${frame} was not sent yet (the last is ${open.sent})`, { code: 'frame_not_sent' });
+    if (frame > open.taken) {
+      open.taken = frame;
+      open.moved();
+    }
+    return { taken: open.taken };
+  }
+
   /** Watching (a frame, the stream): capability `chat`, then the conversation, 404 unless visible. */
   authorizeWatch(principal: Principal, sessionId: string): Promise<SessionRow> {
     return this.deps.sessions.authorizeRead(principal, sessionId);
@@ -153,7 +179,7 @@ export class BrowserHandoffs {
    * once the viewer's socket took it, so a slow viewer slows the stream instead of queueing frames. With a
    * selector, each frame the page paints is answered with that element's picture instead.
    */
-  async stream(session: SessionRow, selector: string, openWriter: () => SseWriter): Promise<void> {
+  async stream(session: SessionRow, selector: string, openWriter: () => SseWriter, options: { acknowledged?: boolean } = {}): Promise<void> {
     const key = conversationKey(session.tenant_id, session.owner, session.id);
     const page = this.deps.pool?.peek(key)?.context.pages()[0];
     if (!page) throw noPage(session.id);
@@ -169,15 +195,29 @@ export class BrowserHandoffs {
     this.streams.set(key, open + 1);
     let cdp: CDPSession | undefined;
     let unsubscribe: (() => Promise<void>) | undefined;
+    const streamId = options.acknowledged ? randomUUID() : undefined;
     // Opened only now: until here every refusal is still an HTTP answer.
     const writer = openWriter();
     try {
       let seq = 0;
-      let missing = false;
       // Once ended, frames still on their way are dropped: the `closed` event is the stream's last.
       let over = false;
+      const waiting: Array<() => void> = [];
+      const viewer = { key, sent: 0, taken: 0, moved: () => waiting.splice(0).forEach((wake) => wake()) };
+      if (streamId) {
+        this.acknowledged.set(streamId, viewer);
+        await writer.write({ id: ++seq, event: 'ready', data: { stream: streamId, window: STREAM_WINDOW } });
+        viewer.sent = viewer.taken = seq;
+      }
+      /** Returns once the viewer has taken enough that one more frame may go (at once without acknowledgements). */
+      const room = async () => {
+        while (streamId && viewer.sent - viewer.taken >= STREAM_WINDOW && !over) await new Promise<void>((resolve) => waiting.push(resolve));
+      };
+      let missing = false;
+      /** Frames Chromium sent so far. */
+      let painted = 0;
       let ended: (reason: 'closed' | 'deleted' | 'left') => void;
-      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = (reason) => ((over = true), resolve(reason))));
+      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = (reason) => ((over = true), viewer.moved(), resolve(reason))));
       page.once('close', () => ended('closed'));
       writer.signal.addEventListener('abort', () => ended('left'), { once: true });
       // The conversation deleted while watched: the stream ends as a new request would be refused.
@@ -187,20 +227,26 @@ export class BrowserHandoffs {
       cdp = await page.context().newCDPSession(page);
       const session_ = cdp;
       session_.on('Page.screencastFrame', (event: { data: string; sessionId: number; metadata: { deviceWidth: number; deviceHeight: number; timestamp?: number } }) => {
+        const arrived = ++painted;
         void (async () => {
           try {
-            if (over) return;
+            // With the viewer's acknowledgements, a frame waits for room, and goes only if no newer one came
+            // meanwhile: the viewer gets the page as it is, never a backlog.
+            await room();
+            if (over || (streamId && arrived !== painted)) return;
             if (!selector) {
               await writer.write({
                 id: ++seq,
                 event: 'frame',
                 data: { mime_type: 'image/jpeg', data: event.data, width: Math.round(event.metadata.deviceWidth), height: Math.round(event.metadata.deviceHeight), url: page.url(), selector: null },
               });
+              viewer.sent = seq;
             } else {
               const box = await deadline(elementBox(page, selector), SHOT_MS);
               if (over) return;
               if (box === null || box === 'invalid') {
                 if (!missing) await writer.write({ id: ++seq, event: 'missing', data: { selector, url: page.url() } });
+                viewer.sent = seq;
                 missing = true;
               } else {
                 missing = false;
@@ -211,13 +257,14 @@ export class BrowserHandoffs {
                   event: 'frame',
                   data: { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box.width), height: Math.round(box.height), url: page.url(), selector },
                 });
+                viewer.sent = seq;
               }
             }
           } catch {
             // The page moved on under the picture (a navigation, the element gone): the next paint brings another.
           } finally {
             // Acknowledged once written (or given up): the browser sends the next frame only then.
-            if (!writer.signal.aborted) await session_.send('Page.screencastFrameAck', { sessionId: event.sessionId }).catch(() => undefined);
+            if (!writer.signal.aborted && !over) await session_.send('Page.screencastFrameAck', { sessionId: event.sessionId }).catch(() => undefined);
           }
         })();
       });
@@ -229,6 +276,7 @@ export class BrowserHandoffs {
       await cdp?.send('Page.stopScreencast').catch(() => undefined);
       await cdp?.detach().catch(() => undefined);
       await unsubscribe?.().catch(() => undefined);
+      if (streamId) this.acknowledged.delete(streamId);
       const left = (this.streams.get(key) ?? 1) - 1;
       if (left > 0) this.streams.set(key, left);
       else this.streams.delete(key);

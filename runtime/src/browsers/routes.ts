@@ -9,7 +9,7 @@ import { principalOf } from '../auth/guard.js';
 import { HandoffOut, SessionIdParams } from '../chat/schemas.js';
 import type { SessionRow } from '../sessions/conversations.js';
 import type { PendingHandoff } from '../store/schema.js';
-import { MAX_INPUT_TEXT, type BrowserHandoffs } from './handoff.js';
+import { MAX_INPUT_TEXT, STREAM_WINDOW, type BrowserHandoffs } from './handoff.js';
 import { VIEWPORT } from './pool.js';
 
 const selector = z.string().min(1).max(1_000).meta({ description: 'A CSS selector: the picture is of the first element it matches' });
@@ -75,12 +75,24 @@ const HandoffCheckOut = z
   })
   .meta({ id: 'HandoffCheck' });
 
-const StreamQuery = z.object({ selector: z.string().max(1_000).default('').meta({ description: 'Follow one element (CSS); empty: the whole page' }) });
+const StreamQuery = z.object({
+  selector: z.string().max(1_000).default('').meta({ description: 'Follow one element (CSS); empty: the whole page' }),
+  ack: z.enum(['true', 'false']).default('false').meta({
+    description: `\`true\`: the viewer acknowledges the frames it took (POST .../browser/stream/ack with the \`ready\` event's stream id and the frame's event id), and no more than ${STREAM_WINDOW} go unacknowledged, so frames never queue for a viewer that fell behind`,
+  }),
+});
 const BrowserStreamEvent = sseEventSchema(
   'BrowserStreamEvent',
-  ['frame', 'missing', 'closed'],
-  '`frame`: {mime_type, data (base64 JPEG), width, height, url, selector}; `missing`: the selector matches nothing now; `closed`: the page closed, the stream ends',
+  ['ready', 'frame', 'missing', 'closed'],
+  '`ready` (with `ack=true`, first): {stream, window}; `frame`: {mime_type, data (base64 JPEG), width, height, url, selector}; `missing`: the selector matches nothing now; `closed`: the page closed, the stream ends. Each event\'s `id` is its number in the stream',
 );
+const StreamAck = z
+  .strictObject({
+    stream: z.uuid().meta({ description: "The `ready` event's stream id" }),
+    frame: z.int().min(1).max(Number.MAX_SAFE_INTEGER).meta({ description: 'The id of the last event the viewer took' }),
+  })
+  .meta({ id: 'BrowserStreamAck' });
+const StreamAckOut = z.object({ taken: z.int().meta({ description: 'The last event taken, as the stream counts it' }) }).meta({ id: 'BrowserStreamAcked' });
 
 const unauthenticated = { description: 'Missing, invalid or expired token' };
 const notFound = { description: 'The session does not exist or is not visible to this token (the same answer)' };
@@ -144,8 +156,29 @@ export function handoffRoutes(handoffs: BrowserHandoffs): RouteDefinition[] {
       async handle({ query, req, res }) {
         const session = sessionOf(res);
         await handoffs.prepareStream(session, query.selector);
-        await handoffs.stream(session, query.selector, () => openSse(req, res));
+        await handoffs.stream(session, query.selector, () => openSse(req, res), { acknowledged: query.ack === 'true' });
         return 'handled';
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/chat/sessions/{session_id}/browser/stream/ack',
+      operationId: 'acknowledgeBrowserFrames',
+      summary: 'A viewer of the screencast (opened with `ack=true`) took the frames up to one: the next ones may come',
+      tags: ['browser'],
+      security: ['bearer'],
+      params: SessionIdParams,
+      body: StreamAck,
+      responses: {
+        200: { description: 'Taken', schema: StreamAckOut },
+        400: { description: 'A frame the stream has not sent yet (`frame_not_sent`)' },
+        401: unauthenticated,
+        403: { description: 'No capability `chat`' },
+        404: { description: 'The session, or the stream in it, does not exist or is not visible to this token (the same answer; a stream is known to the replica that serves it)' },
+      },
+      authorize: watch,
+      async handle({ body, res }) {
+        return { body: handoffs.acknowledge(sessionOf(res), body.stream, body.frame) };
       },
     }),
     defineRoute({
