@@ -31,16 +31,8 @@ mkdir -p "$IMAGES"
 
 log() { printf '[browser-image] %s\n' "$*"; }
 
-# Removes a build directory, unmounting first whatever is mounted beneath it (a chroot's /proc after a failure).
-remove_dir() {
-  local dir="$1" mount
-  [ -e "$dir" ] || return 0
-  dir="$(realpath "$dir")"
-  awk -v d="$dir" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r mount; do
-    umount -l "$mount"
-  done
-  rm -rf "$dir"
-}
+# remove_dir
+. "$(dirname "$0")/image-build.sh"
 
 if [ ! -f "$LAYOUT/index.json" ]; then
   log "building agentplane.local/browser-base:$TAG (debootstrap and chromium from $MIRROR; first run only, a few minutes)"

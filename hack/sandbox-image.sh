@@ -25,17 +25,8 @@ mkdir -p "$IMAGES"
 
 log() { printf '[sandbox-image] %s\n' "$*"; }
 
-# Removes a build directory, unmounting first whatever is mounted beneath it (debootstrap mounts /proc and /sys in
-# its target and may leave them after a failure): rm -rf never walks into a mounted file system.
-remove_dir() {
-  local dir="$1" mount
-  [ -e "$dir" ] || return 0
-  dir="$(realpath "$dir")"
-  awk -v d="$dir" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r mount; do
-    umount -l "$mount"
-  done
-  rm -rf "$dir"
-}
+# remove_dir
+. "$(dirname "$0")/image-build.sh"
 
 # OCI_LAYOUT NAME TAG ARCHIVE: names the image for containerd (the annotation `ctr images import` reads) and tars
 # the layout into ARCHIVE.

@@ -52,6 +52,19 @@ const secretsWithDatabase: RuntimeSecretValues = {
   databaseUrl: 'postgres://agentplane_acme_support:pw@postgres.agentplane-system.svc:5432/agentplane_acme_support',
 };
 
+/** How the API server matches a selector against a Pod's labels. */
+function selects(selector: k8s.V1LabelSelector, labels: Record<string, string>): boolean {
+  return (
+    Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value) &&
+    (selector.matchExpressions ?? []).every((term) => {
+      const has = term.key in labels;
+      if (term.operator === 'In') return has && term.values!.includes(labels[term.key]!);
+      if (term.operator === 'NotIn') return !has || !term.values!.includes(labels[term.key]!);
+      return term.operator === 'Exists' ? has : !has;
+    })
+  );
+}
+
 function find<T extends k8s.KubernetesObject>(objects: k8s.KubernetesObject[], kind: string, name: string): T {
   const found = objects.find((object) => object.kind === kind && object.metadata?.name === name);
   if (!found) throw new Error(`no ${kind}/${name} among ${objects.map((o) => `${o.kind}/${o.metadata?.name}`).join(', ')}`);
@@ -392,14 +405,6 @@ describe("the project's browser (decision 0092)", () => {
   const withToken: RuntimeSecretValues = { ...secrets, browserToken: 'T'.repeat(43) };
   const objects = buildProjectObjects(aProject(), config, withToken);
   const policy = (name: string) => find<k8s.V1NetworkPolicy>(objects, 'NetworkPolicy', name).spec!;
-  const selects = (selector: k8s.V1LabelSelector, labels: Record<string, string>) =>
-    Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value) &&
-    (selector.matchExpressions ?? []).every((term) => {
-      const has = term.key in labels;
-      if (term.operator === 'In') return has && term.values!.includes(labels[term.key]!);
-      if (term.operator === 'NotIn') return !has || !term.values!.includes(labels[term.key]!);
-      return term.operator === 'Exists' ? has : !has;
-    });
 
   it('runs the browser server in a Deployment of its own, with the token from the runtime Secret and no API token', () => {
     const deployment = find<k8s.V1Deployment>(objects, 'Deployment', 'browser');
@@ -461,15 +466,6 @@ describe('NetworkPolicies', () => {
   });
 
   it("allow a sandbox's Pod nothing at all: policies add up, so no allow may select it", () => {
-    // How the API server matches a selector against a Pod's labels.
-    const selects = (selector: k8s.V1LabelSelector, labels: Record<string, string>) =>
-      Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value) &&
-      (selector.matchExpressions ?? []).every((term) => {
-        const has = term.key in labels;
-        if (term.operator === 'In') return has && term.values!.includes(labels[term.key]!);
-        if (term.operator === 'NotIn') return !has || !term.values!.includes(labels[term.key]!);
-        return term.operator === 'Exists' ? has : !has;
-      });
     const sandboxPod = { 'app.kubernetes.io/component': 'sandbox', 'agentplane.io/sandbox': 'b1', 'app.kubernetes.io/managed-by': 'agentplane-runtime' };
     const allows = objects
       .filter((object): object is k8s.V1NetworkPolicy => object.kind === 'NetworkPolicy')
