@@ -182,7 +182,7 @@ function logStreamWrites(server: Server): WriteLog {
  * Ours with a slow viewer: the client stops reading once a frame came, for `pauseMs`; the frames the runtime wrote
  * to the response meanwhile, and in the pause's last half second (none once the stream is held back).
  */
-async function slowViewer(url: string, token: string, pauseMs: number, log: WriteLog): Promise<Row> {
+async function slowViewer(url: string, token: string, pauseMs: number, log: WriteLog, impl = 'GET .../browser/stream, the client not reading (ours)'): Promise<Row> {
   let read = 0;
   const stream = await openStream(url, token, () => read++);
   while (read < 1) await sleep(5);
@@ -195,7 +195,7 @@ async function slowViewer(url: string, token: string, pauseMs: number, log: Writ
   const sent = log.writes.filter((write) => write.at > from && write.at <= to);
   return {
     case: `frames sent while nothing is read for ${pauseMs / 1000} s`,
-    impl: 'GET .../browser/stream, the client not reading (ours)',
+    impl,
     figures: { frames: sent.length, kib: sent.reduce((sum, write) => sum + write.bytes, 0) / 1024, lastHalf: sent.filter((write) => write.at > to - 500).length },
   };
 }
@@ -298,6 +298,8 @@ export async function handoffTables(bare: Browser): Promise<Table[]> {
       });
     }
     slowRows.push(await slowViewer(`${base}/stream`, token, SLOW_MS, writes));
+    // The typed client's way: the viewer acknowledges each frame it took (`ack=true`); here it takes none.
+    slowRows.push(await slowViewer(`${base}/stream?ack=true`, token, SLOW_MS, writes, 'GET .../browser/stream?ack=true, the client acknowledging nothing (ours, as the typed client and the console read it)'));
     const reading = streamRows.find((row) => !row.baseline && !row.case.includes('selector'))!.figures;
     slowRows.push({
       case: `frames sent while nothing is read for ${SLOW_MS / 1000} s`,

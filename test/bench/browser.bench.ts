@@ -3,14 +3,21 @@
 // context with BENCH_BROWSER_CONTEXTS (20) open on a page each. Baselines in the same run: the same Chromium launched
 // bare (no proxy, no pool), doing the same. Then the hand-off (browser-handoff.ts): the screencast's frames a second
 // and bytes a frame through our SSE route, a slow viewer, and input to the new frame, each against bare Chromium.
+// The same context and navigation rows through the browser server (the browser Pod's program, decision 0092) run as
+// a process on loopback, as the runtime's pool reaches it on Kubernetes (`BROWSER_HOST=remote`).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { silentLogger } from '@agentplane/lib/logging';
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { descendantsMemory, LocalBrowserSource } from '@agentplane/runtime/browsers/local';
 import { BrowserPool, type ConversationBrowser } from '@agentplane/runtime/browsers/pool';
+import { RemoteBrowserSource } from '@agentplane/runtime/browsers/remote';
 import { chromiumPath } from '../harness/browser.js';
+import { freePort, makeTempDir, startProcess, typeScriptNodeArgs } from '../harness/process.js';
 import { handoffTables } from './browser-handoff.js';
 import { finishTable, latencyColumns, summarise, Teardown, timingRow, type BenchReport, type Row } from './measure.js';
 
@@ -113,6 +120,52 @@ export async function run(): Promise<BenchReport> {
     pool.release(held);
     await bareContext.close();
     await pool.closeMatching('bench/navigate/');
+
+    // The same through the browser server, a process of its own on loopback (stopped before memory is read).
+    const token = randomBytes(32).toString('base64url');
+    const port = await freePort();
+    const server = await startProcess({
+      name: 'browser-server',
+      command: process.execPath,
+      args: [...typeScriptNodeArgs, fileURLToPath(new URL('../../runtime/src/browsers/server/main.ts', import.meta.url))],
+      dir: makeTempDir('bench-browser-server'),
+      env: { BROWSER_TOKEN: token, BROWSER_SERVER_PORT: String(port), HOST: '127.0.0.1', BROWSER_ALLOWED_DESTINATIONS: new URL(pageUrl).host, LOG_LEVEL: 'warn' },
+      ready: () =>
+        new Promise<boolean>((resolve) => {
+          const socket = connect(port, '127.0.0.1');
+          socket.once('connect', () => (socket.destroy(), resolve(true)));
+          socket.once('error', () => resolve(false));
+        }),
+      readyTimeoutMs: 60_000,
+    });
+    const remote = new RemoteBrowserSource({ endpoint: `ws://127.0.0.1:${port}`, token, logger: silentLogger() });
+    const remotePool = new BrowserPool(remote, { ...poolLimits, spare: 0 }, silentLogger());
+    try {
+      const first = await remotePool.hold('bench/remote/warm');
+      await first.page();
+      remotePool.release(first);
+      await remotePool.closeMatching('bench/remote/warm');
+      readyRows.push(
+        timingRow(
+          'context ready',
+          { impl: 'through the browser server, made on demand (BROWSER_HOST=remote)' },
+          await timed(ROUNDS, 3, async (round) => {
+            const remoteHeld = await remotePool.hold(`bench/remote/${round}`);
+            await remoteHeld.page();
+            remotePool.release(remoteHeld);
+            void remotePool.closeMatching(`bench/remote/${round}`);
+          }),
+        ),
+      );
+      const remoteHeld = await remotePool.hold('bench/remote/navigate');
+      const remotePage = await remoteHeld.page();
+      readyRows.push(timingRow('navigate to a local page', { impl: "through the browser server and its egress proxy" }, await timed(ROUNDS, 3, () => navigate(remotePage))));
+      remotePool.release(remoteHeld);
+    } finally {
+      await remotePool.closeAll();
+      await remote.close();
+      await server.stop();
+    }
     report.tables.push(
       finishTable({
         title: 'The browser: a context ready from a warm browser, and a navigation (p50 targets: context ≤ 300 ms)',
