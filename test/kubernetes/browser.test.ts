@@ -29,7 +29,7 @@ const nodeBinaries = binaries ? kubeletBinaries() : null;
 const base = nodeBinaries ? browserBase() : null;
 const PROJECT = 'browsing';
 const namespace = `agentplane-${PROJECT}`;
-const CAPABILITIES = ['chat', 'browser', 'browser_handoff'];
+const CAPABILITIES = ['chat', 'browser', 'browser_handoff', 'input:image'];
 
 const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, arguments: args }] });
 const lastTool = (request: ChatRequest) => String([...request.messages].reverse().find((message) => message.role === 'tool')?.content ?? '');
@@ -163,7 +163,7 @@ describe.skipIf(!binaries || !nodeBinaries || !base)('the browser Pod on Kuberne
     expect(log).not.toContain(token);
   });
 
-  it('is the agent’s browser: it opens a page and hands it over; the person signs in; the agent resumes on the page as left', async () => {
+  it("is the agent’s browser: it opens a page and hands it over; the person signs in; the agent resumes on the page as left, and a model that perceives images sees it", async () => {
     const alice = await tenant.mint({ sub: 'acme:alice', capabilities: CAPABILITIES });
     fake.script(call('browser_open', { url: `${siteUrl}/login` }), call('browser_handoff', { instructions: 'Please sign in.' }));
     const first = await turn(alice, 'Sign me in.');
@@ -187,6 +187,16 @@ describe.skipIf(!binaries || !nodeBinaries || !base)('the browser Pod on Kuberne
     fake.script(call('browser_snapshot', {}), (request) => `I see: ${lastTool(request).includes('Welcome, alice') ? 'signed in' : 'not signed in'}`);
     const resumed = await turn(alice, 'Done, I signed in.', sessionId);
     expect(resumed.done.content).toBe('I see: signed in');
+
+    // A model that perceives images sees the Pod's page too: the picture reaches it as a JPEG data URI.
+    fake.script(call('browser_screenshot', {}), 'I saw it.');
+    const pictured = await turn(alice, 'Show me the page.', sessionId);
+    expect(pictured.frames.find((frame) => frame.type === 'tool_end')).toMatchObject({ name: 'browser_screenshot', ok: true });
+    const sent = fake.chatRequests().at(-1)!;
+    const parts = sent.messages.filter((message) => message.role === 'user' && Array.isArray(message.content)).flatMap((message) => message.content as Array<{ type: string; image_url?: { url: string } }>);
+    const picture = parts.find((part) => part.type === 'image_url')?.image_url?.url ?? '';
+    expect(picture).toMatch(/^data:image\/jpeg;base64,/);
+    expect(Buffer.from(picture.split(',')[1]!, 'base64').subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
   });
 
   it("keeps pages off private addresses the Pod's guard was not told to allow", async () => {
