@@ -59,6 +59,9 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
     if (!controller.signal.aborted) controller.abort(WRITER_CLOSED);
   };
   res.on('close', abort);
+  // A client that left before the stream opened (while the route authorized it or waited on a page): its `close`
+  // came before anyone listened, and a destroyed response still says it is writable.
+  const gone = () => res.destroyed || req.socket.destroyed;
   const keepAlive = setInterval(() => {
     if (!ended && res.writable) res.write(': keep-alive\n\n');
   }, options.keepAliveMs ?? 15_000);
@@ -67,7 +70,7 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
   const writer: SseWriter = {
     signal: controller.signal,
     async write(frame) {
-      if (ended || controller.signal.aborted || !res.writable) return false;
+      if (ended || controller.signal.aborted || !res.writable || gone()) return false;
       if (res.write(serialise(frame))) return true;
       return new Promise<boolean>((resolve) => {
         const settle = (ok: boolean) => {
@@ -91,6 +94,7 @@ export function openSse(req: Request, res: Response, options: SseOptions = {}): 
   };
   if (options.until?.aborted) writer.end();
   else options.until?.addEventListener('abort', () => writer.end(), { once: true, signal: controller.signal });
+  if (gone()) abort();
   return writer;
 }
 

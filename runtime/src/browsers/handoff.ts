@@ -37,6 +37,8 @@ export const MAX_STREAMS_PER_CONVERSATION = 4;
  * next frame is asked of Chromium only below this, so frames never queue in sockets for a viewer that fell behind.
  */
 export const STREAM_WINDOW = 2;
+/** How long a full window holds the next frame back before the newest goes anyway (a viewer's lost acknowledgement). */
+const ACK_PATIENCE_MS = 5_000;
 const CHECK_TEXT_CHARS = 6_000;
 export const MAX_INPUT_TEXT = 1_000;
 
@@ -204,22 +206,37 @@ export class BrowserHandoffs {
       let over = false;
       const waiting: Array<() => void> = [];
       const viewer = { key, sent: 0, taken: 0, moved: () => waiting.splice(0).forEach((wake) => wake()) };
+      /** When the last event went: a full window waits for the viewer from then, not from each frame's arrival. */
+      let lastSent = Date.now();
+      let ended!: (reason: 'closed' | 'deleted' | 'left') => void;
+      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = (reason) => ((over = true), viewer.moved(), resolve(reason))));
+      // Heard before the first wait: a viewer gone or a page closed meanwhile ends the stream, not hangs it.
+      page.once('close', () => ended('closed'));
+      writer.signal.addEventListener('abort', () => ended('left'), { once: true });
+      if (writer.signal.aborted) ended('left');
+      if (page.isClosed()) ended('closed');
       if (streamId) {
         this.acknowledged.set(streamId, viewer);
-        await writer.write({ id: ++seq, event: 'ready', data: { stream: streamId, window: STREAM_WINDOW } });
-        viewer.sent = viewer.taken = seq;
+        viewer.sent = viewer.taken = ++seq;
+        await writer.write({ id: seq, event: 'ready', data: { stream: streamId, window: STREAM_WINDOW } });
       }
-      /** Returns once the viewer has taken enough that one more frame may go (at once without acknowledgements). */
+      /**
+       * Returns once the viewer has taken enough that one more frame may go (at once without acknowledgements). A
+       * viewer whose acknowledgements were lost (a deploy, another replica) still gets the newest frame now and then,
+       * whose own acknowledgement catches it up.
+       */
       const room = async () => {
-        while (streamId && viewer.sent - viewer.taken >= STREAM_WINDOW && !over) await new Promise<void>((resolve) => waiting.push(resolve));
+        const patience = lastSent + ACK_PATIENCE_MS;
+        while (streamId && viewer.sent - viewer.taken >= STREAM_WINDOW && !over && Date.now() < patience) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, Math.max(0, patience - Date.now()));
+            waiting.push(() => (clearTimeout(timer), resolve()));
+          });
+        }
       };
       let missing = false;
       /** Frames Chromium sent so far. */
       let painted = 0;
-      let ended: (reason: 'closed' | 'deleted' | 'left') => void;
-      const closed = new Promise<'closed' | 'deleted' | 'left'>((resolve) => (ended = (reason) => ((over = true), viewer.moved(), resolve(reason))));
-      page.once('close', () => ended('closed'));
-      writer.signal.addEventListener('abort', () => ended('left'), { once: true });
       // The conversation deleted while watched: the stream ends as a new request would be refused.
       unsubscribe = await this.deps.pubsub.subscribe(sessionMessagesChannel(session.tenant_id, session.id), (message) => {
         if ((message as { deleted?: boolean } | null)?.deleted) ended('deleted');
@@ -235,29 +252,35 @@ export class BrowserHandoffs {
             await room();
             if (over || (streamId && arrived !== painted)) return;
             if (!selector) {
+              // Counted as sent before the write waits, so frames painted meanwhile find the window as it is.
+              viewer.sent = ++seq;
+              lastSent = Date.now();
               await writer.write({
-                id: ++seq,
+                id: seq,
                 event: 'frame',
                 data: { mime_type: 'image/jpeg', data: event.data, width: Math.round(event.metadata.deviceWidth), height: Math.round(event.metadata.deviceHeight), url: page.url(), selector: null },
               });
-              viewer.sent = seq;
             } else {
               const box = await deadline(elementBox(page, selector), SHOT_MS);
               if (over) return;
               if (box === null || box === 'invalid') {
-                if (!missing) await writer.write({ id: ++seq, event: 'missing', data: { selector, url: page.url() } });
-                viewer.sent = seq;
+                if (!missing) {
+                  viewer.sent = ++seq;
+                  lastSent = Date.now();
+                  await writer.write({ id: seq, event: 'missing', data: { selector, url: page.url() } });
+                }
                 missing = true;
               } else {
                 missing = false;
                 const image = await page.screenshot({ type: 'jpeg', quality: STREAM_QUALITY, clip: box, caret: 'initial', timeout: SHOT_MS });
                 if (over) return;
+                viewer.sent = ++seq;
+                lastSent = Date.now();
                 await writer.write({
-                  id: ++seq,
+                  id: seq,
                   event: 'frame',
                   data: { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box.width), height: Math.round(box.height), url: page.url(), selector },
                 });
-                viewer.sent = seq;
               }
             }
           } catch {

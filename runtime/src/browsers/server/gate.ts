@@ -40,7 +40,8 @@ export async function startBrowserGate(options: BrowserGateOptions): Promise<Bro
     socket.on('error', () => socket.destroy());
     if (!authorized(req)) {
       options.logger.info({ from: req.socket.remoteAddress }, 'the browser server refused a connection without its token');
-      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      // Closed both ways once written: a half-closed socket would stay open for as long as the client liked.
+      socket.write('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => socket.destroy());
       return;
     }
     const upstream = net.connect(options.upstream.port, '127.0.0.1');
@@ -60,9 +61,10 @@ export async function startBrowserGate(options: BrowserGateOptions): Promise<Bro
       upstream.pipe(socket);
     });
   });
-  // A client that never finishes its request does not hold a socket for ever.
+  // A client that never finishes its request does not hold a socket for ever, nor do many of them.
   server.headersTimeout = 10_000;
   server.requestTimeout = 10_000;
+  server.maxConnections = 256;
   await listen(server, options.port, options.host);
   return {
     close: async () => {
