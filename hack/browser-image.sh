@@ -22,7 +22,8 @@ IMAGES="$CACHE/images"
 BASE_REVISION=1
 NODE_BIN="$(bash "$HERE/node.sh")"
 NODE_VERSION="$("$NODE_BIN/node" --version | sed 's/^v//')"
-PLAYWRIGHT_VERSION="$("$NODE_BIN/node" -p "require('$ROOT/node_modules/playwright-core/package.json').version")"
+# The version the runtime pins; fetched from the registry here (this runs before the repository's own npm ci).
+PLAYWRIGHT_VERSION="$("$NODE_BIN/node" -p "require('$ROOT/runtime/package.json').dependencies['playwright-core']")"
 TAG="bookworm-node$NODE_VERSION-pw$PLAYWRIGHT_VERSION-$BASE_REVISION"
 LAYOUT="$IMAGES/agentplane-browser-base-$TAG"
 MIRROR="${AGENTPLANE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -58,7 +59,9 @@ EOF
   chroot "$root" useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agentplane
   install -m 0755 "$NODE_BIN/node" "$root/usr/local/bin/node"
   mkdir -p "$root/app/node_modules" "$root/app/hack" "$root/app/runtime/dist"
-  cp -a "$ROOT/node_modules/playwright-core" "$root/app/node_modules/playwright-core"
+  mkdir -p "$work/pack" "$root/app/node_modules/playwright-core"
+  (cd "$work/pack" && PATH="$NODE_BIN:$PATH" npm pack --silent "playwright-core@$PLAYWRIGHT_VERSION" > /dev/null)
+  tar -xzf "$work"/pack/playwright-core-*.tgz -C "$root/app/node_modules/playwright-core" --strip-components=1
   install -m 0755 "$ROOT/hack/entrypoint.sh" "$root/app/hack/entrypoint.sh"
   # What a container never uses: package caches and lists, documentation, device nodes (the runtime mounts /dev).
   rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
