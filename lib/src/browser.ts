@@ -36,8 +36,8 @@ export function browserSettingsOf(section: Partial<BrowserSettings> | undefined)
 }
 
 /**
- * The browser Pod's credential (docs/decisions/0092): the secret path of its server's WebSocket, which the runtime
- * connects to. URL-safe so it sits in a path unescaped, and long enough not to be guessed.
+ * The browser Pod's credential (docs/decisions/0092): the token the runtime sends its server's gate
+ * (`Authorization: Bearer`). URL-safe, and long enough not to be guessed.
  */
 export const BROWSER_TOKEN_RULE = 'at least 32 characters of A-Z, a-z, 0-9, - and _';
 

@@ -2,7 +2,7 @@
 // browser server and the egress guard) and its Service, so that pages, a stranger's code, never run in the runtime's
 // Pod. Its Pod meets Pod Security `restricted`, has no ServiceAccount token, a read-only root, and memory-backed
 // /dev/shm (Chromium's shared memory; the container runtime's 64 MiB default is too small for large pages). The
-// runtime connects with the secret path kept in the runtime Secret; the NetworkPolicies (network.ts) let only the
+// runtime connects with the token kept in the runtime Secret; the NetworkPolicies (network.ts) let only the
 // runtime in and the public internet out.
 import type * as k8s from '@kubernetes/client-node';
 import type { Project } from '@agentplane/lib/kubernetes/resources';

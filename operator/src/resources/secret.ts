@@ -17,7 +17,7 @@ export interface RuntimeSecretValues {
   databaseUrl?: string;
   /** The key the project's task CronJobs fire with (docs/decisions/0066): the runtime checks it, their Pods present it. */
   fireKey?: string;
-  /** The browser server's secret path (docs/decisions/0092), when the operator runs a browser per project. */
+  /** The browser server's token (docs/decisions/0092), when the operator runs a browser per project. */
   browserToken?: string;
 }
 

@@ -1,7 +1,7 @@
 // What the agent's browser brings to the composition root (docs/decisions/0088, 0092): the pool over the embedded
-// Chromium when this runtime has one, or over the browser Pod's (`BROWSER_HOST=remote`, on Kubernetes), its part of a tenant's erase and a subject's forget (their contexts closed, cookies and
-// storage with them), a deleted conversation's context closed, the sweep that closes idle contexts, and closing the
-// browser at shutdown.
+// Chromium when this runtime has one, or over the browser Pod's (`BROWSER_HOST=remote`, on Kubernetes), its part of
+// a tenant's erase and a subject's forget (their contexts closed, cookies and storage with them), a deleted
+// conversation's context closed, the sweep that closes idle contexts, and closing the browser at shutdown.
 import { existsSync } from 'node:fs';
 import type { Logger } from '@agentplane/lib/logging';
 import type { RuntimeConfig } from '../config.js';

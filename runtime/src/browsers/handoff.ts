@@ -234,6 +234,15 @@ export class BrowserHandoffs {
           });
         }
       };
+      /**
+       * Writes one event of the screencast, counted as sent before the write waits, so frames painted meanwhile find
+       * the window as it is.
+       */
+      const send = (event: 'frame' | 'missing', data: Record<string, unknown>) => {
+        viewer.sent = ++seq;
+        lastSent = Date.now();
+        return writer.write({ id: seq, event, data });
+      };
       let missing = false;
       /** Frames Chromium sent so far. */
       let painted = 0;
@@ -252,35 +261,18 @@ export class BrowserHandoffs {
             await room();
             if (over || (streamId && arrived !== painted)) return;
             if (!selector) {
-              // Counted as sent before the write waits, so frames painted meanwhile find the window as it is.
-              viewer.sent = ++seq;
-              lastSent = Date.now();
-              await writer.write({
-                id: seq,
-                event: 'frame',
-                data: { mime_type: 'image/jpeg', data: event.data, width: Math.round(event.metadata.deviceWidth), height: Math.round(event.metadata.deviceHeight), url: page.url(), selector: null },
-              });
+              await send('frame', { mime_type: 'image/jpeg', data: event.data, width: Math.round(event.metadata.deviceWidth), height: Math.round(event.metadata.deviceHeight), url: page.url(), selector: null });
             } else {
               const box = await deadline(elementBox(page, selector), SHOT_MS);
               if (over) return;
               if (box === null || box === 'invalid') {
-                if (!missing) {
-                  viewer.sent = ++seq;
-                  lastSent = Date.now();
-                  await writer.write({ id: seq, event: 'missing', data: { selector, url: page.url() } });
-                }
+                if (!missing) await send('missing', { selector, url: page.url() });
                 missing = true;
               } else {
                 missing = false;
                 const image = await page.screenshot({ type: 'jpeg', quality: STREAM_QUALITY, clip: box, caret: 'initial', timeout: SHOT_MS });
                 if (over) return;
-                viewer.sent = ++seq;
-                lastSent = Date.now();
-                await writer.write({
-                  id: seq,
-                  event: 'frame',
-                  data: { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box.width), height: Math.round(box.height), url: page.url(), selector },
-                });
+                await send('frame', { mime_type: 'image/jpeg', data: image.toString('base64'), width: Math.round(box.width), height: Math.round(box.height), url: page.url(), selector });
               }
             }
           } catch {

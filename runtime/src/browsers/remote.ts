@@ -1,8 +1,8 @@
 // The browser Pod's Chromium as this runtime's browser (docs/decisions/0092): on Kubernetes pages never run in the
 // runtime's Pod. The runtime connects to the browser server the operator runs in the project's namespace, with the
 // token in a header the server's gate checks, once, and again on the next use after the connection or the Pod goes
-// away. The contexts it made close with the
-// connection (Playwright's browser server closes a client's contexts when it leaves).
+// away. The contexts it made close with the connection (Playwright's browser server closes a client's contexts when
+// it leaves).
 import { chromium, type Browser } from 'playwright-core';
 import { unavailable } from '@agentplane/lib/errors';
 import type { Logger } from '@agentplane/lib/logging';

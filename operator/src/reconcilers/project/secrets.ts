@@ -20,5 +20,5 @@ export const newMasterKey = () => randomBytes(32).toString('base64');
 /** A new database password: URL-safe, so it sits in a connection URL unescaped. */
 export const newDatabasePassword = () => randomBytes(24).toString('base64url');
 
-/** A new browser token: the browser server's secret path, URL-safe (lib/src/browser.ts's rule). */
+/** A new browser token: what the runtime shows the browser server's gate, URL-safe (lib/src/browser.ts's rule). */
 export const newBrowserToken = () => randomBytes(32).toString('base64url');

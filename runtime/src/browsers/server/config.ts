@@ -7,7 +7,7 @@ import { readAllowedDestinations } from '@agentplane/lib/net/egress-proxy';
 export interface BrowserServerConfig {
   host: string;
   port: number;
-  /** The secret path of the server's WebSocket: the runtime's only way in. */
+  /** What the runtime sends (`Authorization: Bearer`) to pass the gate: its only way in. */
   token: string;
   executablePath: string;
   /**
